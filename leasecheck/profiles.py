@@ -1,0 +1,93 @@
+"""Settings profiles, chosen in one place: ``quick``, ``ci`` and ``deep``.
+
+A profile fixes both Hypothesis' settings and the scale of the process-level
+properties (kills, race rounds, explored scope). It is chosen by ``--profile`` or
+the environment variable ``LEASECHECK_PROFILE`` (default ``ci``); the seed for
+every non-Hypothesis random choice comes from ``--leasecheck-seed`` /
+``LEASECHECK_SEED`` (default 0), so the ``ci`` verdict depends only on the target,
+the seed and the committed example database.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase, ReadOnlyDatabase
+
+__all__ = ["PROFILES", "Profile", "current_profile", "current_seed", "hypothesis_settings"]
+
+PROFILE_ENV = "LEASECHECK_PROFILE"
+SEED_ENV = "LEASECHECK_SEED"
+EXAMPLES_ENV = "LEASECHECK_EXAMPLES"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How hard every property tries."""
+
+    name: str
+    max_examples: int
+    """Hypothesis examples per stateful property."""
+    step_count: int
+    """Maximum rules per stateful example."""
+    crash_states: int
+    """Generated starting states per (operation, fault point) in the crash harness."""
+    random_kills: int
+    """Kills at random instants."""
+    race_rounds: int
+    """Rounds of N processes released together from a barrier."""
+    race_processes: int
+    parallel_histories: int
+    """Parallel histories per linearizability property."""
+    thread_seconds: float
+    """Wall-clock budget of the JobQueue thread-hammer test."""
+    explore_scope: str
+    """Scope name for the model checker (see ``models.explorer``)."""
+
+
+PROFILES = {
+    "quick": Profile("quick", 40, 25, 2, 20, 20, 3, 10, 1.0, "small"),
+    "ci": Profile("ci", 150, 40, 4, 60, 60, 3, 30, 2.0, "ci"),
+    "deep": Profile("deep", 2000, 80, 20, 1000, 500, 6, 300, 20.0, "deep"),
+}
+
+
+def current_profile() -> Profile:
+    name = os.environ.get(PROFILE_ENV, "ci")
+    if name not in PROFILES:
+        raise ValueError(
+            f"unknown profile {name!r} from ${PROFILE_ENV}; use one of quick, ci, deep"
+        )
+    return PROFILES[name]
+
+
+def current_seed() -> int:
+    raw = os.environ.get(SEED_ENV, "0")
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"${SEED_ENV}={raw!r} is not an integer; set it to e.g. 0") from None
+
+
+def example_database(read_only: bool) -> ExampleDatabase:
+    """Failing examples are kept here and replayed first (share it by committing it)."""
+    path = Path(os.environ.get(EXAMPLES_ENV, ".leasecheck/examples"))
+    database: ExampleDatabase = DirectoryBasedExampleDatabase(path)
+    return ReadOnlyDatabase(database) if read_only else database
+
+
+def hypothesis_settings(profile: Profile) -> settings:
+    """The Hypothesis settings of ``profile`` (never time-based: no deadline)."""
+    return settings(
+        max_examples=profile.max_examples,
+        stateful_step_count=profile.step_count,
+        deadline=None,
+        database=example_database(read_only=profile.name == "ci"),
+        suppress_health_check=list(HealthCheck),
+        phases=list(Phase),
+        print_blob=True,
+        report_multiple_bugs=False,
+    )

@@ -1,0 +1,158 @@
+"""The contracts, written once: what a target and its reference model both offer.
+
+A target file and the pure model are driven through the same Protocol, so mypy
+sees a disagreement between them before a test does. ``LeaseQueue`` is one open
+lease-worker queue (a target module plus its connection, or the model);
+``JobQueueLike`` is the JobQueue class of ``job-queue.md``.
+
+Stored state is compared as a ``Snapshot``: every column of both tables, rows in
+``seq`` order, without the ``seq`` values themselves (the spec fixes their order,
+not their numbers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from queue_impl.jobs import JobView, Lease
+
+__all__ = [
+    "Clock",
+    "Fault",
+    "JobQueueLike",
+    "JobRow",
+    "LeaseQueue",
+    "RedriveRow",
+    "Send",
+    "Snapshot",
+    "Ticket",
+]
+
+Ticket = dict[str, Any]
+"""What ``claim`` returns and ``finish`` takes: id, qty, owner, token, attempt, lease_until."""
+
+Fault = Callable[[str], object] | None
+Clock = Callable[[], object]
+Send = Callable[[dict[str, Any]], object]
+
+JOB_COLUMNS = (
+    "id", "qty", "status", "attempts", "max_attempts", "token",
+    "available_at", "deadline", "owner", "lease_until", "reason",
+)  # fmt: skip
+REDRIVE_COLUMNS = ("id", "token", "at_ms", "note")
+FAULT_POINTS = ("after-claim", "after-finish", "after-audit", "after-redrive", "after-commit")
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """One row of ``jobs``, every column but ``seq``."""
+
+    id: str
+    qty: int
+    status: str
+    attempts: int
+    max_attempts: int
+    token: int
+    available_at: int
+    deadline: int
+    owner: str | None = None
+    lease_until: int | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class RedriveRow:
+    """One row of ``redrives``, every column but ``seq``."""
+
+    id: str
+    token: int
+    at_ms: int
+    note: str
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The whole stored state of a lease queue: both tables in ``seq`` order."""
+
+    jobs: tuple[JobRow, ...] = ()
+    redrives: tuple[RedriveRow, ...] = ()
+
+    def job(self, job_id: str) -> JobRow | None:
+        return next((row for row in self.jobs if row.id == job_id), None)
+
+    def describe(self) -> str:
+        """A few readable lines, for failure messages."""
+        lines = [
+            f"  job {r.id!r}: {r.status} qty={r.qty} attempts={r.attempts}/{r.max_attempts}"
+            f" token={r.token} available_at={r.available_at} deadline={r.deadline}"
+            f" owner={r.owner!r} lease_until={r.lease_until} reason={r.reason!r}"
+            for r in self.jobs
+        ]
+        lines += [
+            f"  redrive {r.id!r} token={r.token} at={r.at_ms} note={r.note!r}"
+            for r in self.redrives
+        ]
+        return "\n".join(lines) or "  (empty)"
+
+
+class LeaseQueue(Protocol):
+    """One open lease-worker queue. Arguments are ``object``: the suite sends bad ones too."""
+
+    def enqueue(
+        self, event: object, now_ms: object, ttl_ms: object, max_attempts: object = 3
+    ) -> object: ...
+
+    def claim(
+        self, owner: object, now_ms: object, lease_ms: object = 1000, fault: Fault = None
+    ) -> object: ...
+
+    def finish(
+        self,
+        ticket: object,
+        outcome: object,
+        now_ms: object,
+        delay_ms: object = 0,
+        fault: Fault = None,
+    ) -> object: ...
+
+    def redrive(
+        self, job_id: object, now_ms: object, ttl_ms: object, note: object, fault: Fault = None
+    ) -> object: ...
+
+    def run_once(
+        self, owner: object, clock: Clock, send: Send, jitter: object, lease_ms: object = 1000
+    ) -> object: ...
+
+    def retry_delay(
+        self, attempt: object, base_ms: object, cap_ms: object, jitter: object
+    ) -> int: ...
+
+    def snapshot(self) -> Snapshot: ...
+
+    def error_kind(self, error: BaseException) -> str:
+        """The contract's name for an error: 'Conflict', 'ValueError', ... ."""
+        ...
+
+
+class JobQueueLike(Protocol):
+    """``JobQueue(time, policy)`` of job-queue.md, as both the target and the model offer it."""
+
+    def submit(
+        self, type: object, payload: object, priority: object, run_at_millis: object
+    ) -> str: ...
+
+    def poll(self, worker_id: object, lease_millis: object) -> Lease | None: ...
+
+    def complete(self, job_id: object, token: object) -> None: ...
+
+    def fail(self, job_id: object, token: object, error: object) -> None: ...
+
+    def view(self, job_id: object) -> JobView: ...
+
+    def dead_letters(self) -> list[JobView]: ...
+
+    def retry_dead(self, job_id: object) -> None: ...
+
+    def cancel(self, job_id: object) -> None: ...

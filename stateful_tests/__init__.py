@@ -1,0 +1,3 @@
+"""Hypothesis state machines that drive a target and its reference model side by side."""
+
+__all__: list[str] = []
