@@ -19,6 +19,7 @@ import psutil
 import pytest
 from hypothesis import core as hypothesis_core
 from hypothesis import settings
+from hypothesis.internal.conjecture import engine as shrinking_engine
 
 from leasecheck import profiles
 from leasecheck.scratch import scratch_dir
@@ -48,6 +49,8 @@ def pytest_configure(config: pytest.Config) -> None:
     profile = profiles.current_profile()
     settings.register_profile("leasecheck", profiles.hypothesis_settings(profile))
     settings.load_profile("leasecheck")
+    # Hypothesis reads this bound when shrinking starts; the default is 300 s.
+    shrinking_engine.MAX_SHRINKING_SECONDS = profile.shrink_seconds
     seeded = config.getoption("--leasecheck-seed") is not None or profiles.SEED_ENV in os.environ
     if (profile.name == "ci" or seeded) and hypothesis_core.global_force_seed is None:
         # What Hypothesis' own --hypothesis-seed does: every test draws from this seed,
@@ -129,3 +132,13 @@ def no_leaked_children() -> Iterator[None]:
         child.kill()
     psutil.wait_procs(left, timeout=5)
     assert not left, f"the test left child processes running: {[c.pid for c in left]}"
+
+
+@pytest.fixture
+def checked(record_property: Any) -> Any:
+    """Call ``checked("412 kills")`` to say what a property covered (the summary's column)."""
+
+    def note(what: str) -> None:
+        record_property("runs", what)
+
+    return note

@@ -6,7 +6,8 @@ inside it, so concurrent calls behave as if they ran one after another.
 Readings chosen where job-queue.md leaves the behaviour open (the suite accepts
 every reading; these are the bundled target's):
 
-- Tokens are ints from a per-queue counter: 1, 2, 3, ... in poll order.
+- Tokens are ints from a per-queue counter: 1, 2, 3, ... in poll order; a token
+  that merely compares equal (``True``, ``1.0``) is not the token and is refused.
 - ``retry_dead`` keeps ``last_error`` (it only resets status, attempts and run-at).
 - ``priority`` and ``run_at_millis`` must be exact ints (bool rejected) and
   ``lease_millis`` too; ``type``, ``payload``, ``worker_id`` and ``error`` must be
@@ -180,6 +181,11 @@ class JobQueue:
             raise IllegalStateError(
                 f"{action} of job {job.id!r} with token {token!r} was refused: the job is "
                 f"{job.status.name}, not RUNNING (its lease ended or it was never leased)"
+            )
+        if type(token) is not int:
+            raise IllegalStateError(
+                f"{action} of job {job.id!r} with token {token!r} was refused: this queue "
+                f"issues int tokens only, so that is not the token of the job's current lease"
             )
         if token != job.token:
             raise IllegalStateError(

@@ -255,7 +255,7 @@ def enqueue(
 def claim(
     con: sqlite3.Connection, owner: str, now_ms: int, lease_ms: int = 1000, fault: Fault = None
 ) -> Ticket | None:
-    """Quarantine dead-on-arrival jobs, then lease the lowest-seq claimable job to ``owner``."""
+    """Quarantine overdue or exhausted jobs, then lease the lowest-seq claimable one."""
     _check_identifier("claim", "owner", owner)
     _check_now("claim", "now_ms", now_ms)
     _check_int("claim", "lease_ms", lease_ms, 1, 60000)

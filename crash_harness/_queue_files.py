@@ -1,0 +1,198 @@
+"""Queue files for the crash properties: built for a model state, read back after a kill.
+
+Target code only ever runs in forked children, so a target that hangs or exits can
+not take the harness with it. The one exception would be building a file for a
+given state; instead a child runs the target's ``open_queue`` once on a template
+file, and each case copies the template and writes its state with plain SQLite
+(``leasecheck.targets.write_snapshot``). Reading back also uses plain SQLite: the
+first read of a file with a hot journal rolls the journal back, exactly as the
+target's next ``open_queue`` would.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from crash_harness._ops import Op
+from crash_harness.engine import Channel, Engine, ErrorInfo, Outcome
+from leasecheck.targets import read_snapshot, write_snapshot
+from models.contracts import Snapshot
+
+__all__ = [
+    "LeftOpen",
+    "QueueFiles",
+    "Scenario",
+    "check_opened",
+    "op_body",
+    "read_stored",
+    "sequence_body",
+    "side_by_side",
+]
+
+READ_TIMEOUT_S = 5.0
+
+
+class LeftOpen(Exception):
+    """Raised in a child when a target call returned with a transaction still open."""
+
+
+def op_body(
+    module: ModuleType,
+    path: Path,
+    op: Op,
+    *,
+    hooked: bool = True,
+    traced: bool = False,
+) -> Callable[[Channel], Any]:
+    """A child body: open the queue with the target's ``open_queue``, run ``op``, close.
+
+    Right after opening it reports the rows it found (event ``("opened", snapshot)``),
+    so a harness can tell an ``open_queue`` that touched existing rows from the op.
+    """
+
+    def body(channel: Channel) -> Any:
+        con = module.open_queue(str(path))
+        try:
+            channel.send("event", ("opened", read_snapshot(con)))
+            if traced:
+                con.set_trace_callback(channel.trace)
+            value = op.call(module, con, channel.fault if hooked else None)
+            if con.in_transaction:
+                raise LeftOpen(f"{op.describe()} returned {value!r} with a transaction open")
+            return value
+        finally:
+            con.set_trace_callback(None)
+            con.close()
+
+    return body
+
+
+def sequence_body(module: ModuleType, path: Path, ops: list[Op]) -> Callable[[Channel], Any]:
+    """A child body: open the queue, run ``ops`` one after another (no hooks), close.
+
+    Returns one ``Outcome`` per op, so a raising op does not hide the ones after it.
+    """
+
+    def body(channel: Channel) -> list[Outcome]:
+        con = module.open_queue(str(path))
+        try:
+            outcomes = []
+            for op in ops:
+                try:
+                    outcomes.append(Outcome(op.call(module, con)))
+                except Exception as error:
+                    outcomes.append(Outcome(error=ErrorInfo.from_exception(error)))
+            return outcomes
+        finally:
+            con.close()
+
+    return body
+
+
+@dataclass
+class QueueFiles:
+    """Fresh queue files in ``directory``, each created by the target's ``open_queue``."""
+
+    engine: Engine
+    module: ModuleType
+    directory: Path
+    _template: Path | None = None
+    made: int = 0
+
+    def template(self) -> Path:
+        if self._template is None:
+            path = self.directory / "template.db"
+            child = self.engine.fork("open_queue", _open_only(self.module, path))
+            outcome = child.outcome(f"open_queue({str(path)!r}) on a new file")
+            if outcome.raised:
+                raise AssertionError(
+                    f"open_queue({str(path)!r}) on a new file {outcome.describe()}; "
+                    f"the crash properties need a target that can create a queue"
+                )
+            self._template = path
+        return self._template
+
+    def fresh(self, state: Snapshot) -> Path:
+        """A new queue file holding exactly ``state``."""
+        self.made += 1
+        path = self.directory / f"queue-{self.made}.db"
+        shutil.copyfile(self.template(), path)
+        con = sqlite3.connect(path, isolation_level=None, timeout=READ_TIMEOUT_S)
+        try:
+            write_snapshot(con, state)
+        finally:
+            con.close()
+        return path
+
+    def remove(self, path: Path) -> None:
+        for leftover in (path, path.with_name(path.name + "-journal")):
+            leftover.unlink(missing_ok=True)
+
+
+def _open_only(module: ModuleType, path: Path) -> Callable[[Channel], None]:
+    def body(channel: Channel) -> None:
+        module.open_queue(str(path)).close()
+
+    return body
+
+
+def read_stored(path: Path, after: str) -> Snapshot:
+    """The state stored in ``path`` (rolling back a hot journal), checked for integrity."""
+    try:
+        con = sqlite3.connect(path, isolation_level=None, timeout=READ_TIMEOUT_S)
+    except sqlite3.Error as error:
+        raise AssertionError(f"the queue file could not be opened {after}: {error}") from error
+    try:
+        (verdict,) = con.execute("PRAGMA integrity_check").fetchone()
+        if verdict != "ok":
+            raise AssertionError(f"PRAGMA integrity_check says {verdict!r} {after}, not 'ok'")
+        return read_snapshot(con)
+    except sqlite3.OperationalError as error:
+        raise AssertionError(
+            f"reading the queue file {after} failed with {error!r}; every process touching it "
+            f"had ended or was idle, so a lock was left behind (a transaction left open?)"
+        ) from error
+    finally:
+        con.close()
+
+
+def check_opened(events: list[Any], before: Snapshot) -> None:
+    """The rows a child saw right after ``open_queue`` must be the rows the file held."""
+    for event in events:
+        if isinstance(event, tuple) and event[:1] == ("opened",) and event[1] != before:
+            seen: Snapshot = event[1]
+            raise AssertionError(
+                "open_queue on an existing queue file changed its rows (lease-worker.md: it "
+                "creates the tables only if absent and never touches existing rows)\n"
+                + side_by_side("the file held", before, "after open_queue", seen)
+            )
+
+
+def side_by_side(expected_label: str, expected: Snapshot, got_label: str, got: Snapshot) -> str:
+    return f"{expected_label}:\n{expected.describe()}\n{got_label}:\n{got.describe()}"
+
+
+@dataclass
+class Scenario:
+    """The numbered steps of one case, printed when it fails, with the seed to replay it."""
+
+    property_name: str
+    seed: int
+    steps: list[str] = field(default_factory=list)
+
+    def add(self, text: str) -> None:
+        self.steps.append(text)
+
+    def text(self) -> str:
+        lines = [f"  {number}. {step}" for number, step in enumerate(self.steps, 1)]
+        replay = f"replay with --leasecheck-seed {self.seed} (property {self.property_name})"
+        return "scenario:\n" + "\n".join(lines) + f"\n{replay}"
+
+    def fail(self, message: str) -> AssertionError:
+        return AssertionError(f"{message}\n{self.text()}")

@@ -1,0 +1,619 @@
+"""The fork engine: real child processes that stop where the harness says, and real SIGKILL.
+
+Every process-level property of leasecheck runs its target code through this one
+engine. ``Engine.fork(name, body)`` forks a child from the warm test process (no
+interpreter start per kill); the child runs ``body(channel)`` and never returns into
+pytest: whatever happens it ends with ``os._exit``. The child talks to the harness
+over two pipes:
+
+- ``channel.fault`` is the target's ``fault`` hook: it reports the point name and
+  blocks until the harness answers *go* (or *raise*), or SIGKILLs it right there;
+- ``channel.trace`` can be installed with ``con.set_trace_callback`` and does the
+  same for every SQL statement, so a scenario can hold a process just before its
+  ``BEGIN``;
+- ``channel.send`` reports an event without waiting (e.g. each acknowledged
+  operation in a random history), ``channel.receive`` waits for a command;
+- the body's return value, or the exception it raised, is the child's last frame.
+
+The harness side (``Child``) only ever waits through a poll with a deadline. A wait
+that runs out raises ``HarnessTimeout`` naming what it waited for; a child that
+exits, crashes or is killed by someone else while the harness expects a message
+raises ``ChildDied`` with its exit status or signal. Both are ``AssertionError``s: a
+target that hangs, calls ``os._exit`` or segfaults gets a named verdict, never a
+hang. ``Child.kill`` sends SIGKILL, reaps the child and checks that SIGKILL is what
+ended it. ``Engine.close`` (also on an exception, as a context manager) kills and
+reaps every child still alive and every descendant they started (psutil).
+
+Children must not touch the parent's SQLite connections: a body opens its own
+connection after the fork (``module.open_queue(path)``). Forking from a process with
+threads (pytest-xdist, Hypothesis) is safe as long as the child only runs target
+calls and pipe I/O, which is all a body should do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import faulthandler
+import os
+import select
+import signal
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Final
+
+import psutil
+
+from crash_harness._wire import FrameReader, read_frame_blocking, write_frame
+
+__all__ = [
+    "DEFAULT_DEADLINE_S",
+    "GO",
+    "RAISE",
+    "Channel",
+    "Child",
+    "ChildDied",
+    "Engine",
+    "ErrorInfo",
+    "HarnessError",
+    "HarnessTimeout",
+    "InjectedFault",
+    "Message",
+    "Outcome",
+    "PointNotReached",
+    "describe_status",
+]
+
+DEFAULT_DEADLINE_S: Final = 10.0
+"""How long the harness waits for one message from a child (a healthy step takes ms)."""
+GO: Final = "go"
+RAISE: Final = "raise"
+EXIT_REPORTED: Final = 0
+"""Exit status of a child whose body's result (value or exception) reached the harness."""
+EXIT_UNREPORTED: Final = 70
+EXIT_ORPHANED: Final = 71
+FINAL_KINDS: Final = frozenset({"return", "raise"})
+
+_PARENT_SIDE_FDS: set[int] = set()
+"""Harness-side pipe ends of every live child: a newly forked child closes them all."""
+
+
+def _find_prctl() -> Callable[..., int] | None:
+    """libc's prctl, to make children die with the harness (Linux); None elsewhere."""
+    try:
+        function: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux: children then rely on pipe EOF alone
+        return None
+    return function
+
+
+_prctl = _find_prctl()
+_PR_SET_PDEATHSIG = 1
+
+
+class HarnessError(AssertionError):
+    """A process-level verdict from the engine: a timeout, an unexpected death, a missed point."""
+
+
+class HarnessTimeout(HarnessError):
+    """A bounded wait ran out; the message names what the harness waited for."""
+
+
+class ChildDied(HarnessError):
+    """A child ended (exit, crash, foreign signal) while the harness expected it to talk."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class PointNotReached(HarnessError):
+    """The child's operation ended without passing the fault point the harness waited for."""
+
+
+class InjectedFault(Exception):
+    """Raised inside a child's ``fault`` hook when the harness answers ``RAISE``."""
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    """An exception raised in a child, as plain data (the exception itself may not pickle)."""
+
+    type_name: str
+    classes: tuple[str, ...]
+    message: str
+    traceback: str
+
+    @classmethod
+    def from_exception(cls, error: BaseException) -> ErrorInfo:
+        return cls(
+            type_name=type(error).__name__,
+            classes=tuple(klass.__name__ for klass in type(error).__mro__),
+            message=str(error),
+            traceback="".join(traceback.format_exception(error)),
+        )
+
+    def is_a(self, name: str) -> bool:
+        """True if ``name`` is the error's class or one of its bases (by class name)."""
+        return name in self.classes
+
+    @property
+    def busy(self) -> bool:
+        """SQLite gave up waiting for a lock (``timeout=1``): contention, not a wrong answer."""
+        text = self.message.lower()
+        return self.is_a("OperationalError") and ("locked" in text or "busy" in text)
+
+    def describe(self) -> str:
+        return f"{self.type_name}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a child's body did: returned ``value`` or raised ``error``."""
+
+    value: Any = None
+    error: ErrorInfo | None = None
+
+    @property
+    def raised(self) -> bool:
+        return self.error is not None
+
+    @property
+    def busy(self) -> bool:
+        return self.error is not None and self.error.busy
+
+    def describe(self) -> str:
+        return f"raised {self.error.describe()}" if self.error else f"returned {self.value!r}"
+
+
+@dataclass(frozen=True)
+class Message:
+    """One frame from a child: ``point``/``stmt`` (blocked, waits for an answer), ``event``
+    (no answer), ``return``/``raise`` (the last one)."""
+
+    kind: str
+    value: Any
+
+    @property
+    def blocking(self) -> bool:
+        return self.kind in ("point", "stmt")
+
+
+def describe_status(status: int) -> str:
+    """A waitpid status as words: 'exited with status 3', 'was killed by SIGSEGV'."""
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        with contextlib.suppress(ValueError):
+            return f"was killed by {signal.Signals(number).name}"
+        return f"was killed by signal {number}"
+    if os.WIFEXITED(status):
+        return f"exited with status {os.WEXITSTATUS(status)}"
+    return f"ended with wait status {status}"
+
+
+# --- the child side ------------------------------------------------------------------------
+
+
+class Channel:
+    """The child's end of the pipes."""
+
+    def __init__(self, commands_fd: int, events_fd: int) -> None:
+        self._commands = commands_fd
+        self._events = events_fd
+
+    def send(self, kind: str, value: Any = None) -> None:
+        """Report without waiting for an answer."""
+        write_frame(self._events, (kind, value))
+
+    def receive(self) -> Any:
+        """Wait for the harness's next command; if the harness is gone, exit at once."""
+        ok, value = read_frame_blocking(self._commands)
+        if not ok:
+            os._exit(EXIT_ORPHANED)
+        return value
+
+    def ask(self, kind: str, value: Any = None) -> Any:
+        self.send(kind, value)
+        return self.receive()
+
+    def fault(self, point: str) -> None:
+        """The target's ``fault`` hook: report ``point``, block until the harness answers."""
+        if self.ask("point", point) == RAISE:
+            raise InjectedFault(f"fault injected by the harness at {point!r}")
+
+    def trace(self, statement: str) -> None:
+        """A ``set_trace_callback`` hook: report each SQL statement before it runs, and wait."""
+        self.ask("stmt", statement)
+
+
+def _child_main(body: Callable[[Channel], Any], channel: Channel) -> None:
+    """Run ``body`` and report its result; never return (``os._exit`` in every case)."""
+    code = EXIT_UNREPORTED
+    try:
+        try:
+            value = body(channel)
+        except BaseException as error:  # the child reports everything, even SystemExit
+            channel.send("raise", ErrorInfo.from_exception(error))
+        else:
+            try:
+                channel.send("return", value)
+            except Exception as error:  # an unpicklable result
+                channel.send("raise", ErrorInfo.from_exception(error))
+        code = EXIT_REPORTED
+    finally:
+        os._exit(code)
+
+
+def _become_child(parent_pid: int, own_fds: Iterable[int]) -> None:
+    """Right after the fork: drop every harness-side fd and die with the harness."""
+    for fd in _PARENT_SIDE_FDS | set(own_fds):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _PARENT_SIDE_FDS.clear()
+    faulthandler.disable()  # a crashing target is reported by its wait status, not a dump
+    os.setpgid(0, 0)  # a group of its own: one killpg ends it and all it started
+    if _prctl is not None:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:  # the harness died before prctl took effect
+        os._exit(EXIT_ORPHANED)
+
+
+# --- the harness side ----------------------------------------------------------------------
+
+
+class Child:
+    """A forked child, seen from the harness."""
+
+    def __init__(self, name: str, pid: int, events_fd: int, commands_fd: int, deadline_s: float):
+        self.name = name
+        self.pid = pid
+        self.deadline_s = deadline_s
+        self.status: int | None = None
+        """The waitpid status once reaped."""
+        self.events: list[Any] = []
+        """Values of ``event`` messages seen while waiting for something else."""
+        self._fds: dict[str, int] = {"events": events_fd, "commands": commands_fd}
+        pidfd = _pidfd_open(pid)
+        if pidfd is not None:
+            self._fds["pidfd"] = pidfd
+        _PARENT_SIDE_FDS.update(self._fds.values())
+        self._reader = FrameReader()
+        self._eof = False
+
+    def __repr__(self) -> str:
+        return f"<Child {self.name!r} pid={self.pid} status={self.status}>"
+
+    @property
+    def reaped(self) -> bool:
+        return self.status is not None
+
+    def _close(self, *names: str) -> None:
+        for name in names:
+            fd = self._fds.pop(name, None)
+            if fd is not None:
+                _PARENT_SIDE_FDS.discard(fd)
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+    # -- receiving --
+
+    def _pop(self) -> Message | None:
+        ok, frame = self._reader.pop()
+        return Message(*frame) if ok else None
+
+    def _fill(self, deadline: float) -> bool:
+        """Read what the pipe holds, waiting until ``deadline``; False if nothing came."""
+        fd = self._fds.get("events")
+        remaining = deadline - time.monotonic()
+        if fd is None or self._eof or remaining <= 0:
+            return False
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLHUP)
+        if not poller.poll(max(1, int(remaining * 1000))):
+            return False
+        data = os.read(fd, 1 << 16)
+        if data:
+            self._reader.feed(data)
+        else:
+            self._eof = True
+        return True
+
+    def next(self, waiting_for: str, deadline_s: float | None = None) -> Message:
+        """The child's next message; ``waiting_for`` completes 'while the harness waited for …'."""
+        budget = deadline_s if deadline_s is not None else self.deadline_s
+        deadline = time.monotonic() + budget
+        while True:
+            message = self._pop()
+            if message is not None:
+                return message
+            if self._eof or "events" not in self._fds:
+                self._reap(deadline, waiting_for)
+                assert self.status is not None
+                raise ChildDied(
+                    f"child {self.name!r} (pid {self.pid}) {describe_status(self.status)} "
+                    f"while the harness waited for {waiting_for}",
+                    self.status,
+                )
+            if not self._fill(deadline):
+                raise HarnessTimeout(
+                    f"timed out after {budget:g} s waiting for {waiting_for} from child "
+                    f"{self.name!r} (pid {self.pid}); it was still running and is killed now "
+                    f"(does the target block or loop forever?)"
+                )
+
+    def poll_message(self, wait_s: float, waiting_for: str) -> Message | None:
+        """The child's next message if one arrives within ``wait_s``, else None.
+
+        For schedulers that read silence as "blocked on a lock": unlike ``next`` a
+        short wait that runs out is not an error. A child that died raises ChildDied.
+        """
+        deadline = time.monotonic() + wait_s
+        while True:
+            message = self._pop()
+            if message is not None:
+                return message
+            if self._eof or "events" not in self._fds:
+                return self.next(waiting_for)  # raises ChildDied with the status
+            if not self._fill(deadline):
+                return self._pop()
+
+    def answer(self, reply: Any = GO) -> None:
+        """Answer a blocking message (a fault point or a statement), or send a command."""
+        fd = self._fds.get("commands")
+        if fd is None:
+            raise HarnessError(f"child {self.name!r} (pid {self.pid}) has ended; cannot answer")
+        write_frame(fd, reply)
+
+    def run_to_point(self, point: str, op: str) -> list[str]:
+        """Let the child run (answering go) until it blocks at ``point``; the points passed.
+
+        The child stays blocked at ``point`` until ``answer`` or ``kill``.
+        """
+        passed: list[str] = []
+        reached = self.run_until(
+            lambda m: m.kind == "point" and m.value == point,
+            f"{op} to reach fault point {point!r}",
+            passed,
+        )
+        if isinstance(reached, Outcome):
+            raise PointNotReached(
+                f"{op} {reached.describe()} without calling fault({point!r}); the hook "
+                f"points it passed: {passed or 'none'}"
+            )
+        return passed
+
+    def run_until(
+        self, match: Callable[[Message], bool], waiting_for: str, passed: list[str] | None = None
+    ) -> Message | Outcome:
+        """Answer go to everything until a message ``match``es (returned, not answered) or the
+        body ends (its ``Outcome``, the child reaped). ``passed`` collects the points passed."""
+        points = passed if passed is not None else []
+        while True:
+            message = self.next(waiting_for)
+            if match(message):
+                return message
+            if message.kind in FINAL_KINDS:
+                self._collect_final(waiting_for)
+                return _outcome(message)
+            self._pass(message, points)
+
+    def _pass(self, message: Message, passed: list[str]) -> None:
+        if message.kind == "point":
+            passed.append(message.value)
+        elif message.kind == "event":
+            self.events.append(message.value)
+        if message.blocking:
+            self.answer(GO)
+
+    def outcome(self, waiting_for: str, deadline_s: float | None = None) -> Outcome:
+        """Answer go to every point and statement until the body returns or raises; reap."""
+        while True:
+            message = self.next(waiting_for, deadline_s)
+            if message.kind in FINAL_KINDS:
+                self._collect_final(waiting_for)
+                return _outcome(message)
+            self._pass(message, [])
+
+    def _collect_final(self, waiting_for: str) -> None:
+        """After the last frame the child exits by itself: reap it and check its status."""
+        self._reap(time.monotonic() + self.deadline_s, f"the exit that follows {waiting_for}")
+        assert self.status is not None
+        if not (os.WIFEXITED(self.status) and os.WEXITSTATUS(self.status) == EXIT_REPORTED):
+            raise ChildDied(
+                f"child {self.name!r} (pid {self.pid}) reported its result and then "
+                f"{describe_status(self.status)}",
+                self.status,
+            )
+
+    # -- ending --
+
+    def kill(self) -> list[Message]:
+        """SIGKILL the child, reap it, check SIGKILL ended it; the messages it sent before dying."""
+        if self.reaped:
+            raise HarnessError(f"child {self.name!r} (pid {self.pid}) is already reaped")
+        self._kill_group()
+        self._reap(time.monotonic() + self.deadline_s, "its death after SIGKILL")
+        assert self.status is not None
+        if not (os.WIFSIGNALED(self.status) and os.WTERMSIG(self.status) == signal.SIGKILL):
+            raise ChildDied(
+                f"child {self.name!r} (pid {self.pid}) was sent SIGKILL but "
+                f"{describe_status(self.status)}",
+                self.status,
+            )
+        return self.drain()
+
+    def drain(self) -> list[Message]:
+        """Every whole frame left in the pipe of a reaped child (a torn tail is dropped)."""
+        deadline = time.monotonic() + self.deadline_s
+        while self._fill(deadline):
+            pass
+        left: list[Message] = []
+        while (message := self._pop()) is not None:
+            left.append(message)
+        self._close("events")
+        return left
+
+    def _reap(self, deadline: float, waiting_for: str) -> None:
+        if self.reaped:
+            return
+        if not self._wait_exit(deadline):
+            raise HarnessTimeout(
+                f"timed out waiting for {waiting_for} of child {self.name!r} (pid {self.pid}); "
+                f"it is still running and is killed now"
+            )
+        self._kill_group()  # the leader is a zombie at worst, so the group id is still ours
+        if self.status is None:
+            _, self.status = os.waitpid(self.pid, 0)
+        self._close("commands", "pidfd")
+
+    def _kill_group(self) -> None:
+        """SIGKILL the child's process group: the child and every process it started.
+
+        Only called before the child is reaped: until then no one else can own the id.
+        """
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        except PermissionError:  # the group was not set up (setpgid raced): the child alone
+            os.kill(self.pid, signal.SIGKILL)
+
+    def _wait_exit(self, deadline: float) -> bool:
+        """Wait (bounded) until the process has exited; True once it has."""
+        pidfd = self._fds.get("pidfd")
+        if pidfd is None:  # no pidfd (old kernel): poll waitpid until the deadline
+            while time.monotonic() < deadline:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+                if pid:
+                    self.status = status
+                    return True
+                time.sleep(0.001)
+            return False
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        remaining = deadline - time.monotonic()
+        return remaining > 0 and bool(poller.poll(max(1, int(remaining * 1000))))
+
+    def force_end(self) -> str | None:
+        """Cleanup path: SIGKILL the child's group and reap it; a problem, or None."""
+        problem = None
+        if not self.reaped:
+            self._kill_group()
+            if self._wait_exit(time.monotonic() + self.deadline_s):
+                if self.status is None:
+                    _, self.status = os.waitpid(self.pid, 0)
+            else:
+                problem = f"child {self.name!r} (pid {self.pid}) survived SIGKILL"
+        self._close("events", "commands", "pidfd")
+        return problem
+
+
+def _outcome(message: Message) -> Outcome:
+    return Outcome(error=message.value) if message.kind == "raise" else Outcome(message.value)
+
+
+def _sweep(groups: set[int]) -> list[int]:
+    """psutil: kill and wait for any process below this one still in one of ``groups``."""
+    found = []
+    for process in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error, OSError):
+            if os.getpgid(process.pid) in groups:
+                process.kill()
+                found.append(process)
+    psutil.wait_procs(found, timeout=DEFAULT_DEADLINE_S)
+    return [process.pid for process in found]
+
+
+class Engine:
+    """Forks children and guarantees that none outlives the ``with`` block."""
+
+    def __init__(self, deadline_s: float = DEFAULT_DEADLINE_S) -> None:
+        self.deadline_s = deadline_s
+        self.children: list[Child] = []
+        self.forks = 0
+
+    def fork(self, name: str, body: Callable[[Channel], Any]) -> Child:
+        """Fork a child running ``body(channel)``; it starts at once."""
+        to_child_r, to_child_w = os.pipe()
+        to_parent_r, to_parent_w = os.pipe()
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child; coverage never sees os._exit
+            try:
+                _become_child(parent, (to_child_w, to_parent_r))
+                _child_main(body, Channel(to_child_r, to_parent_w))
+            finally:
+                os._exit(EXIT_UNREPORTED)
+        os.close(to_child_r)
+        os.close(to_parent_w)
+        with contextlib.suppress(OSError):  # the child does it too; whoever is first wins
+            os.setpgid(pid, pid)
+        child = Child(name, pid, to_parent_r, to_child_w, self.deadline_s)
+        self.children.append(child)
+        self.forks += 1
+        return child
+
+    def wait_any(self, children: list[Child], waiting_for: str) -> tuple[Child, Message]:
+        """The first message from any of ``children`` (one child's death raises ChildDied)."""
+        deadline = time.monotonic() + self.deadline_s
+        while True:
+            for child in children:
+                message = child._pop()
+                if message is not None:
+                    return child, message
+                if child._eof:
+                    child.next(waiting_for)  # raises ChildDied with the status
+            poller = select.poll()
+            for child in children:
+                if "events" in child._fds:
+                    poller.register(child._fds["events"], select.POLLIN | select.POLLHUP)
+            remaining = deadline - time.monotonic()
+            ready = {fd for fd, _ in poller.poll(max(1, int(remaining * 1000)))}
+            if not ready or remaining <= 0:
+                names = ", ".join(repr(c.name) for c in children)
+                raise HarnessTimeout(
+                    f"timed out after {self.deadline_s:g} s waiting for {waiting_for} from "
+                    f"children {names}; they are killed now"
+                )
+            for child in children:
+                if child._fds.get("events") in ready:
+                    child._fill(deadline)
+
+    def close(self) -> None:
+        """Kill and reap every child still running, and everything they started.
+
+        Each child leads its own process group, killed as a whole; a psutil sweep then
+        catches anything of those groups still below this process.
+        """
+        problems = [p for child in self.children if (p := child.force_end())]
+        stragglers = _sweep({child.pid for child in self.children})
+        self.children.clear()
+        if problems:
+            raise HarnessError("; ".join(problems))
+        if stragglers:
+            raise HarnessError(f"processes {stragglers} outlived their group's SIGKILL")
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            self.close()
+        except HarnessError:
+            if exc is None:  # never hide the error that is already on its way out
+                raise
+
+
+def _pidfd_open(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None

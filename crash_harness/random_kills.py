@@ -1,0 +1,225 @@
+"""Kill at random instants: whatever a SIGKILL interrupts, the file holds a prefix of history.
+
+One queue file lives through the whole property. Again and again a forked child
+opens it with the target's ``open_queue`` and runs a random history of operations
+(drawn by the model as a user would: intake, dispatch, completion, redrive), sending
+an acknowledgement with each result *without waiting* for the harness. The harness
+picks a random acknowledgement and SIGKILLs the child as soon as it reads it, while
+the child is already inside a later operation, anywhere in it: validating, inside
+the transaction, inside COMMIT, after it. Then it drains the acknowledgements that
+made it into the pipe and reopens the file:
+
+- every acknowledged result must be the model's result;
+- the stored state must be the model's state after the acknowledged prefix, or after
+  that prefix plus the one operation that was in flight — nothing else.
+
+The next child continues from whichever of the two it found.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from crash_harness._ops import Expected, Op, agrees
+from crash_harness._queue_files import (
+    QueueFiles,
+    Scenario,
+    check_opened,
+    read_stored,
+    side_by_side,
+)
+from crash_harness._states import World, random_op, step
+from crash_harness.engine import FINAL_KINDS, Channel, Child, Engine, ErrorInfo, Outcome
+from leasecheck.targets import read_snapshot
+from models.contracts import Snapshot
+
+__all__ = ["RandomKillReport", "check_random_kills"]
+
+PROPERTY = "lease.crash-random"
+
+
+@dataclass
+class RandomKillReport:
+    kills: int = 0
+    in_flight_kept: int = 0
+    """Kills after which the in-flight operation turned out committed."""
+    in_flight_lost: int = 0
+    """Kills after which it had rolled back (or had not started writing)."""
+    after_history: int = 0
+    """Kills that found the child done with its whole history (nothing in flight)."""
+    acknowledged: int = 0
+    forks: int = 0
+
+    def render(self) -> str:
+        return (
+            f"{self.kills} random kills checked, {self.acknowledged} acknowledged operations; "
+            f"the operation in flight was kept {self.in_flight_kept} times, rolled back or not "
+            f"started {self.in_flight_lost} times, none in flight {self.after_history} times"
+        )
+
+
+@dataclass(frozen=True)
+class _Planned:
+    op: Op
+    expected: Expected
+    world: World
+    """The model's world after this operation."""
+
+
+def _plan(rng: random.Random, world: World, length: int) -> list[_Planned]:
+    plan = []
+    for _ in range(length):
+        op = random_op(rng, world)
+        before = world
+        world = step(rng, world, op)
+        plan.append(_Planned(op, _expected_of(op, before), world))
+    return plan
+
+
+def _expected_of(op: Op, world: World) -> Expected:
+    _, expected = world.apply(op)
+    return expected
+
+
+def _history_body(module: ModuleType, path: Path, ops: list[Op]) -> Callable[[Channel], None]:
+    """Run ``ops`` in order, acknowledging each result without waiting; then wait to die."""
+
+    def body(channel: Channel) -> None:
+        con = module.open_queue(str(path))
+        channel.send("event", ("opened", read_snapshot(con)))
+        for index, op in enumerate(ops):
+            try:
+                outcome = Outcome(op.call(module, con))
+            except Exception as error:
+                outcome = Outcome(error=ErrorInfo.from_exception(error))
+            channel.send("event", ("ack", index, outcome))
+        channel.send("event", ("done", None))
+        channel.receive()  # blocks until the SIGKILL: the kill always finds a live process
+
+    return body
+
+
+def check_random_kills(
+    module: ModuleType, directory: Path, kills: int, seed: int
+) -> RandomKillReport:
+    """SIGKILL ``kills`` histories at random instants; check every reopened state."""
+    rng = random.Random(f"{PROPERTY}:{seed}")
+    report = RandomKillReport()
+    with Engine() as engine:
+        files = QueueFiles(engine, module, directory)
+        path = files.fresh(Snapshot())
+        world = World(now=rng.randint(0, 10**6))
+        for number in range(1, kills + 1):
+            plan = _plan(rng, world, rng.randint(4, 40))
+            scenario = _scenario(seed, number, world, plan)
+            try:
+                world = _one_kill(engine, module, path, plan, world, rng, scenario, report)
+            except AssertionError as error:
+                raise scenario.fail(str(error)) from error
+        report.forks = engine.forks
+    return report
+
+
+def _scenario(seed: int, number: int, world: World, plan: list[_Planned]) -> Scenario:
+    scenario = Scenario(PROPERTY, seed)
+    scenario.add(f"kill #{number}: the queue file holds the state the model reached so far")
+    scenario.add("a child opens it with open_queue and runs, acknowledging each result:")
+    for index, planned in enumerate(plan):
+        scenario.add(f"   op {index}: {planned.op.describe()}")
+    return scenario
+
+
+def _one_kill(
+    engine: Engine,
+    module: ModuleType,
+    path: Path,
+    plan: list[_Planned],
+    world: World,
+    rng: random.Random,
+    scenario: Scenario,
+    report: RandomKillReport,
+) -> World:
+    trigger = rng.randint(0, len(plan) // 2)  # 0: on 'opened'; i: on the ack of op i-1
+    child = engine.fork(f"history-{report.kills + 1}", _history_body(module, path, _ops(plan)))
+    seen = _read_until(child, trigger)
+    seen += [m.value for m in child.kill()]
+    check_opened(seen, world.state)
+    acks = _acks(seen, plan)
+    scenario.add(
+        f"the harness SIGKILLs the child when it reads message {trigger}; "
+        f"{len(acks)} operations were acknowledged"
+    )
+    report.kills += 1
+    report.acknowledged += len(acks)
+    before = plan[len(acks) - 1].world if acks else world
+    stored = read_stored(path, f"after kill #{report.kills}")
+    if len(acks) == len(plan):
+        report.after_history += 1
+    if stored == before.state:
+        report.in_flight_lost += len(acks) < len(plan)
+        return before
+    if len(acks) < len(plan) and stored == plan[len(acks)].world.state:
+        report.in_flight_kept += 1
+        return plan[len(acks)].world
+    raise AssertionError(_mismatch(plan, acks, before.state, stored))
+
+
+def _ops(plan: list[_Planned]) -> list[Op]:
+    return [planned.op for planned in plan]
+
+
+def _read_until(child: Child, trigger: int) -> list[Any]:
+    """Read the child's messages up to and including message number ``trigger``."""
+    seen: list[Any] = []
+    while len(seen) <= trigger:
+        message = child.next(f"acknowledgement {len(seen)} of the history")
+        if message.kind in FINAL_KINDS or message.kind != "event":
+            raise AssertionError(
+                f"the history child sent {message.kind} {message.value!r} instead of an "
+                f"acknowledgement; a target must not call fault when it is None"
+            )
+        seen.append(message.value)
+    return seen
+
+
+def _acks(seen: list[Any], plan: list[_Planned]) -> list[Outcome]:
+    """The acknowledged outcomes in order, each checked against the model."""
+    acks: list[Outcome] = []
+    for kind, *rest in seen:
+        if kind != "ack":
+            continue
+        index, outcome = rest
+        assert index == len(acks), f"acknowledgement {index} arrived out of order"
+        expected = plan[index].expected
+        if not agrees(outcome, expected):
+            raise AssertionError(
+                f"op {index} {plan[index].op.describe()} {outcome.describe()} on the target "
+                f"but the model {expected.describe()}"
+            )
+        acks.append(outcome)
+    return acks
+
+
+def _mismatch(plan: list[_Planned], acks: list[Outcome], before: Snapshot, stored: Snapshot) -> str:
+    done = len(acks)
+    text = (
+        f"after the SIGKILL the stored state is neither the model's state after the "
+        f"{done} acknowledged operations"
+    )
+    if done < len(plan):
+        in_flight = plan[done]
+        text += f" nor after the in-flight op {done} {in_flight.op.describe()}"
+        extra = "\n" + in_flight.world.state.describe()
+    else:
+        extra = ""
+    return (
+        text
+        + "\n"
+        + side_by_side(f"model after {done} operations", before, "stored", stored)
+        + (f"\nmodel after {done + 1} operations:{extra}" if extra else "")
+    )

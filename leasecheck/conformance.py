@@ -1,0 +1,193 @@
+"""Conformance: every transition the lease explorer found, replayed against a target.
+
+For each explored transition (a canonical source world, an operation with its fault
+choice), the target's database is set to the source queue state (``write_snapshot``
+on one tmpfs file, in one transaction, only when it differs from what is stored),
+the same operation runs on the target with a fault hook that records every hook
+point and raises at the chosen one, and the target's result, error kind, hook
+points, stored state and open-transaction flag must equal the model's successor.
+The target sees only the stored rows and the arguments, so transitions that differ
+only in what the dispatchers hold are replayed once.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Hashable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from leasecheck.targets import error_kind, read_snapshot, write_snapshot
+from models._explore_core import Edge, ExploreResult, Move, concretize
+from models._explore_lease import LeaseSystem, LeaseWorld, ticket_dict
+from models.contracts import Snapshot
+
+__all__ = ["ConformanceReport", "InjectedFault", "replay_lease"]
+
+
+class InjectedFault(Exception):
+    """Raised by the conformance fault hook at the explored fault point."""
+
+
+@dataclass
+class ConformanceReport:
+    """How much of the explored graph was replayed, and the first disagreement."""
+
+    states: int = 0
+    """Distinct stored states the target started from."""
+    transitions: int = 0
+    """Distinct (stored state, operation) pairs run on the target."""
+    seconds: float = 0.0
+    failure: str | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one operation did on one side: result, error kind, hooks, state after."""
+
+    result: Any
+    error: str | None
+    hooks: tuple[str, ...]
+    state: Snapshot
+
+
+class _Hook:
+    """Records each hook point; raises ``InjectedFault`` at ``raise_at``."""
+
+    def __init__(self, raise_at: str | None) -> None:
+        self.raise_at = raise_at
+        self.points: list[str] = []
+
+    def __call__(self, point: str) -> None:
+        self.points.append(point)
+        if point == self.raise_at:
+            raise InjectedFault(point)
+
+
+def run_on_target(module: ModuleType, con: sqlite3.Connection, op: Hashable) -> Outcome:
+    """Run one explored operation on the target connection."""
+    assert isinstance(op, tuple)
+    kind, *args = op
+    hook = _Hook(args[-1] if kind != "enqueue" else None)
+    result: Any = None
+    error: str | None = None
+    try:
+        if kind == "enqueue":
+            job_id, qty, now, ttl, budget = args
+            result = module.enqueue(con, {"id": job_id, "qty": qty}, now, ttl, budget)
+        elif kind == "claim":
+            owner, now, lease, _ = args
+            result = module.claim(con, owner, now, lease, hook)
+        elif kind == "finish":
+            _, ticket, outcome, now, delay, _ = args
+            result = module.finish(con, ticket_dict(ticket), outcome, now, delay, hook)
+        else:
+            job_id, now, ttl, _ = args
+            result = module.redrive(con, job_id, now, ttl, "n", hook)
+    except InjectedFault:
+        error = "fault"
+    except Exception as exc:  # a target's error is data here: its kind is compared
+        error = error_kind(exc, module)
+    return Outcome(result, error, tuple(hook.points), read_snapshot(con))
+
+
+def _model_outcome(move: Move[LeaseWorld]) -> Outcome:
+    return Outcome(move.result, move.error, move.hooks, move.state.queue)
+
+
+def _same_value(left: object, right: object) -> bool:
+    return type(left) is type(right) and left == right
+
+
+def compare(model: Outcome, target: Outcome, in_transaction: bool) -> list[str]:
+    """Sentences for every way ``target`` differs from ``model`` (empty: they agree)."""
+    problems = []
+    if model.error != target.error:
+        problems.append(f"it raised {target.error or 'nothing'} on the target but "
+                        f"{model.error or 'nothing'} on the model")  # fmt: skip
+    elif not _same_value(model.result, target.result):
+        problems.append(f"it returned {target.result!r} on the target but {model.result!r}"
+                        f" on the model")  # fmt: skip
+    if model.hooks != target.hooks:
+        problems.append(f"the target called the fault hook at {list(target.hooks)} but the"
+                        f" model passes {list(model.hooks)}")  # fmt: skip
+    if model.state != target.state:
+        problems.append(f"the stored state differs; target:\n{target.state.describe()}\n"
+                        f"model:\n{model.state.describe()}")  # fmt: skip
+    if in_transaction:
+        problems.append("the target left a transaction open")
+    return problems
+
+
+def replay_lease(
+    module: ModuleType,
+    system: LeaseSystem,
+    explored: ExploreResult[LeaseWorld],
+    path: Path,
+) -> ConformanceReport:
+    """Replay every explored lease transition on ``module`` (BFS order: the first
+    failure has a shortest path to its source state)."""
+    started = time.perf_counter()
+    report = ConformanceReport()
+    con = module.open_queue(str(path))
+    try:
+        stored: Snapshot | None = None
+        seen: set[tuple[Snapshot, Hashable]] = set()
+        sources: set[Snapshot] = set()
+        for edge in explored.edges:
+            op = edge.move.op
+            assert isinstance(op, tuple)
+            if op[0] == "tick" or (edge.source.queue, op) in seen:
+                continue
+            seen.add((edge.source.queue, op))
+            sources.add(edge.source.queue)
+            if stored != edge.source.queue:
+                write_snapshot(con, edge.source.queue)
+            target = run_on_target(module, con, op)
+            stored = target.state
+            problems = compare(_model_outcome(edge.move), target, con.in_transaction)
+            if problems:
+                report.failure = _explain(module, con, system, explored, edge, problems)
+                break
+        report.states, report.transitions = len(sources), len(seen)
+    finally:
+        if con.in_transaction:
+            con.execute("ROLLBACK")
+        con.close()
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _explain(
+    module: ModuleType,
+    con: sqlite3.Connection,
+    system: LeaseSystem,
+    explored: ExploreResult[LeaseWorld],
+    edge: Edge[LeaseWorld],
+    problems: list[str],
+) -> str:
+    """The failing transition as a numbered run from the empty queue (a shortest one).
+
+    The explored path is made concrete (consistent names, absolute clock); the last
+    step is run again on the target from the concrete state, and that run is what is
+    reported when it fails too (else the canonical source state is shown).
+    """
+    trace = [*explored.path_to(edge.source), (edge.move.op, edge.move.state)]
+    steps = concretize(system, trace)
+    before = steps[-2].state if len(steps) > 1 else system.initial()
+    write_snapshot(con, before.queue)
+    again = compare(_model_outcome(steps[-1]), run_on_target(module, con, steps[-1].op),
+                    con.in_transaction)  # fmt: skip
+    if not again:
+        steps = [*concretize(system, trace[:-1]), edge.move]
+        before = edge.source
+    lines = ["the target disagrees with the model on an explored transition;",
+             "a shortest run from the empty queue:"]  # fmt: skip
+    lines += [f"  {n}. {system.describe_op(move.op)}" for n, move in enumerate(steps, 1)]
+    lines.append(f"step {len(steps)} starts from")
+    lines.append(system.describe_state(before))
+    lines += [f"  -> {problem}" for problem in (again or problems)]
+    return "\n".join(lines)

@@ -1,0 +1,236 @@
+"""Conformance of a JobQueue target with every transition the JobQueue explorer found.
+
+JobQueue is in memory, so each source state is rebuilt by replaying its BFS path
+(a shortest one) on a fresh target with a settable clock, then the explored
+operation runs and its result, error kind and the whole visible state (``view`` of
+every job, ``dead_letters()``) must equal the model's successor. Target tokens are
+opaque: a bijection from model tokens is learned at each poll, and a target token
+seen before is a violation. Readings left open are accepted: a call that raises may
+or may not have processed expired leases first; whether ``retry_dead`` clears
+``last_error`` is learned from the target once (``probe_clear_error``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Hashable
+from typing import Any
+
+from leasecheck.conformance import ConformanceReport
+from leasecheck.targets import error_kind
+from models import job_model as jm
+from models._explore_core import Edge, ExploreResult, Move
+from models.job_explorer import JobSystem, JobWorld
+from queue_impl.jobs import Lease, RetryPolicy
+
+__all__ = ["probe_clear_error", "probe_expiry_on_error", "replay_jobs"]
+
+
+class SettableClock:
+    """A ``TimeSource`` the replay moves by hand."""
+
+    def __init__(self, now: int) -> None:
+        self.now = now
+
+    def now_millis(self) -> int:
+        return self.now
+
+
+def probe_clear_error(cls: type[Any]) -> bool:
+    """Whether the target's retry_dead clears last_error (the spec leaves it open).
+
+    A target that cannot even run the probe gets the model's default reading; the
+    replay then reports what is wrong with it.
+    """
+    try:
+        queue = cls(SettableClock(10), RetryPolicy(1, 1, 1))
+        job_id = queue.submit("t", "p", 0, 0)
+        lease = queue.poll("w", 5)
+        queue.fail(job_id, lease.token, "e")
+        queue.retry_dead(job_id)
+        return bool(queue.view(job_id).last_error is None)
+    except Exception:  # a broken target: the replay says how
+        return False
+
+
+def probe_expiry_on_error(cls: type[Any]) -> dict[str, bool]:
+    """For complete/fail that raise KeyError or IllegalStateError: whether the target
+    processed expired leases before raising (the spec leaves it open)."""
+    readings = {}
+    for kind, job_id in (("KeyError", "J9"), ("IllegalStateError", "J1")):
+        try:
+            clock = SettableClock(10)
+            queue = cls(clock, RetryPolicy(2, 1, 1))
+            queue.submit("t", "p", 0, 0)
+            queue.poll("w", 5)
+            clock.now = 15
+            with contextlib.suppress(KeyError, RuntimeError):
+                queue.complete(job_id, ("never-issued",))
+            readings[kind] = queue.view("J1").status.name != "RUNNING"
+        except Exception:  # a broken target: the replay says how
+            readings[kind] = False
+    return readings
+
+
+class _Run:
+    """One target instance driven by explored operations."""
+
+    def __init__(self, cls: type[Any], policy: RetryPolicy, start: int) -> None:
+        self.clock = SettableClock(start)
+        self.queue = cls(self.clock, policy)
+        self.tokens: dict[int, object] = {}
+
+    def apply(self, op: Hashable) -> tuple[Any, str | None]:
+        """Run ``op``; returns (result, error kind or None)."""
+        assert isinstance(op, tuple)
+        kind, *args = op
+        if kind == "tick":
+            self.clock.now = args[0]
+            return None, None
+        try:
+            return self._call(kind, args), None
+        except Exception as exc:  # the error kind is compared with the model's
+            return None, error_kind(exc)
+
+    def _call(self, kind: str, args: list[Any]) -> Any:
+        if kind == "submit":
+            return self.queue.submit("t", "p", args[0], args[1])
+        self.clock.now = args[-1]
+        if kind == "poll":
+            return self.queue.poll(args[0], args[1])
+        if kind in ("complete", "fail"):
+            _, job_id, token, _ = args
+            real = self.tokens.get(token, ("never-issued", token))
+            if kind == "complete":
+                return self.queue.complete(job_id, real)
+            return self.queue.fail(job_id, real, "e")
+        if kind == "retry_dead":
+            return self.queue.retry_dead(args[0])
+        return self.queue.cancel(args[0])
+
+    def learn(self, model_lease: Lease, target: object) -> str | None:
+        """Record the target token for a model token; a reused target token is a bug."""
+        if not isinstance(target, Lease):
+            return None
+        if any(target.token == seen for seen in self.tokens.values()):
+            return f"poll returned token {target.token!r}, which this queue issued before"
+        assert isinstance(model_lease.token, int)
+        self.tokens[model_lease.token] = target.token
+        return None
+
+    def views(self, state: jm.JobState) -> tuple[list[Any], list[Any]]:
+        return [self.queue.view(job.id) for job in state.jobs], list(self.queue.dead_letters())
+
+
+def _model_views(state: jm.JobState) -> tuple[list[Any], list[Any]]:
+    return [job.view() for job in state.jobs], jm.dead_letters(state)
+
+
+def _compare_result(model: object, target: object) -> str | None:
+    if isinstance(model, Lease) and isinstance(target, Lease):
+        fields = ("job_id", "type", "payload", "attempt", "lease_until")
+        if all(getattr(model, f) == getattr(target, f) for f in fields):
+            return None
+    elif model == target and type(model) is type(target):
+        return None
+    return f"it returned {target!r} on the target but {model!r} on the model"
+
+
+def _check(
+    run: _Run, system: JobSystem, edge: Edge[JobWorld], result: object, error: str | None
+) -> list[str]:
+    move = edge.move
+    problems = []
+    if error != move.error:
+        problems.append(f"it raised {error or 'nothing'} on the target but "
+                        f"{move.error or 'nothing'} on the model")  # fmt: skip
+    else:
+        problem = _compare_result(move.result, result)
+        if problem:
+            problems.append(problem)
+    readings = [move.state.state]
+    if move.error is not None:
+        readings.append(jm.expire(edge.source.state, system.policy, edge.source.now))
+    seen = run.views(move.state.state)
+    if all(seen != _model_views(state) for state in readings):
+        problems.append(
+            f"the visible state differs; target views: {seen[0]}\n"
+            f"  model views: {_model_views(readings[0])[0]}"
+        )
+    return problems
+
+
+def replay_jobs(
+    cls: type[Any], system: JobSystem, explored: ExploreResult[JobWorld]
+) -> ConformanceReport:
+    """Replay every explored JobQueue transition on a fresh ``cls`` instance."""
+    started = time.perf_counter()
+    report = ConformanceReport()
+    sources: set[JobWorld] = set()
+    path: list[tuple[Move[JobWorld], JobWorld]] = []
+    last: JobWorld | None = None
+    for edge in explored.edges:
+        if edge.move.op[0] == "tick":  # type: ignore[index]
+            continue
+        if edge.source is not last:
+            path, last = explored.path_moves(edge.source), edge.source
+        sources.add(edge.source)
+        report.transitions += 1
+        problems = _replay_one(cls, system, path, edge)
+        if problems:
+            report.failure = _explain(system, path, edge, problems)
+            break
+    report.states = len(sources)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _replay_one(
+    cls: type[Any],
+    system: JobSystem,
+    path: list[tuple[Move[JobWorld], JobWorld]],
+    edge: Edge[JobWorld],
+) -> list[str]:
+    run = _Run(cls, system.policy, system.initial().now)
+    for expected, after in path:
+        op = expected.op
+        result, error = run.apply(op)
+        if error != expected.error:
+            return [f"replaying the path, {system.describe_op(op)} raised {error or 'nothing'}"
+                    f" on the target but {expected.error or 'nothing'} on the model"]  # fmt: skip
+        if isinstance(result, Lease):
+            model_lease = Lease(result.job_id, _token_of(after, result.job_id), "", "", 0, 0)
+            problem = run.learn(model_lease, result)
+            if problem:
+                return [problem]
+    result, error = run.apply(edge.move.op)
+    problems = _check(run, system, edge, result, error)
+    if not problems and isinstance(edge.move.result, Lease):
+        problem = run.learn(edge.move.result, result)
+        problems += [problem] if problem else []
+    return problems
+
+
+def _token_of(world: JobWorld, job_id: str) -> int:
+    job = next(j for j in world.state.jobs if j.id == job_id)
+    assert job.token is not None
+    return job.token
+
+
+def _explain(
+    system: JobSystem,
+    path: list[tuple[Move[JobWorld], JobWorld]],
+    edge: Edge[JobWorld],
+    problems: list[str],
+) -> str:
+    lines = ["the JobQueue target disagrees with the model on an explored transition;",
+             "a shortest run from an empty queue (RetryPolicy"
+             f"({system.policy.max_attempts}, {system.policy.base_backoff_millis},"
+             f" {system.policy.max_backoff_millis})):"]  # fmt: skip
+    ops = [move.op for move, _ in path] + [edge.move.op]
+    lines += [f"  {n}. {system.describe_op(op)}" for n, op in enumerate(ops, 1)]
+    lines.append(f"step {len(ops)} starts from")
+    lines.append(system.describe_state(edge.source))
+    lines += [f"  -> {problem}" for problem in problems]
+    return "\n".join(lines)

@@ -1,0 +1,28 @@
+"""jobs.threads: no job is leased to two workers at once, under many threads.
+
+Runs ``stateful_tests.job_threads.hammer`` on the class chosen by ``--jobs-impl``
+(default: the bundled ``queue_impl/job_queue.py``): short rounds of 8 threads
+polling, completing and failing one queue with a tiny switch interval, until
+``lc_profile.thread_seconds`` are used up or a round shows a violation (a double
+lease, a reused token, an error the spec does not allow, a final state the model
+cannot reach, or a possible deadlock). Seeded from ``lc_seed``; a correct queue
+passes every run, whatever the interleaving.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from leasecheck.profiles import Profile
+from stateful_tests.job_threads import hammer
+
+
+@pytest.mark.leasecheck("jobs.threads")
+def test_job_threads(
+    jobs_target: type[Any], lc_profile: Profile, lc_seed: int, checked: Callable[[str], None]
+) -> None:
+    report = hammer(jobs_target, lc_profile.thread_seconds, lc_seed)
+    checked(str(report))

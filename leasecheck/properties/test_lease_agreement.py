@@ -1,0 +1,36 @@
+"""lease.agreement: the target worker and the reference model agree on every step.
+
+Runs ``stateful_tests.lease_machine.LeaseAgreement`` against the target chosen by
+``--impl`` (default: the bundled worker), with the Hypothesis settings of the
+active profile (``quick``, ``ci`` or ``deep``): its example count and steps per
+example come from ``lc_profile``. A disagreement fails with the shrunk program and
+a message naming the comparison that failed, both sides side by side.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import pytest
+from hypothesis import Phase, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from leasecheck.profiles import Profile
+from stateful_tests.lease_machine import LeaseAgreement
+
+
+@pytest.mark.leasecheck("lease.agreement")
+def test_lease_agreement(worker_target: ModuleType, lc_profile: Profile) -> None:
+    LeaseAgreement.bind(worker_target)
+    profile = settings.get_profile("leasecheck")
+    run_state_machine_as_test(
+        LeaseAgreement,
+        settings=settings(
+            profile,
+            max_examples=lc_profile.max_examples,
+            stateful_step_count=lc_profile.step_count,
+            # The explain phase reruns a failing program hundreds of times (minutes
+            # for this machine) only to add comments to it; the program is the report.
+            phases=[phase for phase in profile.phases if phase is not Phase.explain],
+        ),
+    )

@@ -1,0 +1,35 @@
+"""lease.model-check and jobs.model-check: exhaustive exploration plus conformance.
+
+Within the profile's scope (``lc_profile.explore_scope``) every reachable state of the
+reference model is visited with every invariant checked, every operation, hook point
+and outcome must be reached (no vacuous pass), the search must be exhausted, and every
+explored transition is replayed on the target, whose result, error and stored state
+must equal the model's successor.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from leasecheck.explore import check_jobs_part, check_lease_part
+from leasecheck.profiles import Profile
+from models.explorer import scope_parts
+from models.job_explorer import job_scope_parts
+
+
+@pytest.mark.leasecheck("lease.model-check")
+def test_lease_model_check(worker_target: ModuleType, lc_profile: Profile, scratch: Path) -> None:
+    for part in scope_parts(lc_profile.explore_scope):
+        report = check_lease_part(worker_target, part, scratch)
+        assert report.problem is None, f"lease.model-check, {report.name}:\n{report.problem}"
+
+
+@pytest.mark.leasecheck("jobs.model-check")
+def test_jobs_model_check(jobs_target: type[Any], lc_profile: Profile) -> None:
+    for part in job_scope_parts(lc_profile.explore_scope):
+        report = check_jobs_part(jobs_target, part)
+        assert report.problem is None, f"jobs.model-check, {report.name}:\n{report.problem}"

@@ -1,0 +1,105 @@
+"""``leasecheck mutants``: the suite checks itself against the public mutant catalogue.
+
+Each mutant is written to a scratch file and checked exactly as a user's target
+would be (``leasecheck check --impl FILE``), with its expected killer run first and
+the run stopped at the first violation. The kill table says, per mutant, whether it
+was killed, by which property, how long that took and how short the counterexample
+is. Any survivor is a hole in the suite: exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from leasecheck.counterexample import parse
+from leasecheck.mutants import CATALOGUE, Mutant, materialize
+from leasecheck.runner import HOLDS, CheckOptions, run_check
+from leasecheck.scratch import scratch_dir
+
+__all__ = ["Kill", "check_mutant", "mutants_command"]
+
+
+@dataclass(frozen=True)
+class Kill:
+    """The verdict on one mutant."""
+
+    mutant: Mutant
+    killed: bool
+    killer: str
+    seconds: float
+    steps: int
+    note: str = ""
+
+
+def check_mutant(mutant: Mutant, profile: str, seed: int = 0) -> Kill:
+    """Check one mutant as a user's target; killed means some property was violated."""
+    started = time.monotonic()
+    with scratch_dir("leasecheck-mutant-") as directory:
+        path = materialize(mutant, directory)
+        option = {"impl": path} if mutant.target == "worker" else {"jobs_impl": path}
+        options = CheckOptions(
+            profile=profile, seed=seed, workers="0", first=mutant.caught_by,
+            stop_at_first_failure=True, **option,  # type: ignore[arg-type]
+        )  # fmt: skip
+        result = run_check(options)
+    failed = [p for p in result.properties.values() if p.verdict not in (HOLDS, "not run")]
+    if not failed:
+        note = result.problem or ("" if result.exit_code == 0 else f"exit {result.exit_code}")
+        return Kill(mutant, False, "-", time.monotonic() - started, 0, note)
+    killer = min(failed, key=lambda p: p.failed_at or 0.0)
+    steps = parse("\n".join(killer.details)).steps
+    seconds = killer.failed_at or time.monotonic() - started
+    return Kill(mutant, True, killer.name, seconds, steps, killer.verdict)
+
+
+def _table(kills: list[Kill]) -> str:
+    width = max([len("mutant"), *(len(kill.mutant.name) for kill in kills)])
+    lines = [f"  {'mutant':<{width}} {'verdict':<9} {'killed by':<22} {'time':>7} {'steps':>5}"]
+    for kill in kills:
+        verdict = "killed" if kill.killed else "SURVIVED"
+        steps = str(kill.steps) if kill.steps else "-"
+        lines.append(
+            f"  {kill.mutant.name:<{width}} {verdict:<9} {kill.killer:<22} "
+            f"{kill.seconds:>6.1f}s {steps:>5}" + (f"  {kill.note}" if not kill.killed else "")
+        )
+    return "\n".join(lines)
+
+
+def mutants_command(args: argparse.Namespace) -> int:
+    chosen = [m for m in CATALOGUE if not args.only or m.name in args.only]
+    unknown = sorted(set(args.only or ()) - {m.name for m in CATALOGUE})
+    if unknown:
+        names = ", ".join(unknown)
+        print(f"leasecheck: error: no mutant named {names}; see `leasecheck mutants --list`")
+        return 2
+    if args.list:
+        for m in chosen:
+            print(f"{m.name}  [{m.target}, caught by {m.caught_by}]")
+            print(f"    bug: {m.bug_class}\n    e.g. {m.real_world}")
+        return 0
+    workers = _parallelism(args.workers)
+    print(
+        f"leasecheck mutants: {len(chosen)} mutants, profile {args.profile}, {workers} at a time",
+        flush=True,
+    )
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        kills = list(pool.map(lambda m: check_mutant(m, args.profile, args.seed), chosen))
+    print(_table(kills))
+    survivors = [k.mutant.name for k in kills if not k.killed]
+    print(
+        f"\n{len(kills) - len(survivors)}/{len(kills)} killed in {time.monotonic() - started:.0f} s"
+    )
+    if survivors:
+        print(f"survived: {', '.join(survivors)}")
+    return 1 if survivors else 0
+
+
+def _parallelism(workers: str) -> int:
+    if workers == "auto":
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, int(workers))

@@ -1,0 +1,120 @@
+"""A concurrent history: operations with their invocation and response instants.
+
+The linearizability checker reads these records; the parallel runners in
+``stateful_tests/parallel.py`` write them. Times are ``time.monotonic_ns()``
+readings, one clock domain for every process and thread of a run (Linux'
+CLOCK_MONOTONIC is system-wide, so forked children stamp on the same clock).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+__all__ = ["Operation", "Outcome", "Raised", "Returned", "SequentialSpec", "format_value"]
+
+S = TypeVar("S", bound=Hashable)
+
+
+@dataclass(frozen=True)
+class Returned:
+    """The operation returned ``value``."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
+class Raised:
+    """The operation raised an error; ``kind`` is the contract's name for it ('Conflict', ...)."""
+
+    kind: str
+    message: str = ""
+
+
+Outcome = Returned | Raised | None
+"""``None`` is an unknown outcome: the caller died (SIGKILL) before the response arrived."""
+
+
+def format_value(value: object) -> str:
+    """A short repr for reports (long values are cut in the middle)."""
+    text = repr(value)
+    return text if len(text) <= 160 else f"{text[:110]} ... {text[-40:]}"
+
+
+@dataclass(frozen=True, eq=False)
+class Operation:
+    """One call in a history: who made it, what it was, when, and what came back.
+
+    ``returned_ns`` is ``None`` when the call never returned (the caller is still
+    blocked or was never reaped); with ``outcome=None`` and a ``returned_ns`` the
+    caller was killed and reaped at that instant, so any effect happened before it.
+    """
+
+    process: str
+    index: int
+    name: str
+    args: dict[str, Any]
+    invoked_ns: int
+    returned_ns: int | None
+    outcome: Outcome
+    note: str = field(default="", compare=False)
+
+    @property
+    def unknown(self) -> bool:
+        return self.outcome is None
+
+    def call_text(self) -> str:
+        args = ", ".join(f"{key}={format_value(value)}" for key, value in self.args.items())
+        return f"{self.name}({args})"
+
+    def outcome_text(self) -> str:
+        if isinstance(self.outcome, Returned):
+            return f"-> {format_value(self.outcome.value)}"
+        if isinstance(self.outcome, Raised):
+            return f"raised {self.outcome.kind}"
+        return "outcome unknown (killed mid-operation)"
+
+    def interval_text(self, origin_ns: int) -> str:
+        start = (self.invoked_ns - origin_ns) / 1e6
+        if self.returned_ns is None:
+            return f"[{start:9.3f} ms .. never returned]"
+        end = (self.returned_ns - origin_ns) / 1e6
+        return f"[{start:9.3f} ms .. {end:9.3f} ms]"
+
+    def label(self) -> str:
+        return f"{self.process}#{self.index}"
+
+    def describe(self, origin_ns: int = 0) -> str:
+        note = f"  ({self.note})" if self.note else ""
+        return (
+            f"{self.label():>9} {self.interval_text(origin_ns)} "
+            f"{self.call_text()} {self.outcome_text()}{note}"
+        )
+
+
+class SequentialSpec(Generic[S]):
+    """The sequential model seen by the checker. Subclasses override ``step``."""
+
+    def step(self, state: S, op: Operation) -> Sequence[S]:
+        """Every state after ``op`` that is consistent with ``op``'s reported outcome."""
+        raise NotImplementedError
+
+    def explain(self, state: S, op: Operation) -> str:
+        """Why ``op`` cannot come next in ``state`` (what the model would do instead)."""
+        return "the model does not allow this outcome here"
+
+    def partition_key(self, op: Operation) -> Hashable | None:
+        """The one key ``op`` touches, or None when it reads or writes across keys."""
+        return None
+
+    def restrict(self, state: S, key: Hashable) -> S:
+        """The part of ``state`` that belongs to ``key`` (used only with partitioning)."""
+        return state
+
+    def precheck(self, history: Sequence[Operation]) -> tuple[tuple[Operation, ...], str] | None:
+        """A violation visible without search (e.g. two polls returned the same token)."""
+        return None
+
+    def describe_state(self, state: S) -> str:
+        return f"  {format_value(state)}"

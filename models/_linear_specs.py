@@ -1,0 +1,266 @@
+"""The two reference models as ``SequentialSpec``s for the linearizability checker.
+
+Which histories may be split per job (P-compositionality) — only those in which
+*every* operation touches one job's state and nothing else decides its outcome:
+
+- Lease worker: ``finish`` reads and writes only the row its ticket names, so a
+  history of finishes splits by ticket id. ``claim`` does not: it quarantines
+  every open row and picks the *lowest seq* claimable job, so whether it gets job
+  ``b`` depends on job ``a``. ``enqueue`` fixes the seq order claim looks at, and
+  ``redrive`` appends to the one ``redrives`` table whose row order is stored state;
+  the final snapshot reads everything. Histories with any of these stay whole.
+- JobQueue: ``view``, ``cancel`` and ``retry_dead`` touch one job and never process
+  expiry, so they split by job id. ``poll`` picks the best job of all;
+  ``complete`` and ``fail`` first expire *every* lease that has run out (a later
+  ``view`` of another job sees the difference); ``submit`` numbers ids by count
+  and ``dead_letters`` reads all jobs. Histories with any of these stay whole.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from models import job_model as jm
+from models import lease_model as lm
+from models._history import Operation, Raised, Returned, SequentialSpec, format_value
+from models.contracts import Snapshot
+from queue_impl.jobs import IllegalStateError, Lease, RetryPolicy
+
+__all__ = ["BUSY", "OPEN_TRANSACTION", "JobQueueSpec", "LeaseSpec", "same_value"]
+
+BUSY = "database is locked"
+"""Error kind of a SQLite busy timeout: allowed by the spec's timeout=1, and no effect."""
+OPEN_TRANSACTION = "left a transaction open"
+"""Error kind recorded when an operation returned with its connection in a transaction."""
+
+_Model = Returned | Raised
+
+
+def same_value(a: object, b: object) -> bool:
+    """Equality that also compares types (True is not 1), through dicts, lists and tuples."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        assert isinstance(b, dict)
+        return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        assert isinstance(b, list | tuple)
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
+def _agrees(model: _Model, observed: Returned | Raised) -> bool:
+    if isinstance(model, Raised) or isinstance(observed, Raised):
+        return (
+            isinstance(model, Raised) and isinstance(observed, Raised)
+            and model.kind == observed.kind
+        )  # fmt: skip
+    return same_value(model.value, observed.value)
+
+
+def _unique(states: Sequence[Hashable]) -> list[Any]:
+    return list(dict.fromkeys(states))
+
+
+def _outcome_text(outcome: _Model) -> str:
+    return (
+        f"raises {outcome.kind}"
+        if isinstance(outcome, Raised)
+        else f"returns {format_value(outcome.value)}"
+    )
+
+
+# --- lease worker -------------------------------------------------------------------------
+
+_LEASE_OPS: dict[str, Callable[..., lm.Step]] = {
+    "enqueue": lm.enqueue,
+    "claim": lm.claim,
+    "finish": lm.finish,
+    "redrive": lm.redrive,
+}
+
+
+class LeaseSpec(SequentialSpec[Snapshot]):
+    """lease-worker.md over a ``Snapshot``; ``snapshot`` is a read of the whole stored state."""
+
+    def _model(self, state: Snapshot, op: Operation) -> tuple[Snapshot, _Model]:
+        if op.name == "snapshot":
+            return state, Returned(state)
+        try:
+            step = _LEASE_OPS[op.name](state, **op.args)
+        except (lm.Conflict, ValueError) as error:
+            return state, Raised(type(error).__name__)
+        return step.state, Returned(step.result)
+
+    def step(self, state: Snapshot, op: Operation) -> Sequence[Snapshot]:
+        after, model = self._model(state, op)
+        if op.outcome is None:  # killed: the effect happened, or it never will
+            return _unique([state, after])
+        if isinstance(op.outcome, Raised) and op.outcome.kind == BUSY:
+            return [state]  # a busy timeout rolled back: no effect
+        return [after] if _agrees(model, op.outcome) else []
+
+    def explain(self, state: Snapshot, op: Operation) -> str:
+        _, model = self._model(state, op)
+        if op.name == "snapshot" and isinstance(op.outcome, Returned):
+            return (
+                "the stored state read after every process finished differs from the model:\n"
+                f"{'':14}stored:\n{_indent(op.outcome.value.describe())}\n"
+                f"{'':14}model:\n{_indent(state.describe())}"
+            )
+        if isinstance(op.outcome, Raised) and op.outcome.kind == OPEN_TRANSACTION:
+            return "the operation returned with its connection still inside a transaction"
+        return f"here the model {_outcome_text(model)}"
+
+    def partition_key(self, op: Operation) -> Hashable | None:
+        ticket = op.args.get("ticket")
+        if op.name == "finish" and type(ticket) is dict and type(ticket.get("id")) is str:
+            key: str = ticket["id"]
+            return key
+        return None
+
+    def restrict(self, state: Snapshot, key: Hashable) -> Snapshot:
+        return Snapshot(jobs=tuple(row for row in state.jobs if row.id == key))
+
+    def describe_state(self, state: Snapshot) -> str:
+        return _indent(state.describe())
+
+
+def _indent(text: str) -> str:
+    return "\n".join(f"{'':12}{line}" for line in text.splitlines())
+
+
+# --- JobQueue ----------------------------------------------------------------------------
+
+_JOB_ERRORS = (KeyError, IllegalStateError, ValueError)
+
+
+class JobQueueSpec(SequentialSpec[jm.JobState]):
+    """job-queue.md over a ``JobState`` whose tokens are canonical numbers.
+
+    A target's tokens are opaque: only uniqueness and equality count. ``precheck``
+    numbers every token a poll returned (1, 2, ... in history order, a bijection)
+    and fails the history if two polls returned equal tokens; the model state then
+    holds these numbers, so states reached through different poll orders compare
+    equal when they are the same up to renaming. ``clear_error`` picks the reading
+    of ``retry_dead`` (whether it clears ``last_error``); a call that raises may or
+    may not have processed expired leases first, and both are accepted.
+    """
+
+    def __init__(self, policy: RetryPolicy, clear_error: bool = False) -> None:
+        self.policy = policy
+        self.clear_error = clear_error
+        self._tokens: dict[Operation, int] = {}
+        self._issued: list[tuple[object, Operation]] = []
+        self._by_hash: dict[object, Operation] = {}
+
+    # -- tokens --
+    def precheck(self, history: Sequence[Operation]) -> tuple[tuple[Operation, ...], str] | None:
+        self._tokens, self._issued, self._by_hash = {}, [], {}
+        for op in history:
+            lease = op.outcome.value if isinstance(op.outcome, Returned) else None
+            if op.name != "poll" or not isinstance(lease, Lease):
+                continue
+            twin = self._issuer(lease.token)
+            if twin is not None:
+                return (twin, op), (
+                    f"two polls returned the same token {lease.token!r}; "
+                    "job-queue.md: every successful poll makes a token never issued before"
+                )
+            self._issued.append((lease.token, op))
+            self._tokens[op] = len(self._issued)
+            with contextlib.suppress(TypeError):  # unhashable tokens are found by scanning
+                self._by_hash[lease.token] = op
+        return None
+
+    def _issuer(self, token: object) -> Operation | None:
+        """The poll that returned a token equal to ``token``, if any."""
+        try:
+            return self._by_hash.get(token)
+        except TypeError:
+            return next((op for known, op in self._issued if known == token), None)
+
+    def _canonical(self, token: object) -> int:
+        """The number of the poll that issued ``token``, or 0 for a token never issued."""
+        issuer = self._issuer(token)
+        return 0 if issuer is None else self._tokens[issuer]
+
+    # -- model --
+    def _model(self, state: jm.JobState, op: Operation) -> tuple[list[jm.JobState], _Model]:
+        """The possible states after ``op`` and its outcome, with tokens canonical."""
+        a, policy, now = op.args, self.policy, op.args.get("now", 0)
+        try:
+            if op.name == "submit":
+                state, job_id = jm.submit(
+                    state, a["type"], a["payload"], a["priority"], a["run_at"]
+                )
+                return [state], Returned(job_id)
+            if op.name == "poll":
+                return self._poll(state, op, now)
+            if op.name in ("complete", "fail"):
+                token = self._canonical(a["token"])
+                if op.name == "complete":
+                    return [jm.complete(state, policy, now, a["job_id"], token)], Returned(None)
+                return [jm.fail(state, policy, now, a["job_id"], token, a["error"])], Returned(None)
+            if op.name == "view":
+                return [state], Returned(jm.view(state, a["job_id"]))
+            if op.name == "dead_letters":
+                return [state], Returned(jm.dead_letters(state))
+            if op.name == "retry_dead":
+                after = jm.retry_dead(state, now, a["job_id"], self.clear_error)
+                return [after], Returned(None)
+            if op.name == "cancel":
+                return [jm.cancel(state, a["job_id"])], Returned(None)
+        except _JOB_ERRORS as error:
+            kind = next(cls.__name__ for cls in _JOB_ERRORS if isinstance(error, cls))
+            if op.name in ("poll", "complete", "fail"):  # expired leases processed, or not
+                return _unique([state, jm.expire(state, policy, now)]), Raised(kind)
+            return [state], Raised(kind)
+        raise ValueError(f"unknown JobQueue operation {op.name!r} in the history")
+
+    def _poll(
+        self, state: jm.JobState, op: Operation, now: int
+    ) -> tuple[list[jm.JobState], _Model]:
+        after, lease = jm.poll(
+            state, self.policy, now, op.args["worker_id"], op.args["lease_millis"]
+        )
+        if lease is None:
+            return [after], Returned(None)
+        number = self._tokens.get(op, -1)  # a killed poll's token: nobody can hold it
+        jobs = tuple(
+            replace(job, token=number) if job.id == lease.job_id else job for job in after.jobs
+        )
+        observed = op.outcome.value if isinstance(op.outcome, Returned) else None
+        token = observed.token if isinstance(observed, Lease) else number
+        return [replace(after, jobs=jobs, next_token=1)], Returned(replace(lease, token=token))
+
+    def step(self, state: jm.JobState, op: Operation) -> Sequence[jm.JobState]:
+        states, model = self._model(state, op)
+        if op.outcome is None:
+            return _unique([state, *states])
+        return states if _agrees(model, op.outcome) else []
+
+    def explain(self, state: jm.JobState, op: Operation) -> str:
+        _, model = self._model(state, op)
+        return f"here the model {_outcome_text(model)}"
+
+    def partition_key(self, op: Operation) -> Hashable | None:
+        job_id = op.args.get("job_id")
+        if op.name in ("view", "cancel", "retry_dead") and isinstance(job_id, str):
+            return job_id
+        return None
+
+    def restrict(self, state: jm.JobState, key: Hashable) -> jm.JobState:
+        return replace(state, jobs=tuple(job for job in state.jobs if job.id == key))
+
+    def describe_state(self, state: jm.JobState) -> str:
+        lines = [
+            f"{'':12}job {job.id}: {job.status.name} priority={job.priority} run_at={job.run_at}"
+            f" attempts={job.attempts} last_error={job.last_error!r}"
+            + (f" lease #{job.token} until {job.lease_until}" if job.token is not None else "")
+            for job in state.jobs
+        ]
+        return "\n".join(lines) or f"{'':12}(no jobs)"

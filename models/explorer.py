@@ -1,0 +1,148 @@
+"""The explicit-state model checker for the lease worker model, and its scopes.
+
+Within a declared ``LeaseScope`` (which job ids, dispatchers, ttls, leases, delays,
+budgets), ``explore_lease`` visits every reachable state of ``models.lease_model``
+breadth-first and checks the invariants of ``models._explore_lease`` in every state
+and along every transition. A *world* is the queue (the model ``Snapshot``), the
+tickets each dispatcher still holds (stale ones included, so finishing with an old
+ticket is an explored move) and the clock.
+
+Moves from a world, each with every fault choice (none, or a raising fault at each
+hook point the operation passes: before ``COMMIT`` the state is unchanged, after it
+the state is committed):
+- ``enqueue`` of a new id (every qty, ttl, budget of the scope), and of an existing id
+  again (same qty: False; other qty: Conflict);
+- ``claim`` by each dispatcher with each lease length; a claim that raises gives its
+  dispatcher no ticket (a crash after COMMIT loses the ticket, the lease stays);
+- ``finish`` by each dispatcher with each ticket it holds, each outcome, each delay
+  (for ``retry``); a finish that returns drops the ticket, one that raises keeps it
+  (the dispatcher does not know whether it committed, and may try again);
+- ``redrive`` of each dead job (while the redrive budget lasts), and of a job that is
+  not dead (ValueError);
+- ``tick``: the clock moves forward to the next *interesting instant*: the smallest
+  value above now in {x-1, x, x+1} for x any job's available_at, deadline or
+  lease_until. Every other instant is reached by ticking again, so this single move
+  reaches the same states as any jump, and every boundary (now == lease_until,
+  now == deadline, ...) is visited exactly, one before and one after.
+
+Symmetry reduction (``canonical``): job ids are relabelled by seq position (the first
+row is always the scope's first id) and dispatcher names by the permutation with the
+smallest description. Both are sound because the contract compares ids and owners
+only for equality: claim orders by seq, never by name; so a relabelled world has
+relabelled successors, and every invariant is name-blind. Seq order itself is never
+permuted: it decides which job a claim takes, so jobs are not interchangeable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+from models._explore_core import ExploreResult, Violation, explore
+from models._explore_lease import LeaseSystem, LeaseWorld
+
+__all__ = [
+    "SCOPES",
+    "LeaseScope",
+    "LeaseSystem",
+    "LeaseWorld",
+    "Violation",
+    "explore_lease",
+    "scope_parts",
+]
+
+
+@dataclass(frozen=True)
+class LeaseScope:
+    """The bounds of one exploration of the lease worker model."""
+
+    name: str
+    jobs: tuple[str, ...]
+    dispatchers: tuple[str, ...]
+    qtys: tuple[int, ...]
+    ttls: tuple[int, ...]
+    budgets: tuple[int, ...]
+    """``max_attempts`` values for enqueue."""
+    leases: tuple[int, ...]
+    delays: tuple[int, ...]
+    """``delay_ms`` values for a ``retry`` finish (ok and permanent finish with 0)."""
+    max_redrives: int
+    """Redrives in the whole run (the redrives table's length)."""
+    max_held: int
+    """Tickets one dispatcher keeps; a new claim beyond that forgets its oldest."""
+    max_states: int
+    """Safety valve: stop (``exhausted`` False) beyond this many states."""
+
+    def describe(self) -> str:
+        return (
+            f"scope {self.name}: jobs {list(self.jobs)} x dispatchers {list(self.dispatchers)};"
+            f" qty {list(self.qtys)}, ttl {list(self.ttls)}, max_attempts {list(self.budgets)},"
+            f" lease_ms {list(self.leases)}, retry delay_ms {list(self.delays)},"
+            f" <= {self.max_redrives} redrive(s), <= {self.max_held} ticket(s) kept per"
+            f" dispatcher; the clock starts at t=100 and moves forward to the next instant in"
+            f" {{x-1, x, x+1}} of a pending row's available_at/deadline or a leased row's"
+            f" lease_until/deadline; a fault may raise at every hook point; reduced by"
+            f" job/dispatcher renaming and time shift; at most {self.max_states} states"
+        )
+
+
+SCOPES: dict[str, tuple[LeaseScope, ...]] = {
+    "small": (
+        LeaseScope("small", ("a",), ("d1", "d2"), (1,), (4,), (2,), (2,), (1,), 1, 1, 100_000),
+    ),
+    "ci": (
+        LeaseScope("ci-1job", ("a",), ("d1", "d2"), (1,), (4,), (2,), (2,), (1,), 1, 2, 100_000),
+        LeaseScope(
+            "ci-2jobs", ("a", "b"), ("d1", "d2"), (1,), (3,), (1,), (2,), (1,), 0, 1, 100_000
+        ),
+    ),
+    "deep": (
+        LeaseScope(
+            "deep-1job",
+            ("a",),
+            ("d1", "d2"),
+            (1, 2),
+            (3, 5),
+            (1, 3),
+            (1, 3),
+            (0, 2),
+            2,
+            2,
+            3_000_000,
+        ),
+        LeaseScope(
+            "deep-2jobs",
+            ("a", "b"),
+            ("d1", "d2"),
+            (1,),
+            (3,),
+            (1, 2),
+            (2,),
+            (1,),
+            1,
+            1,
+            3_000_000,
+        ),
+    ),
+}
+"""Each scope is explored as one or more parts; each part must be exhausted and reach
+every operation and hook it enables (a part without redrives does not need redrive hooks)."""
+
+
+def scope_parts(name: str) -> tuple[LeaseScope, ...]:
+    if name not in SCOPES:
+        raise ValueError(f"unknown scope {name!r}; use one of {', '.join(SCOPES)}")
+    return SCOPES[name]
+
+
+def explore_lease(
+    scope: LeaseScope, keep_edges: bool = True
+) -> tuple[LeaseSystem, ExploreResult[LeaseWorld]]:
+    """Explore the lease model within one scope part; the system renders traces and ops."""
+    system = LeaseSystem(scope)
+    return system, explore(system, scope.max_states, keep_edges)
+
+
+def describe_op(op: Hashable) -> str:
+    """A readable sentence for an explored operation label."""
+    return LeaseSystem.describe_op_label(op)

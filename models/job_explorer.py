@@ -1,0 +1,341 @@
+"""The explicit-state model checker for the JobQueue model (``models.job_model``).
+
+The same BFS core as the lease explorer (``models._explore_core``), with a second
+system. A world is the model ``JobState``, the leases each worker still holds (stale
+ones included), the clock and the retry_dead budget left. Moves: ``submit`` (each
+priority and run-at offset of the scope, up to the scope's job count), ``poll`` by
+each worker with each lease length, ``complete`` / ``fail`` with each held lease
+(a stale one raises IllegalStateError), ``retry_dead`` of a DEAD job, ``cancel`` of
+a PENDING one, a few calls that must raise (cancel of a non-PENDING job,
+retry_dead of a non-DEAD one, complete of an unknown id), and ``tick``: the clock
+moves to the next instant in {x-1, x, x+1} of a PENDING job's run-at or a RUNNING
+job's lease_until.
+
+Symmetry: worker names are not stored by JobQueue at all, so worlds that differ only
+by which worker holds which lease are one (the held leases are kept per worker in
+sorted order of their contents). Times and tokens are kept absolute so that the path
+to any state replays as-is on a target (conformance rebuilds each source state by
+replaying its BFS path). Calls that raise are explored as self-loops (the reading
+"expired leases are not processed before raising"); conformance accepts both readings.
+
+Invariants: at most one live lease per job; a poll never takes a RUNNING job and
+always makes a token never issued before; attempts <= max_attempts; DEAD only with
+attempts == max_attempts; RUNNING exactly when a token and lease_until are set;
+SUCCEEDED and CANCELLED are final; every job can reach SUCCEEDED, DEAD or CANCELLED.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Hashable, Iterator, Sequence
+from dataclasses import dataclass, replace
+
+from models import job_model as jm
+from models._explore_core import ExploreResult, Move, explore
+from queue_impl.jobs import IllegalStateError, JobStatus, Lease, RetryPolicy
+
+__all__ = ["JOB_SCOPES", "JobScope", "JobSystem", "JobWorld", "explore_jobs", "job_scope_parts"]
+
+HeldLease = tuple[str, int, int]
+"""(job id, model token, lease_until)."""
+
+START = 100
+FINAL = (JobStatus.SUCCEEDED, JobStatus.DEAD, JobStatus.CANCELLED)
+
+
+@dataclass(frozen=True)
+class JobScope:
+    """The bounds of one exploration of the JobQueue model."""
+
+    name: str
+    jobs: int
+    workers: tuple[str, ...]
+    priorities: tuple[int, ...]
+    offsets: tuple[int, ...]
+    """run_at_millis of a submit, relative to now."""
+    leases: tuple[int, ...]
+    max_attempts: int
+    base_backoff: int
+    max_backoff: int
+    retries: int
+    """retry_dead calls in the whole run."""
+    max_states: int
+
+    @property
+    def policy(self) -> RetryPolicy:
+        return RetryPolicy(self.max_attempts, self.base_backoff, self.max_backoff)
+
+    def describe(self) -> str:
+        return (
+            f"scope {self.name}: {self.jobs} job(s) x workers {list(self.workers)};"
+            f" priority {list(self.priorities)}, run_at now+{list(self.offsets)},"
+            f" lease_millis {list(self.leases)}, RetryPolicy({self.max_attempts},"
+            f" {self.base_backoff}, {self.max_backoff}), <= {self.retries} retry_dead;"
+            f" clock starts at {START} and moves forward to the next instant in"
+            f" {{x-1, x, x+1}} of every pending run-at and running lease_until;"
+            f" at most {self.max_states} states"
+        )
+
+
+JOB_SCOPES: dict[str, tuple[JobScope, ...]] = {
+    "small": (JobScope("jobs-small", 1, ("w1", "w2"), (0,), (0,), (2,), 2, 1, 2, 1, 100_000),),
+    "ci": (
+        JobScope("jobs-ci-1job", 1, ("w1", "w2"), (0,), (0, 1), (2,), 2, 1, 2, 1, 100_000),
+        JobScope("jobs-ci-2jobs", 2, ("w1", "w2"), (0, 1), (0,), (2,), 1, 1, 1, 0, 100_000),
+    ),
+    "deep": (
+        JobScope("jobs-deep-1job", 1, ("w1", "w2"), (0,), (0, 2), (1, 3), 3, 1, 2, 2, 3_000_000),
+        JobScope("jobs-deep-2jobs", 2, ("w1", "w2"), (0, 1), (0, 1), (2,), 2, 1, 2, 1, 3_000_000),
+    ),
+}
+
+
+def job_scope_parts(name: str) -> tuple[JobScope, ...]:
+    if name not in JOB_SCOPES:
+        raise ValueError(f"unknown scope {name!r}; use one of {', '.join(JOB_SCOPES)}")
+    return JOB_SCOPES[name]
+
+
+@dataclass(frozen=True)
+class JobWorld:
+    state: jm.JobState
+    held: tuple[tuple[HeldLease, ...], ...]
+    now: int
+    retries_left: int
+
+
+class JobSystem:
+    """Moves and invariants of the JobQueue model within one ``JobScope``."""
+
+    def __init__(
+        self,
+        scope: JobScope,
+        clear_error_on_retry: bool = False,
+        expire_on_error: dict[str, bool] | None = None,
+    ) -> None:
+        self.scope = scope
+        self.policy = scope.policy
+        self.clear_error = clear_error_on_retry
+        self.expire_on_error = expire_on_error or {}
+        """Per error kind of complete/fail: whether expired leases were processed first."""
+
+    def initial(self) -> JobWorld:
+        return JobWorld(
+            jm.JobState(), tuple(() for _ in self.scope.workers), START, self.scope.retries
+        )
+
+    def canonical(self, world: JobWorld) -> JobWorld:
+        held = tuple(sorted(world.held))
+        return world if held == world.held else replace(world, held=held)
+
+    def moves(self, world: JobWorld) -> Iterator[Move[JobWorld]]:
+        yield from self._submits(world)
+        yield from self._polls(world)
+        yield from self._finishes(world)
+        yield from self._admin(world)
+        yield from self._tick(world)
+
+    # --- invariants ----------------------------------------------------------------
+
+    def check_state(self, world: JobWorld) -> str | None:
+        for job in world.state.jobs:
+            if job.attempts > self.policy.max_attempts:
+                return f"job {job.id}: attempts {job.attempts} > max_attempts"
+            if job.status is JobStatus.DEAD and job.attempts != self.policy.max_attempts:
+                return f"job {job.id} is DEAD after only {job.attempts} attempt(s)"
+            running = job.status is JobStatus.RUNNING
+            if running != (job.token is not None and job.lease_until is not None):
+                return f"job {job.id} is {job.status.name} with token {job.token}"
+            live = [
+                h for mine in world.held for h in mine
+                if h[0] == job.id and running and h[1] == job.token and world.now < h[2]
+            ]  # fmt: skip
+            if len(live) > 1:
+                return f"job {job.id} has {len(live)} live leases at t={world.now}"
+        return None
+
+    def check_move(self, source: JobWorld, move: Move[JobWorld]) -> str | None:
+        before, after = source.state.jobs, move.state.state.jobs
+        for old, new in zip(before, after, strict=False):
+            if old.status in (JobStatus.SUCCEEDED, JobStatus.CANCELLED) and new != old:
+                return f"job {old.id} was {old.status.name} and changed"
+        if isinstance(move.result, Lease):
+            old_job = next(j for j in before if j.id == move.result.job_id)
+            if old_job.status is not JobStatus.PENDING and not _expired(old_job, source.now):
+                return f"poll leased job {old_job.id} while it was {old_job.status.name}"
+            issued = {h[1] for mine in source.held for h in mine}
+            issued |= {j.token for j in before if j.token is not None}
+            token = move.result.token
+            if not isinstance(token, int) or token < source.state.next_token or token in issued:
+                return f"poll issued token {token!r} again"
+        return None
+
+    def items(self, world: JobWorld) -> Sequence[str]:
+        return [job.id for job in world.state.jobs]
+
+    def at_goal(self, world: JobWorld, item: str) -> bool:
+        return any(job.id == item and job.status in FINAL for job in world.state.jobs)
+
+    def required(self) -> Sequence[str]:
+        ops = ["submit", "poll", "complete", "fail", "retry_dead", "cancel", "tick"]
+        results = [
+            "result:poll-lease", "result:poll-none", "error:IllegalStateError", "error:KeyError",
+            "result:fail-dead", "result:expired",
+        ]  # fmt: skip
+        if self.policy.max_attempts > 1:
+            results.append("result:fail-pending")
+        if self.scope.retries:
+            results.append("result:retried")
+        return [f"op:{op}" for op in ops] + results
+
+    def describe_op(self, op: Hashable) -> str:
+        assert isinstance(op, tuple)
+        kind, *args = op
+        if kind == "tick":
+            return f"the clock moves to t={args[0]}"
+        if kind == "submit":
+            return f"submit(type='t', payload='p', priority={args[0]}, run_at={args[1]})"
+        if kind == "poll":
+            return f"{args[0]} polls at t={args[2]} with lease_millis={args[1]}"
+        if kind in ("complete", "fail"):
+            who, job_id, token, now = args
+            return f"{who} calls {kind}({job_id!r}, token {token}) at t={now}"
+        return f"{kind}({args[0]!r}) at t={args[1]}"
+
+    def op_shape(self, op: Hashable) -> Hashable:
+        return op
+
+    def describe_state(self, world: JobWorld) -> str:
+        lines = [f"     state at t={world.now}:"]
+        for job in world.state.jobs:
+            lines.append(
+                f"  {job.id}: {job.status.name} priority={job.priority} run_at={job.run_at}"
+                f" attempts={job.attempts} token={job.token} lease_until={job.lease_until}"
+                f" last_error={job.last_error!r}"
+            )
+        return "\n".join(lines)
+
+    # --- moves ---------------------------------------------------------------------
+
+    def _submits(self, world: JobWorld) -> Iterator[Move[JobWorld]]:
+        if len(world.state.jobs) >= self.scope.jobs:
+            return
+        for priority, offset in itertools.product(self.scope.priorities, self.scope.offsets):
+            run_at = world.now + offset
+            state, job_id = jm.submit(world.state, "t", "p", priority, run_at)
+            yield Move(("submit", priority, run_at), replace(world, state=state), job_id,
+                       counts=("op:submit",))  # fmt: skip
+
+    def _polls(self, world: JobWorld) -> Iterator[Move[JobWorld]]:
+        for index, worker in enumerate(self.scope.workers):
+            for lease_ms in self.scope.leases:
+                state, lease = jm.poll(world.state, self.policy, world.now, worker, lease_ms)
+                held = world.held
+                if lease is not None:
+                    assert isinstance(lease.token, int)
+                    held = _put(held, index, ((lease.job_id, lease.token, lease.lease_until),))
+                outcome = "result:poll-none" if lease is None else "result:poll-lease"
+                counts = ("op:poll", outcome, *_expiry_count(world.state, state))
+                op = ("poll", worker, lease_ms, world.now)
+                yield Move(op, replace(world, state=state, held=held), lease, counts=counts)
+
+    def _finishes(self, world: JobWorld) -> Iterator[Move[JobWorld]]:
+        for index, worker in enumerate(self.scope.workers):
+            for job_id, token, _until in world.held[index]:
+                held = _put(world.held, index, ())
+                for kind in ("complete", "fail"):
+                    op = (kind, worker, job_id, token, world.now)
+                    try:
+                        if kind == "complete":
+                            state = jm.complete(world.state, self.policy, world.now, job_id, token)
+                        else:
+                            state = jm.fail(world.state, self.policy, world.now, job_id, token, "e")
+                    except IllegalStateError:
+                        state = self._after_error(world, "IllegalStateError")
+                        yield Move(op, replace(world, state=state, held=held), None,
+                                   "IllegalStateError",
+                                   counts=(f"op:{kind}", "error:IllegalStateError"))  # fmt: skip
+                        continue
+                    counts = (f"op:{kind}", *_fail_count(kind, state, job_id))
+                    yield Move(op, replace(world, state=state, held=held), None, counts=counts)
+
+    def _admin(self, world: JobWorld) -> Iterator[Move[JobWorld]]:
+        now = world.now
+        for job in world.state.jobs:
+            if job.status is JobStatus.DEAD and world.retries_left:
+                state = jm.retry_dead(world.state, now, job.id, self.clear_error)
+                after = replace(world, state=state, retries_left=world.retries_left - 1)
+                yield Move(
+                    ("retry_dead", job.id, now), after, counts=("op:retry_dead", "result:retried")
+                )
+            if job.status is JobStatus.PENDING:
+                state = jm.cancel(world.state, job.id)
+                yield Move(("cancel", job.id, now), replace(world, state=state),
+                           counts=("op:cancel",))  # fmt: skip
+        refused = [j for j in world.state.jobs if j.status is not JobStatus.PENDING][:1]
+        for job in refused:
+            yield Move(("cancel", job.id, now), world, None, "IllegalStateError",
+                       counts=("op:cancel", "error:IllegalStateError"))  # fmt: skip
+        alive = [j for j in world.state.jobs if j.status is not JobStatus.DEAD][:1]
+        for job in alive:
+            yield Move(("retry_dead", job.id, now), world, None, "IllegalStateError",
+                       counts=("op:retry_dead", "error:IllegalStateError"))  # fmt: skip
+        state = self._after_error(world, "KeyError")
+        yield Move(("complete", self.scope.workers[0], "J9", 1, now),
+                   replace(world, state=state), None, "KeyError",
+                   counts=("op:complete", "error:KeyError"))  # fmt: skip
+
+    def _after_error(self, world: JobWorld, kind: str) -> jm.JobState:
+        """The state after a complete/fail that raised ``kind``, in the target's reading."""
+        if self.expire_on_error.get(kind, False):
+            return jm.expire(world.state, self.policy, world.now)
+        return world.state
+
+    def _tick(self, world: JobWorld) -> Iterator[Move[JobWorld]]:
+        instants: set[int] = set()
+        for job in world.state.jobs:
+            if job.status is JobStatus.PENDING:
+                instants.update((job.run_at - 1, job.run_at, job.run_at + 1))
+            elif job.status is JobStatus.RUNNING and job.lease_until is not None:
+                instants.update((job.lease_until - 1, job.lease_until, job.lease_until + 1))
+        later = [t for t in instants if t > world.now]
+        if later:
+            step = min(later)
+            yield Move(("tick", step), replace(world, now=step), counts=("op:tick",))
+
+
+def _expired(job: jm.ModelJob, now: int) -> bool:
+    return (
+        job.status is JobStatus.RUNNING and job.lease_until is not None and now >= job.lease_until
+    )
+
+
+def _expiry_count(before: jm.JobState, after: jm.JobState) -> tuple[str, ...]:
+    expired = any(
+        old.status is JobStatus.RUNNING and new.last_error == jm.LEASE_EXPIRED and new.token is None
+        for old, new in zip(before.jobs, after.jobs, strict=False)
+    )
+    return ("result:expired",) if expired else ()
+
+
+def _fail_count(kind: str, state: jm.JobState, job_id: str) -> tuple[str, ...]:
+    if kind != "fail":
+        return ()
+    return (f"result:fail-{jm.view(state, job_id).status.name.lower()}",)
+
+
+def _put(
+    held: tuple[tuple[HeldLease, ...], ...], index: int, mine: tuple[HeldLease, ...]
+) -> tuple[tuple[HeldLease, ...], ...]:
+    return (*held[:index], mine, *held[index + 1 :])
+
+
+def explore_jobs(
+    scope: JobScope,
+    clear_error_on_retry: bool = False,
+    expire_on_error: dict[str, bool] | None = None,
+    keep_edges: bool = True,
+) -> tuple[JobSystem, ExploreResult[JobWorld]]:
+    """Explore the JobQueue model within one scope part, in the target's readings."""
+    system = JobSystem(scope, clear_error_on_retry, expire_on_error)
+    return system, explore(system, scope.max_states, keep_edges)

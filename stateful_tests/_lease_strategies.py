@@ -1,0 +1,194 @@
+"""Strategies for the lease agreement machine: small alphabets, boundaries, bad values.
+
+Values come from small sets so that collisions happen (three job ids, two owners)
+and boundaries are hit (ttl 1, lease 1, max_attempts 1). Almost every argument is
+one ``sampled_from`` draw over a finite tuple, weighted by repeating entries
+(``weighted``): one choice per argument keeps a step cheap to generate and quick to
+shrink, and the simplest value comes first, which is where Hypothesis shrinks to.
+Every bad value is one the spec rejects with ``ValueError``: a bool for an int, a
+float, an out-of-range int, a wrong type, a bad identifier, an extra or missing
+dict key, a dict subclass.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable
+from typing import Any, TypeVar
+
+from hypothesis import strategies as st
+
+from models.lease_model import MAX_NOW, MAX_TOKEN
+
+from ._lease_values import (
+    SEND_KINDS,
+    Bad,
+    Change,
+    Clock,
+    Drop,
+    Extra,
+    Hook,
+    Keep,
+    Put,
+    Send,
+    Shift,
+    Subclass,
+    When,
+)
+
+T = TypeVar("T")
+
+JOBS = ("a", "b", "c")
+OWNERS = ("w1", "w2")
+NOTES = ("n1", "x" * 64)
+TICKET_KEYS = ("id", "qty", "owner", "token", "attempt", "lease_until")
+DYADIC_JITTERS = (0.5, 0, 1, 0.25, 0.75, 0.125, 1.0, 0.0)
+
+BAD_IDENTIFIERS = ("", "a\n", "a b", "é", "x" * 65, "a.b", True, 1, None, b"a")
+BAD_JITTERS = (True, -0.5, 1.5, math.nan, math.inf, -math.inf, "0.5", None, False)
+
+
+def weighted(*groups: tuple[int, Iterable[T]]) -> st.SearchStrategy[T]:
+    """One draw; each group's values get ``weight`` shares of the draws between them.
+
+    ``weighted((3, good), (1, bad))`` draws from ``good`` about three times in four.
+    (Shares are rounded.) The first value of the first group is the simplest, where
+    shrinking goes.
+    """
+    values = [list(group) for _, group in groups]
+    base = max(len(group) for group in values)
+    entries = [
+        value
+        for (weight, _), group in zip(groups, values, strict=True)
+        for value in group * max(1, round(weight * base / len(group)))
+    ]
+    return st.sampled_from(entries)
+
+
+def bad_ints(low: int, high: int) -> tuple[object, ...]:
+    """Values an exact-int-in-range argument must reject."""
+    return (low - 1, high + 1, True, False, float(low), str(low), None)
+
+
+def maybe_bad(**bad_values: Iterable[object]) -> st.SearchStrategy[Bad | None]:
+    """Usually None (a valid call); else one argument replaced by one of its bad values."""
+    bads = [Bad(name, value) for name, values in bad_values.items() for value in values]
+    return weighted((3, [None]), (1, bads))
+
+
+jobs = st.sampled_from(JOBS)
+owners = st.sampled_from(OWNERS)
+qtys = st.sampled_from((1, 2, 1000))
+ttls = st.sampled_from((100, 1, 10, 60000))
+leases = st.sampled_from((10, 1, 1000, 60000))
+budgets = st.sampled_from((1, 3, 2, 16))
+delays = weighted((3, (0, 1, 10, 50)), (1, (1000, 60000)))
+outcomes = st.sampled_from(("ok", "retry", "permanent"))
+notes = st.sampled_from(NOTES)
+steps = weighted((3, (1, 5, 10)), (1, (100, 1000, 60000, 10**9)))
+
+# Half the time ``now``; else a boundary (+-1) of the first open job or of a named job,
+# or a little (or much) later than now.
+ANCHORS = ("lease_until", "deadline", "available_at")
+FIRST_JOB_BOUNDARIES = tuple(
+    When(anchor, None, delta) for anchor, delta in itertools.product(ANCHORS, (0, -1, 1))
+)
+JOB_BOUNDARIES = tuple(
+    When(anchor, job, delta) for anchor, job, delta in itertools.product(ANCHORS, JOBS, (0, -1, 1))
+)
+LATER = tuple(When("now", None, delta) for delta in (1, 5, 1000, MAX_NOW))
+times = weighted((4, [When()]), (2, FIRST_JOB_BOUNDARIES), (1, JOB_BOUNDARIES), (1, LATER))
+
+BAD_TIMES = bad_ints(0, MAX_NOW)
+BAD_EVENTS = (
+    *({"id": bad, "qty": 1} for bad in BAD_IDENTIFIERS),
+    *({"id": "a", "qty": bad} for bad in bad_ints(1, 1000)),
+    {"id": "a"},
+    {"qty": 1},
+    {"id": "a", "qty": 1, "extra": 1},
+    [("id", "a"), ("qty", 1)],
+)
+BAD_OUTCOMES = ("OK", "done", "", None, True, b"ok")
+
+enqueue_bad = maybe_bad(
+    event=BAD_EVENTS, now=BAD_TIMES, ttl_ms=bad_ints(1, 60000), max_attempts=bad_ints(1, 16)
+)
+claim_bad = maybe_bad(owner=BAD_IDENTIFIERS, now=BAD_TIMES, lease_ms=bad_ints(1, 60000))
+finish_bad = maybe_bad(outcome=BAD_OUTCOMES, now=BAD_TIMES, delay_ms=bad_ints(0, 60000))
+redrive_bad = maybe_bad(
+    job=BAD_IDENTIFIERS, now=BAD_TIMES, ttl_ms=bad_ints(1, 60000), note=BAD_IDENTIFIERS
+)
+
+
+def hooks_for(*points: str) -> st.SearchStrategy[Hook | None]:
+    """No hook half the time; else a recording hook or one raising at one of ``points``."""
+    return weighted((1, [None]), (1, [Hook(), *(Hook(point) for point in points)]))
+
+
+claim_hooks = hooks_for("after-claim", "after-commit")
+finish_hooks = hooks_for("after-finish", "after-commit")
+redrive_hooks = hooks_for("after-audit", "after-redrive", "after-commit")
+
+
+def _bad_ticket_values(key: str) -> tuple[object, ...]:
+    if key in ("id", "owner"):
+        return BAD_IDENTIFIERS
+    return bad_ints(1, {"qty": 1000, "attempt": 16}.get(key, MAX_TOKEN))
+
+
+# Half the time the ticket as claimed; else a near miss (one field off by one, another
+# owner or job), or a ticket the spec rejects (a bad value, a key missing or added).
+TOKEN_MISSES = (Shift("token", 1), Shift("token", -1))
+NEAR_MISSES = (
+    Shift("lease_until", -1),
+    Shift("lease_until", 1),
+    Shift("attempt", -1),
+    Shift("attempt", 1),
+    Shift("qty", 1),
+    Put("owner", "w2"),
+    Put("owner", "w1"),
+    Put("id", "a"),
+    Put("id", "b"),
+)
+MALFORMED: tuple[Change, ...] = (
+    *(Put(key, value) for key in TICKET_KEYS for value in _bad_ticket_values(key)),
+    *(Drop(key) for key in TICKET_KEYS),
+    Extra("status"),
+    Extra("seq"),
+    Subclass(),
+)
+changes = weighted((4, [Keep()]), (1, TOKEN_MISSES), (2, NEAR_MISSES), (1, MALFORMED))
+
+sends = st.sampled_from(tuple(Send(kind) for kind in SEND_KINDS))
+# Mostly now then now or a little later, or going back by 1 or 4; else any two times,
+# or bad readings.
+SIMPLE_CLOCKS = (
+    Clock(When(), When()),
+    Clock(When(), When("now", delta=1)),
+    Clock(When("now", delta=1), When()),
+    Clock(When("now", delta=5), When("now", delta=1)),
+)
+BAD_CLOCKS = (
+    *(Clock(bad, When()) for bad in BAD_TIMES),
+    *(Clock(When(), bad) for bad in BAD_TIMES),
+)
+clocks = st.one_of(
+    weighted((6, SIMPLE_CLOCKS), (1, BAD_CLOCKS)),
+    st.builds(Clock, times, times),
+)
+any_jitters = weighted((3, DYADIC_JITTERS), (1, BAD_JITTERS))
+run_paths = weighted((2, ["queue"]), (1, ["missing", "directory"]))
+
+
+def _with_bad(good: st.SearchStrategy[Any], bad: Iterable[object]) -> st.SearchStrategy[Any]:
+    return st.one_of(good, st.sampled_from(tuple(bad)))
+
+
+attempts = _with_bad(st.integers(1, 16), bad_ints(1, 16))
+base_delays = _with_bad(st.integers(1, 60000), bad_ints(1, 60000))
+cap_delays = _with_bad(st.integers(1, 60000), bad_ints(1, 60000))
+delay_jitters = _with_bad(
+    st.one_of(st.sampled_from(DYADIC_JITTERS), st.floats(0, 1), st.sampled_from((0.7, 0.3))),
+    BAD_JITTERS,
+)

@@ -1,0 +1,254 @@
+"""Run a ``ParallelProgram`` against a lease worker: forked processes, one SQLite file.
+
+The prefix runs in the harness process on its own connection, which is closed
+before any fork. Each suffix runs in a child forked by the crash-harness engine;
+the child opens its own connection, says it is ready (a barrier: nobody starts
+before all have opened), and then stops before every SQL statement until the
+harness lets it go (``channel.trace``). The harness keeps exactly one child
+running: when every live child waits at a statement it lets the last one go on,
+or with probability ``switch_percent`` % another one (``random.Random(seed)`` of
+the program); a child that does not come back within
+``STALL_S`` is blocked on a database lock held by a waiting child, so the
+harness lets another one run (this changes only the interleaving, never a
+verdict). A child is SIGKILLed at the statement named by ``program.kill``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from crash_harness.engine import Channel, Child, Engine, HarnessTimeout, Message
+from leasecheck.targets import error_kind, read_snapshot
+from models.linearizability import BUSY, OPEN_TRANSACTION, Operation, Raised, Returned
+from stateful_tests.parallel import Command, Held, ParallelProgram
+
+__all__ = ["run_lease_program"]
+
+STALL_S = 0.05
+"""How long the harness waits for the running child before deciding it is blocked."""
+DEADLINE_S = 10.0
+
+
+def _resolve(command: Command, held: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The command's concrete arguments; None when it needs a ticket the process lacks."""
+    args = command.kwargs()
+    ticket = args.get("ticket")
+    if isinstance(ticket, Held):
+        if ticket.back >= len(held):
+            return None
+        args["ticket"] = dict(held[-1 - ticket.back])
+    return args
+
+
+def _outcome(module: ModuleType, con: sqlite3.Connection, call: Callable[[], Any]) -> Any:
+    try:
+        value = call()
+    except Exception as error:
+        text = str(error).lower()
+        busy = isinstance(error, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
+        outcome: Returned | Raised = Raised(BUSY if busy else error_kind(error, module), str(error))
+    else:
+        outcome = Returned(value)
+    if con.in_transaction:
+        outcome = Raised(OPEN_TRANSACTION, f"after {outcome!r}")
+        con.execute("ROLLBACK")
+    return outcome
+
+
+def run_command(
+    module: ModuleType,
+    con: sqlite3.Connection,
+    where: tuple[str, int],
+    command: Command,
+    held: list[dict[str, Any]],
+    announce: Callable[[str, Any], None] | None = None,
+) -> Operation | None:
+    """Run one command on ``con``, keep a returned ticket in ``held``; the operation."""
+    args = _resolve(command, held)
+    if args is None:
+        return None
+    function = getattr(module, command.name)
+    started = time.monotonic_ns()
+    if announce is not None:
+        announce("invoke", (where[1], command.name, args, started))
+    outcome = _outcome(module, con, lambda: function(con, **args))
+    ended = time.monotonic_ns()
+    if command.name == "claim" and isinstance(outcome, Returned) and type(outcome.value) is dict:
+        held.append(dict(outcome.value))
+    return Operation(where[0], where[1], command.name, args, started, ended, outcome)
+
+
+def _child(
+    module: ModuleType, path: Path, name: str, suffix: tuple[Command, ...], held: list[Any]
+) -> Callable[[Channel], str]:
+    def body(channel: Channel) -> str:
+        con = module.open_queue(str(path))
+        try:
+            channel.ask("ready")
+            con.set_trace_callback(channel.trace)
+            for index, command in enumerate(suffix, 1):
+                op = run_command(module, con, (name, index), command, held, channel.send)
+                if op is not None:
+                    channel.send("op", op)
+            con.set_trace_callback(None)
+            channel.ask("finished")
+        finally:
+            con.close()
+        return name
+
+    return body
+
+
+class _Driver:
+    """The harness side: keeps one child running, records operations, kills on cue."""
+
+    def __init__(self, engine: Engine, children: list[Child], program: ParallelProgram) -> None:
+        self.engine = engine
+        self.live = list(children)
+        self.paused: list[Child] = []
+        self.program = program
+        self.rng = random.Random(program.seed)
+        self.current: Child | None = None
+        self.waiting_at: dict[Child, str] = {}
+        self.in_transaction: set[Child] = set()
+        self.statements = dict.fromkeys(children, 0)
+        self.pending: dict[Child, tuple[int, str, dict[str, Any], int]] = {}
+        self.ops: list[Operation] = []
+
+    def run(self) -> list[Operation]:
+        for child in self.live:
+            message = child.next("the child to open its connection and say it is ready")
+            if message.kind != "ready":
+                raise AssertionError(f"child {child.name} sent {message} before it was ready")
+        for child in self.live:
+            child.answer("start")
+        while self.live:
+            running = [child for child in self.live if child not in self.paused]
+            got = self._wait(running) if running else None
+            if got is None:
+                if not self.paused:
+                    got = self.engine.wait_any(self.live, "a statement or a result")
+                else:
+                    self._release()
+                    continue
+            self._handle(*got)
+        return self.ops
+
+    def _wait(self, running: list[Child]) -> tuple[Child, Message] | None:
+        stall = STALL_S if self.paused else DEADLINE_S
+        try:
+            return Engine(stall).wait_any(running, "the running child's next statement")
+        except HarnessTimeout:
+            if not self.paused:
+                raise
+            return None
+
+    def _release(self) -> None:
+        """Let one waiting child run its statement: the current one, or switch."""
+        ready = [child for child in self.paused if not self._would_block(child)] or self.paused
+        others = [child for child in ready if child is not self.current]
+        switch = self.rng.randrange(100) < self.program.switch_percent
+        stay = self.current in ready and not switch
+        chosen = self.current if stay or not others else self.rng.choice(others)
+        assert chosen is not None
+        self.paused.remove(chosen)
+        self.current = chosen
+        statement = self.waiting_at.pop(chosen).lstrip().upper()
+        if statement.startswith("BEGIN"):
+            self.in_transaction.add(chosen)
+        elif statement.startswith(("COMMIT", "END", "ROLLBACK")):
+            self.in_transaction.discard(chosen)
+        chosen.answer()
+
+    def _would_block(self, child: Child) -> bool:
+        """A write (or BEGIN) while another child is inside a transaction waits for its lock."""
+        statement = self.waiting_at[child].lstrip().upper()
+        writes = statement.startswith(("BEGIN", "INSERT", "UPDATE", "DELETE", "REPLACE"))
+        return writes and any(other is not child for other in self.in_transaction)
+
+    def _handle(self, child: Child, message: Message) -> None:
+        if message.kind == "stmt":
+            self.statements[child] += 1
+            if self.program.kill == (int(child.name[1:]), self.statements[child]):
+                self._kill(child)
+            else:
+                self.paused.append(child)
+                self.waiting_at[child] = str(message.value)
+        elif message.kind == "invoke":
+            self.pending[child] = message.value
+        elif message.kind == "op":
+            self.pending.pop(child, None)
+            self.ops.append(message.value)
+        elif message.kind == "finished":
+            child.answer()
+            child.outcome(f"child {child.name} to close its connection and exit")
+            self.live.remove(child)
+        else:
+            detail = message.value.describe() if message.kind == "raise" else repr(message.value)
+            raise AssertionError(
+                f"child {child.name} ended its commands abnormally ({message.kind}: {detail}); "
+                "the target raised outside an operation or the harness lost a message"
+            )
+
+    def _kill(self, child: Child) -> None:
+        for message in child.kill():
+            if message.kind == "op":
+                self._handle(child, message)
+        ended = time.monotonic_ns()
+        self.live.remove(child)
+        self.in_transaction.discard(child)
+        if child in self.pending:
+            index, name, args, started = self.pending.pop(child)
+            note = f"SIGKILLed before its SQL statement #{self.statements[child]}"
+            self.ops.append(Operation(child.name, index, name, args, started, ended, None, note))
+
+
+def run_lease_program(
+    module: ModuleType, directory: Path, program: ParallelProgram
+) -> list[Operation]:
+    """Run ``program`` on a fresh queue file in ``directory``; the whole history.
+
+    The last operation is the harness reading every stored row after all children
+    ended: the model state at the end of the linearization must equal it.
+    """
+    path = directory / f"parallel-{os.getpid()}-{time.monotonic_ns()}.db"
+    try:
+        held: list[dict[str, Any]] = []
+        ops: list[Operation] = []
+        con = module.open_queue(str(path))
+        try:
+            for index, command in enumerate(program.prefix, 1):
+                op = run_command(module, con, ("prefix", index), command, held)
+                ops += [op] if op is not None else []
+        finally:
+            con.close()
+        with Engine(DEADLINE_S) as engine:
+            children = [
+                engine.fork(f"P{n}", _child(module, path, f"P{n}", suffix, held))
+                for n, suffix in enumerate(program.suffixes, 1)
+            ]
+            ops += _Driver(engine, children, program).run()
+        ops.append(_final_read(path))
+        return ops
+    finally:
+        for leftover in (path, Path(f"{path}-journal")):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
+
+
+def _final_read(path: Path) -> Operation:
+    started = time.monotonic_ns()
+    con = sqlite3.connect(path, isolation_level=None, timeout=1)
+    try:
+        snapshot = read_snapshot(con)
+    finally:
+        con.close()
+    return Operation("harness", 1, "snapshot", {}, started, time.monotonic_ns(), Returned(snapshot))

@@ -1,0 +1,521 @@
+"""``JobAgreement``: a JobQueue target and the reference model, driven side by side.
+
+The shape follows Hypothesis' ``tests/nocover/test_database_agreement.py``: every
+rule applies one queue operation (``submit``, ``poll``, ``complete``, ``fail``,
+``view``, ``dead_letters``, ``retry_dead``, ``cancel``) to the target and to
+``JobQueueModel`` and compares the results and exception classes; ``advance_clock``
+moves the one fake clock both read; the views of all jobs and ``dead_letters()`` are
+compared after every step, in one place (``views_agree``). A shrunk failure
+therefore reads like a script::
+
+    state = JobAgreement()
+    state.start(policy=RetryPolicy(max_attempts=1, base_backoff_millis=1, max_backoff_millis=1))
+    state.submit(type='email', payload=None, priority=0, run_at_millis=0)
+    leases_0 = state.poll(worker='w1', lease_millis=1)
+    state.advance_clock(to='lease_until', offset=0)
+    state.teardown()
+
+Bind the target class before running (the CLI's exported reproducers do the same)::
+
+    JobAgreement.bind(load_jobs_target("path/to/job_queue.py"))
+
+Readings job-queue.md leaves open are accepted, not guessed: a call that raises may
+or may not have processed expired leases first (the machine continues from the
+model state that matches the target); whether ``retry_dead`` clears ``last_error``
+is learnt from the target at its first ``retry_dead``; tokens are opaque, so target
+tokens are mapped to model tokens through a bijection built at each ``poll``.
+Arguments of types the spec leaves open (bool or non-int priority, non-str worker,
+...) are never generated.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, NoReturn
+
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    MultipleResults,
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    multiple,
+    precondition,
+    rule,
+)
+
+from models.job_model import JobQueueModel, JobState, expire
+from queue_impl.jobs import IllegalStateError, JobStatus, JobView, Lease, RetryPolicy
+
+__all__ = ["JobAgreement", "ManualTime", "RetryPolicy"]
+
+START_MILLIS = 0
+DEFAULT_POLICY = RetryPolicy(max_attempts=2, base_backoff_millis=10, max_backoff_millis=40)
+MAX_JOBS = 5
+SPEC_ERRORS = (IllegalStateError, KeyError, ValueError)
+
+
+def _weighted(common: Sequence[Any], rare: Sequence[Any]) -> st.SearchStrategy[Any]:
+    """One ``sampled_from`` draw: ``common`` about five draws in six, ``rare`` the rest.
+
+    One choice per argument keeps steps cheap to shrink; the first common value is the
+    simplest, which is where Hypothesis shrinks to.
+    """
+    copies = max(1, round(5 * len(rare) / len(common)))
+    return st.sampled_from([*list(common) * copies, *rare])
+
+
+def _mostly(common: st.SearchStrategy[Any], rare: st.SearchStrategy[Any]) -> Any:
+    """``common`` about five draws in six, ``rare`` the rest (for strategies, not values)."""
+    return st.integers(min_value=0, max_value=5).flatmap(lambda i: rare if i == 5 else common)
+
+
+JOB_TYPES = _weighted(["email", "invoice"], [None, "", "  ", "\t"])
+PAYLOADS = _weighted(["to=a@b.c", ""], [None])
+PRIORITIES = _weighted([0, 1], [-1, 2, 3])
+RUN_ATS = _weighted([0, 0, 5, 10], range(0, 151, 3))
+WORKERS = _weighted(["w1", "w2"], [None, "", " "])
+LEASE_MILLIS = _weighted(range(1, 41), [0, -5])
+JOB_IDS = _weighted(["J1", "J2", "J3"], ["J0", "J9", "j1", ""])
+OTHER_JOB = _weighted([None], ["J1", "J2", "J3", "J0", "j1"])
+"""``None``: the lease's own job; else complete/fail names this job with the lease's token."""
+MADE_UP_TOKENS = st.sampled_from([0, 1, 2, -1, "1", "forged", None])
+ERRORS = st.sampled_from(["boom", None, "timeout"])
+
+
+@st.composite
+def _policies(draw: st.DrawFn) -> RetryPolicy:
+    """Small policies whose cap often binds early (cap == base, 1.5 * base, ...)."""
+    base = draw(_weighted([1, 5, 10], range(1, 51)))
+    extra = draw(_weighted([0, base // 2, base], range(0, 151)))
+    return RetryPolicy(draw(st.integers(min_value=1, max_value=3)), base, base + extra)
+
+
+POLICIES = _policies()
+LEASES = Bundle("leases")
+"""Every lease the target ever handed out (current and stale), for complete/fail."""
+BOUNDARIES = st.sampled_from(["lease_until", "lease_until", "run_at", "now"])
+OFFSETS = _weighted([0, 0, -1, 1], range(2, 151, 4))
+
+
+class ManualTime:
+    """The shared fake ``TimeSource``: ``now`` is set by ``advance_clock``, never by reading."""
+
+    def __init__(self, now: int = START_MILLIS) -> None:
+        self.now = now
+
+    def now_millis(self) -> int:
+        return self.now
+
+
+class _NeverIssued:
+    """The model-side stand-in for a made-up token that no poll of the target issued."""
+
+    def __repr__(self) -> str:
+        return "<a token never issued>"
+
+
+NEVER_ISSUED = _NeverIssued()
+
+
+def _kind(error: BaseException | None) -> str:
+    """The spec's name for an outcome: 'returned', a spec exception class, or the raw class."""
+    if error is None:
+        return "returned"
+    for cls in SPEC_ERRORS:
+        if isinstance(error, cls):
+            return cls.__name__
+    return type(error).__name__
+
+
+def _said(result: object, error: BaseException | None) -> str:
+    return (
+        f"raised {type(error).__name__}({error})" if error is not None else f"returned {result!r}"
+    )
+
+
+def _brief(view: object) -> str:
+    if not isinstance(view, JobView):
+        return repr(view)
+    status = view.status.name if isinstance(view.status, JobStatus) else repr(view.status)
+    return (
+        f"{status} attempts={view.attempts} next_run_at={view.next_run_at} "
+        f"last_error={view.last_error!r} priority={view.priority} type={view.type!r}"
+    )
+
+
+def _has_jobs(machine: JobAgreement) -> bool:
+    """Rules other than submit start once a job exists (so examples do not idle on nothing)."""
+    return bool(machine.model.state.jobs)
+
+
+def _has_room(machine: JobAgreement) -> bool:
+    """At most ``MAX_JOBS`` jobs: a few jobs meet each other far more often than many."""
+    return len(machine.model.state.jobs) < MAX_JOBS
+
+
+def _has_live_jobs(machine: JobAgreement) -> bool:
+    """cancel waits for a PENDING or RUNNING job (its ids still hit every other state)."""
+    live = (JobStatus.PENDING, JobStatus.RUNNING)
+    return any(job.status in live for job in machine.model.state.jobs)
+
+
+def _has_dead_jobs(machine: JobAgreement) -> bool:
+    """retry_dead and dead_letters wait for a dead letter (views_agree checks [] every step)."""
+    return any(job.status is JobStatus.DEAD for job in machine.model.state.jobs)
+
+
+def _has_leases(machine: JobAgreement) -> bool:
+    return bool(machine.tokens)
+
+
+def _model_views(state: JobState) -> list[JobView]:
+    return [job.view() for job in state.jobs]
+
+
+class JobAgreement(RuleBasedStateMachine):
+    """Run the same JobQueue operations on a bound target class and on the model."""
+
+    target_class: ClassVar[type[Any] | None] = None
+    first_failure_at: ClassVar[float | None] = None
+    """``time.perf_counter()`` at the first disagreement seen (time to detection)."""
+    leases = LEASES
+    observers = Bundle("observers")
+    """Never filled. Hypothesis draws the rules it orders first more often, orders rules
+    with a target after those without, and shrinks steps towards the first rule;
+    targeting this moves advance_clock, view, dead_letters, retry_dead and cancel
+    behind poll, so examples spend their steps on leases and shrunk programs do not
+    fill up with no-op clock moves."""
+
+    @classmethod
+    def bind(cls, target_class: type[Any]) -> None:
+        """Check ``target_class`` (a ``JobQueue`` from ``load_jobs_target``) from now on."""
+        cls.target_class = target_class
+
+    def __init__(self) -> None:
+        super().__init__()
+        if self.target_class is None:
+            raise RuntimeError(
+                "JobAgreement has no target; call "
+                "JobAgreement.bind(load_jobs_target(path)) before running it"
+            )
+        self.time = ManualTime()
+        self.step = 0
+        self.last_call = "JobAgreement()"
+        self.tokens: list[tuple[object, int]] = []
+        """(target token, model token) for every lease handed out, in poll order."""
+        self.error_reading_learnt = False
+        self._open(DEFAULT_POLICY)
+
+    def _open(self, policy: RetryPolicy) -> None:
+        assert self.target_class is not None
+        self.policy = policy
+        self.target = self.target_class(self.time, policy)
+        self.model = JobQueueModel(self.time, policy)
+
+    # --- the rules: one queue operation each ---------------------------------------------
+
+    @initialize(policy=POLICIES)
+    def start(self, policy: RetryPolicy) -> None:
+        """A fresh target and model with this retry policy."""
+        self._open(policy)
+
+    @precondition(_has_room)
+    @rule(
+        target=observers,
+        type=JOB_TYPES,
+        payload=PAYLOADS,
+        priority=PRIORITIES,
+        run_at_millis=RUN_ATS,
+    )
+    def submit(
+        self, type: str | None, payload: str | None, priority: int, run_at_millis: int
+    ) -> MultipleResults[Any]:
+        call = f"submit({type!r}, {payload!r}, {priority!r}, {run_at_millis!r})"
+        outcome = self._both(
+            call,
+            lambda: self.target.submit(type, payload, priority, run_at_millis),
+            lambda: self.model.submit(type, payload, priority, run_at_millis),
+        )
+        if outcome is not None and outcome[0] != outcome[1]:
+            self._fail(
+                f"{call} returned job id {outcome[0]!r} on the target but {outcome[1]!r} "
+                f"on the model (ids are J1, J2, ... in submission order)"
+            )
+        return multiple()
+
+    @precondition(_has_jobs)
+    @rule(target=leases, worker=WORKERS, lease_millis=LEASE_MILLIS)
+    def poll(self, worker: str | None, lease_millis: int) -> object:
+        call = f"poll({worker!r}, {lease_millis!r})"
+        outcome = self._both(
+            call,
+            lambda: self.target.poll(worker, lease_millis),
+            lambda: self.model.poll(worker, lease_millis),
+            expiring=True,
+        )
+        if outcome is None or (outcome[0] is None and outcome[1] is None):
+            return multiple()
+        target_lease, model_lease = outcome
+        if target_lease is None or model_lease is None:
+            self._fail(
+                f"{call} returned {target_lease!r} on the target but {model_lease!r} on the model"
+            )
+        self._check_lease(call, target_lease, model_lease)
+        return target_lease
+
+    @precondition(_has_leases)
+    @rule(target=observers, lease=_mostly(LEASES, MADE_UP_TOKENS), job_id=OTHER_JOB)
+    def complete(self, lease: object, job_id: str | None) -> MultipleResults[Any]:
+        """Complete with ``lease``'s token (current or stale) or a made-up token.
+
+        ``job_id`` None means the lease's own job (J1 for a made-up token).
+        """
+        job, token, model_token = self._credentials(lease, job_id)
+        self._both(
+            f"complete({job!r}, {token!r})",
+            lambda: self.target.complete(job, token),
+            lambda: self.model.complete(job, model_token),
+            expiring=True,
+        )
+        return multiple()
+
+    @precondition(_has_leases)
+    @rule(target=observers, lease=_mostly(LEASES, MADE_UP_TOKENS), job_id=OTHER_JOB, error=ERRORS)
+    def fail(self, lease: object, job_id: str | None, error: str | None) -> MultipleResults[Any]:
+        """Fail with ``lease``'s token (current or stale) or a made-up token, like ``complete``."""
+        job, token, model_token = self._credentials(lease, job_id)
+        self._both(
+            f"fail({job!r}, {token!r}, {error!r})",
+            lambda: self.target.fail(job, token, error),
+            lambda: self.model.fail(job, model_token, error),
+            expiring=True,
+        )
+        return multiple()
+
+    @precondition(_has_jobs)
+    @rule(target=observers, job_id=JOB_IDS)
+    def view(self, job_id: str) -> MultipleResults[Any]:
+        call = f"view({job_id!r})"
+        outcome = self._both(
+            call, lambda: self.target.view(job_id), lambda: self.model.view(job_id)
+        )
+        if outcome is not None and outcome[0] != outcome[1]:
+            self._fail(
+                f"{call} returned {_brief(outcome[0])} on the target but "
+                f"{_brief(outcome[1])} on the model"
+            )
+        return multiple()
+
+    @precondition(_has_dead_jobs)
+    @rule(target=observers)
+    def dead_letters(self) -> MultipleResults[Any]:
+        outcome = self._both(
+            "dead_letters()", lambda: list(self.target.dead_letters()), self.model.dead_letters
+        )
+        if outcome is not None:
+            self._compare_dead_letters("dead_letters()", outcome[0], outcome[1])
+        return multiple()
+
+    @precondition(_has_dead_jobs)
+    @rule(target=observers, job_id=JOB_IDS)
+    def retry_dead(self, job_id: str) -> MultipleResults[Any]:
+        self._both(
+            f"retry_dead({job_id!r})",
+            lambda: self.target.retry_dead(job_id),
+            lambda: self._model_retry_dead(job_id),
+        )
+        return multiple()
+
+    @precondition(_has_live_jobs)
+    @rule(target=observers, job_id=JOB_IDS)
+    def cancel(self, job_id: str) -> MultipleResults[Any]:
+        self._both(
+            f"cancel({job_id!r})",
+            lambda: self.target.cancel(job_id),
+            lambda: self.model.cancel(job_id),
+        )
+        return multiple()
+
+    @precondition(_has_jobs)
+    @rule(target=observers, to=BOUNDARIES, offset=OFFSETS)
+    def advance_clock(self, to: str, offset: int) -> MultipleResults[Any]:
+        """Move the clock to ``offset`` ms after the next ``lease_until``/``run_at``, or ``now``.
+
+        "Next" is the earliest boundary of a RUNNING (lease_until) or PENDING (run_at)
+        job that still lies ahead once ``offset`` is added; time never moves backwards.
+        """
+        self._record(f"advance_clock(to={to!r}, offset={offset!r})")
+        now, jobs = self.time.now, self.model.state.jobs
+        ahead: list[int | None] = [now]
+        if to == "lease_until":
+            ahead = [job.lease_until for job in jobs if job.status is JobStatus.RUNNING]
+        elif to == "run_at":
+            ahead = [job.run_at for job in jobs if job.status is JobStatus.PENDING]
+        later = sorted(at + offset for at in ahead if at is not None and at + offset > now)
+        if later:
+            self.time.now = later[0]
+        return multiple()
+
+    def teardown(self) -> None:
+        """Nothing to remove: the target and model live in memory and die with the machine."""
+
+    # --- agreement, checked in one place -------------------------------------------------
+
+    @invariant()
+    def views_agree(self) -> None:
+        """After every step the views of all jobs and ``dead_letters()`` agree."""
+        for expected in _model_views(self.model.state):
+            try:
+                got = self.target.view(expected.id)
+            except Exception as error:
+                self._fail(
+                    f"view({expected.id!r}) raised {type(error).__name__}({error}) on the "
+                    f"target but returned {_brief(expected)} on the model"
+                )
+            if got != expected:
+                self._fail(
+                    f"view({expected.id!r}) is {_brief(got)} on the target but "
+                    f"{_brief(expected)} on the model"
+                )
+        try:
+            dead = list(self.target.dead_letters())
+        except Exception as error:
+            self._fail(f"dead_letters() raised {type(error).__name__}({error}) on the target")
+        self._compare_dead_letters("dead_letters()", dead, self.model.dead_letters())
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    def _record(self, call: str) -> None:
+        self.step += 1
+        self.last_call = call
+
+    def _both(
+        self,
+        call: str,
+        target_op: Callable[[], Any],
+        model_op: Callable[[], Any],
+        *,
+        expiring: bool = False,
+    ) -> tuple[Any, Any] | None:
+        """Run one operation on both; the two results, or None when both raised alike.
+
+        ``expiring``: the operation processes expired leases (poll, complete, fail);
+        when it raises, the target may have done that first or not (spec: left open),
+        so the machine continues from whichever model state the target matches.
+        """
+        self._record(call)
+        before, now = self.model.state, self.time.now
+        target_result, target_error = _run(target_op)
+        try:
+            model_result, model_error = model_op(), None
+        except SPEC_ERRORS as error:
+            model_result, model_error = None, error
+        if _kind(target_error) != _kind(model_error):
+            self._fail(
+                f"{call} {_said(target_result, target_error)} on the target but "
+                f"{_said(model_result, model_error)} on the model"
+            )
+        if model_error is None:
+            return target_result, model_result
+        if expiring:
+            self._settle(before, now)
+        return None
+
+    def _settle(self, before: JobState, now: int) -> None:
+        """Continue from the reading of a raising call (expiry processed or not) the target took."""
+        try:
+            target = [self.target.view(view.id) for view in _model_views(before)]
+        except Exception:
+            return  # views_agree reports it
+        for candidate in (self.model.state, before, expire(before, self.policy, now)):
+            if _model_views(candidate) == target:
+                self.model.state = candidate
+                return
+
+    def _model_retry_dead(self, job_id: str) -> None:
+        """The model's retry_dead, reading "clears last_error" off the target the first time."""
+        if not self.error_reading_learnt and any(
+            job.id == job_id and job.status is JobStatus.DEAD for job in self.model.state.jobs
+        ):
+            try:
+                cleared = self.target.view(job_id).last_error is None
+            except Exception:
+                cleared = False  # views_agree reports it
+            self.model.clear_error_on_retry = cleared
+            self.error_reading_learnt = True
+        self.model.retry_dead(job_id)
+
+    def _credentials(self, lease: object, job_id: str | None) -> tuple[str, object, object]:
+        """(job id, target token, model token) for a complete/fail call."""
+        if isinstance(lease, Lease):
+            return job_id or lease.job_id, lease.token, self._model_token(lease.token)
+        return job_id or "J1", lease, self._model_token(lease)
+
+    def _model_token(self, target_token: object) -> object:
+        for issued, model_token in self.tokens:
+            if issued == target_token:
+                return model_token
+        return NEVER_ISSUED
+
+    def _check_lease(self, call: str, got: object, expected: Lease) -> None:
+        if not isinstance(got, Lease):
+            self._fail(
+                f"{call} returned {got!r} ({type(got).__name__}) on the target, not a "
+                f"queue_impl.jobs.Lease; the model returned {expected!r}"
+            )
+        for issued, model_token in self.tokens:
+            if issued == got.token:
+                self._fail(
+                    f"{call} returned token {got.token!r} on the target, which an earlier "
+                    f"poll already handed out (model token {model_token}); every poll "
+                    f"must make a token never issued before"
+                )
+        fields = ("job_id", "type", "payload", "attempt", "lease_until")
+        if any(getattr(got, name) != getattr(expected, name) for name in fields):
+            shown = {name: getattr(got, name) for name in fields}
+            wanted = {name: getattr(expected, name) for name in fields}
+            self._fail(
+                f"{call} returned a lease with {shown} on the target but {wanted} "
+                f"on the model (tokens aside)"
+            )
+        assert isinstance(expected.token, int)
+        self.tokens.append((got.token, expected.token))
+
+    def _compare_dead_letters(
+        self, call: str, got: Sequence[object], expected: Sequence[JobView]
+    ) -> None:
+        if list(got) != list(expected):
+            shown = [getattr(view, "id", view) for view in got]
+            wanted = [view.id for view in expected]
+            self._fail(
+                f"{call} lists {shown} on the target but {wanted} on the model "
+                f"(all DEAD jobs in submission order); target: {list(got)!r}"
+            )
+
+    def _fail(self, comparison: str) -> NoReturn:
+        if JobAgreement.first_failure_at is None:
+            JobAgreement.first_failure_at = time.perf_counter()
+        raise AssertionError(
+            f"{comparison}\n  after step {self.step}: {self.last_call} at now={self.time.now} "
+            f"with {self.policy}\n{self._table()}"
+        )
+
+    def _table(self) -> str:
+        rows = [f"  {'job':<4} {'target':<66} model"]
+        for expected in _model_views(self.model.state):
+            try:
+                got = _brief(self.target.view(expected.id))
+            except Exception as error:
+                got = f"view raised {type(error).__name__}"
+            rows.append(f"  {expected.id:<4} {got:<66} {_brief(expected)}")
+        return "\n".join(rows)
+
+
+def _run(op: Callable[[], Any]) -> tuple[Any, Exception | None]:
+    try:
+        return op(), None
+    except Exception as error:  # a target may raise anything; the comparison names it
+        return None, error

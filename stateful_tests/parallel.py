@@ -1,0 +1,333 @@
+"""Parallel stateful testing: a sequential prefix, then 2+ suffixes run at once.
+
+The approach of Erlang QuickCheck's ``parallel_commands`` and of
+quickcheck-state-machine, on real processes and threads. Hypothesis generates a
+``ParallelProgram`` (so a failure shrinks to a short program); a runner executes
+the prefix alone, then the suffixes concurrently, and records every operation's
+invocation and response instant (``time.monotonic_ns``, one clock domain) and its
+outcome; ``models.linearizability.check`` then decides whether some order that
+respects real time explains every outcome with the reference model.
+
+- Lease worker (``stateful_tests/_parallel_lease.py``): one forked process per
+  suffix, each with its own connection to one SQLite file. Every SQL statement a
+  child runs first stops at the harness (``con.set_trace_callback``), which lets
+  exactly one child run its next statement, chosen by the program's ``schedule``.
+  Processes share nothing but the database, so interleaving at statement
+  granularity covers every race between them, and the same program gives the
+  same interleaving: a failure replays and shrinks.
+- JobQueue (``stateful_tests/_parallel_jobs.py``): one thread per suffix on one
+  queue object, released together by a barrier, with the interpreter's switch
+  interval at 1 µs and a clock that yields, so threads interleave inside methods.
+
+Times are arguments: a lease operation takes ``now_ms`` from the program, and a
+JobQueue operation's thread sets the clock to the program's ``now`` before the
+call, so the model is deterministic given the order.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import strategies as st
+
+from models.contracts import Snapshot
+from models.job_model import JobState
+from models.linearizability import JobQueueSpec, LeaseSpec, Operation, Verdict, check
+from queue_impl.jobs import RetryPolicy
+
+__all__ = [
+    "JOB_POLICY",
+    "Command",
+    "FailureMemo",
+    "Held",
+    "ParallelProgram",
+    "check_jobs_history",
+    "check_lease_history",
+    "failure_message",
+    "job_programs",
+    "lease_programs",
+]
+
+JOB_POLICY = RetryPolicy(max_attempts=2, base_backoff_millis=10, max_backoff_millis=40)
+
+
+@dataclass(frozen=True)
+class Held:
+    """A ticket (lease) the process holds, counted back from the latest one it got."""
+
+    back: int = 0
+
+    def __repr__(self) -> str:
+        return "<latest ticket>" if self.back == 0 else f"<ticket {self.back} before the latest>"
+
+
+@dataclass(frozen=True)
+class Command:
+    """One generated operation: a queue function name and its arguments."""
+
+    name: str
+    args: tuple[tuple[str, Any], ...]
+
+    def text(self) -> str:
+        return f"{self.name}({', '.join(f'{k}={v!r}' for k, v in self.args)})"
+
+    def kwargs(self) -> dict[str, Any]:
+        return dict(self.args)
+
+
+@dataclass(frozen=True)
+class ParallelProgram:
+    """A prefix run alone, then the suffixes at once (suffix i in process/thread P<i+1>).
+
+    The runners let one process or thread run at a time and, at each scheduling
+    point (an SQL statement, a line of the JobQueue target), switch to another one
+    with probability ``switch_percent`` %, drawn from ``random.Random(seed)``: the
+    same program gives the same interleaving. ``kill`` is (process number,
+    statement number): SIGKILL that lease process when it reaches that statement,
+    leaving its operation with an unknown outcome.
+    """
+
+    prefix: tuple[Command, ...]
+    suffixes: tuple[tuple[Command, ...], ...]
+    seed: int = 0
+    switch_percent: int = 50
+    kill: tuple[int, int] | None = None
+
+    def __repr__(self) -> str:
+        lines = ["ParallelProgram(", "  prefix, run alone in order:"]
+        lines += [f"    {i}. {cmd.text()}" for i, cmd in enumerate(self.prefix, 1)]
+        for number, suffix in enumerate(self.suffixes, 1):
+            lines.append(f"  P{number}, at the same time as the others:")
+            lines += [f"    P{number}#{i}. {cmd.text()}" for i, cmd in enumerate(suffix, 1)]
+        lines.append(f"  schedule: seed={self.seed}, switch_percent={self.switch_percent}")
+        if self.kill:
+            lines.append(f"  kill P{self.kill[0]} at its statement #{self.kill[1]}")
+        return "\n".join([*lines, ")"])
+
+
+# --- generation ----------------------------------------------------------------------------
+
+JOB_IDS = ("a", "b", "c")
+OWNERS = ("w1", "w2")
+PREFIX_TIMES = st.integers(0, 5).map(lambda k: 10 * k)
+SUFFIX_BASE = 100
+SUFFIX_TIMES = st.integers(0, 10).map(lambda k: SUFFIX_BASE + 20 * k)
+SCHEDULES = st.tuples(st.integers(0, 2**16), st.sampled_from([50, 20, 80]))
+
+
+def _command(name: str, **args: Any) -> Command:
+    return Command(name, tuple(args.items()))
+
+
+LEASE_KINDS = ("claim", "claim", "finish", "enqueue", "redrive", "claim", "finish")
+
+
+@st.composite
+def _lease_command(
+    draw: st.DrawFn, now: int, kinds: tuple[str, ...] = LEASE_KINDS, jobs: tuple[str, ...] = ()
+) -> Command:
+    kind = draw(st.sampled_from(kinds))
+    if kind == "claim":
+        lease = draw(st.sampled_from([40, 1000, 15]))
+        return _command("claim", owner=draw(st.sampled_from(OWNERS)), now_ms=now, lease_ms=lease)
+    if kind == "finish":
+        outcome = draw(st.sampled_from(["ok", "retry", "permanent"]))
+        held = Held(draw(st.integers(0, 1)))
+        delay = draw(st.sampled_from([0, 30]))
+        return _command("finish", ticket=held, outcome=outcome, now_ms=now, delay_ms=delay)
+    job = draw(st.sampled_from(jobs or JOB_IDS[::-1]))
+    if kind == "enqueue":
+        event = {"id": job, "qty": draw(st.sampled_from([1, 2]))}
+        ttl, budget = draw(st.sampled_from([60000, 150])), draw(st.sampled_from([3, 1]))
+        return _command("enqueue", event=event, now_ms=now, ttl_ms=ttl, max_attempts=budget)
+    return _command("redrive", job_id=job, now_ms=now, ttl_ms=60000, note="n")
+
+
+@st.composite
+def _timed(draw: st.DrawFn, times: st.SearchStrategy[int], size: tuple[int, int], make: Any) -> Any:
+    """A list of commands with nondecreasing times (each process has its own clock)."""
+    nows = sorted(draw(st.lists(times, min_size=size[0], max_size=size[1])))
+    return [draw(make(now)) for now in nows]
+
+
+PREFIX_KINDS = ("claim", "claim", "finish", "enqueue")
+OPENINGS = ("none", "same", "same", "reclaim")
+"""How the suffixes start: freely; all with the same command (the classic race: every
+process claims, or enqueues the same new event, at once); or a reclaim race (the
+prefix's last lease expires, P1 claims again under the same owner while the others
+finish with the prefix's ticket, which is now stale)."""
+
+
+@st.composite
+def _suffixes(
+    draw: st.DrawFn, count: int, size: int, make: Any, opening: Any
+) -> tuple[tuple[Command, ...], ...]:
+    """``count`` suffixes, each prefixed with its command from ``opening`` (if any)."""
+    firsts = draw(opening(count))
+    suffixes = [draw(_timed(SUFFIX_TIMES, (1, size), make)) for _ in range(count)]
+    return tuple((*first, *suffix) for first, suffix in zip(firsts, suffixes, strict=True))
+
+
+@st.composite
+def _lease_openings(draw: st.DrawFn, count: int) -> list[tuple[Command, ...]]:
+    kind = draw(st.sampled_from(OPENINGS))
+    if kind == "none":
+        return [()] * count
+    if kind == "same":
+        shared = draw(_lease_command(SUFFIX_BASE, ("claim", "enqueue", "finish"), ("c",)))
+        return [(shared,)] * count
+    claim = _command("claim", owner="w1", now_ms=SUFFIX_BASE, lease_ms=1000)
+    outcome = draw(st.sampled_from(["ok", "retry", "permanent"]))
+    stale = _command("finish", ticket=Held(0), outcome=outcome, now_ms=SUFFIX_BASE, delay_ms=0)
+    openings: list[tuple[Command, ...]] = [(claim,)]
+    return openings + [(stale,)] * (count - 1)
+
+
+@st.composite
+def lease_programs(
+    draw: st.DrawFn, processes: tuple[int, int] = (2, 3), suffix_len: int = 4
+) -> ParallelProgram:
+    """Programs for the lease worker: enqueue first, then mostly claims on few jobs."""
+    first = [
+        _command("enqueue", event={"id": job, "qty": 1}, now_ms=0, ttl_ms=60000, max_attempts=3)
+        for job in JOB_IDS[: draw(st.integers(1, 2))]
+    ]
+    more = draw(_timed(PREFIX_TIMES, (0, 3), lambda now: _lease_command(now, PREFIX_KINDS)))
+    count = draw(st.integers(*processes))
+    suffixes = draw(_suffixes(count, suffix_len, _lease_command, _lease_openings))
+    if suffixes[0][0].name == "claim" and suffixes[-1][0].name == "finish":  # a reclaim race
+        more.append(_command("claim", owner="w1", now_ms=60, lease_ms=30))
+    kill = None
+    if draw(st.integers(0, 9)) == 0:
+        kill = (draw(st.integers(1, count)), draw(st.integers(1, 8)))
+    return ParallelProgram((*first, *more), suffixes, *draw(SCHEDULES), kill)
+
+
+JOB_TYPES = ("email", "sms")
+
+
+JOB_KINDS: tuple[str, ...] = ("poll", "poll", "complete", "fail", "view", "submit", "poll")
+JOB_KINDS += ("cancel", "retry_dead", "dead_letters")
+
+
+@st.composite
+def _job_command(draw: st.DrawFn, now: int, kinds: tuple[str, ...] = JOB_KINDS) -> Command:
+    kind = draw(st.sampled_from(kinds))
+    if kind == "poll":
+        lease = draw(st.sampled_from([1000, 30, 5]))
+        return _command(
+            "poll", worker_id=draw(st.sampled_from(OWNERS)), lease_millis=lease, now=now
+        )
+    if kind in ("complete", "fail"):
+        extra = {"error": draw(st.sampled_from([None, "boom"]))} if kind == "fail" else {}
+        return _command(kind, token=Held(draw(st.integers(0, 1))), now=now, **extra)
+    if kind == "submit":
+        return _command(
+            "submit",
+            type=draw(st.sampled_from(JOB_TYPES)),
+            payload="p",
+            priority=draw(st.integers(0, 2)),
+            run_at=draw(st.sampled_from([0, 120])),
+            now=now,
+        )
+    if kind == "dead_letters":
+        return _command("dead_letters", now=now)
+    return _command(kind, job_id=f"J{draw(st.integers(1, 3))}", now=now)
+
+
+@st.composite
+def _job_openings(draw: st.DrawFn, count: int) -> list[tuple[Command, ...]]:
+    if draw(st.sampled_from(OPENINGS)) == "none":
+        return [()] * count
+    return [(draw(_job_command(SUFFIX_BASE, ("poll", "poll", "complete", "submit"))),)] * count
+
+
+@st.composite
+def job_programs(
+    draw: st.DrawFn, threads: tuple[int, int] = (2, 3), suffix_len: int = 5
+) -> ParallelProgram:
+    """Programs for JobQueue: a few submits first, then mostly polls racing for them."""
+    first = [
+        _command(
+            "submit", type="email", payload="p", priority=draw(st.integers(0, 1)), run_at=0, now=0
+        )
+        for _ in range(draw(st.integers(1, 3)))
+    ]
+    more = draw(_timed(PREFIX_TIMES, (0, 3), _job_command))
+    count = draw(st.integers(*threads))
+    suffixes = draw(_suffixes(count, suffix_len, _job_command, _job_openings))
+    return ParallelProgram((*first, *more), suffixes, *draw(SCHEDULES))
+
+
+# --- checking and reporting ----------------------------------------------------------------
+
+
+class FailureMemo:
+    """Bounds the time Hypothesis spends shrinking, and makes the final replay exact.
+
+    Every parallel run costs real processes or threads, so a shrink of hundreds of
+    attempts could take minutes. Once a program has failed, programs that failed
+    before fail again at once with their recorded message (Hypothesis' final
+    replay of the minimal example therefore always reproduces), and after
+    ``budget_s`` of shrinking, new programs are not run any more and count as
+    passing: the shrink stops at the smallest failure found so far.
+    """
+
+    def __init__(self, budget_s: float) -> None:
+        self.budget_s = budget_s
+        self.failed: dict[str, str] = {}
+        self.first_failure: float | None = None
+
+    @property
+    def exhausted(self) -> bool:
+        started = self.first_failure
+        return started is not None and time.monotonic() - started > self.budget_s
+
+    def run(self, program: ParallelProgram, attempt: Callable[[], str | None]) -> None:
+        key = repr(program)
+        message = self.failed.get(key)
+        if message is None:
+            if self.exhausted:
+                return
+            message = attempt()
+            if message is None:
+                return
+            self.failed[key] = message
+            self.first_failure = self.first_failure or time.monotonic()
+        raise AssertionError(message)  # one raise site: Hypothesis sees one failure
+
+
+def check_lease_history(history: Sequence[Operation]) -> Verdict:
+    """Linearizability of a lease-worker history, from an empty queue."""
+    return check(history, LeaseSpec(), Snapshot())
+
+
+def check_jobs_history(history: Sequence[Operation], policy: RetryPolicy = JOB_POLICY) -> Verdict:
+    """Linearizability of a JobQueue history, under either reading of ``retry_dead``.
+
+    A target takes one reading (clears ``last_error`` or keeps it) for the whole run,
+    so the history passes if it is linearizable under one of them.
+    """
+    verdicts = [check(history, JobQueueSpec(policy, clear), JobState()) for clear in (False, True)]
+    passing = [v for v in verdicts if v.linearizable]
+    return passing[0] if passing else max(verdicts, key=lambda v: len(v.order))
+
+
+def failure_message(
+    name: str, program: ParallelProgram, verdict: Verdict, seed: int, target: str = ""
+) -> str:
+    """What a user reads when a parallel history has no linearization."""
+    return "\n".join(
+        [
+            f"{name}: the concurrent history cannot be explained by any sequential order "
+            "of its operations (linearizability violated).",
+            "Program (Hypothesis shrinks it; the same program replays the same interleaving):",
+            repr(program),
+            verdict.report(),
+            f"Replay: leasecheck check{target} --profile ci --seed {seed} (the same seed "
+            "generates the same programs and schedules).",
+        ]
+    )

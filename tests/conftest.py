@@ -1,0 +1,89 @@
+"""Shared fixtures for the unit tests: queue files on tmpfs and connections that never leak.
+
+Keep this file additive: each fixture owns its cleanup, and other test modules may add
+their own fixtures below.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from queue_impl import worker
+
+
+def is_open(con: sqlite3.Connection) -> bool:
+    """False once ``con.close()`` has been called."""
+    try:
+        con.total_changes  # noqa: B018 -- any attribute read fails on a closed connection
+    except sqlite3.ProgrammingError:
+        return False
+    return True
+
+
+def open_files_under(directory: Path) -> list[str]:
+    """Paths under ``directory`` that this process still holds open."""
+    return [f.path for f in psutil.Process().open_files() if Path(f.path).is_relative_to(directory)]
+
+
+@pytest.fixture
+def scratch_open_files(scratch: Path) -> Callable[[], list[str]]:
+    """``scratch_open_files()``: the files under the scratch directory this process holds open."""
+    return lambda: open_files_under(scratch)
+
+
+@pytest.fixture
+def queue_file(scratch: Path) -> Path:
+    """Where the test's queue lives (not created yet)."""
+    return scratch / "queue.db"
+
+
+@pytest.fixture
+def connect(scratch: Path, queue_file: Path) -> Iterator[Callable[..., sqlite3.Connection]]:
+    """``connect(path=queue_file)``: ``worker.open_queue``; every connection is closed at the end.
+
+    At teardown it fails if a connection was left inside a transaction, or if any file
+    under the scratch directory is still open (a connection leaked by the code under test).
+    """
+    opened: list[sqlite3.Connection] = []
+
+    def open_one(path: Path | None = None) -> sqlite3.Connection:
+        con = worker.open_queue(path or queue_file)
+        opened.append(con)
+        return con
+
+    yield open_one
+    left_open = [con for con in opened if is_open(con) and con.in_transaction]
+    for con in opened:
+        con.close()
+    assert not left_open, f"{len(left_open)} connection(s) were left inside a transaction"
+    assert open_files_under(scratch) == [], "a connection to a scratch file was not closed"
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Print the mutant kill table gathered by tests/test_mutant_catalogue.py."""
+    rows = []
+    for report in terminalreporter.stats.get("passed", []) + terminalreporter.stats.get(
+        "failed", []
+    ):
+        kill = dict(getattr(report, "user_properties", [])).get("kill")
+        if kill is not None and report.when == "call":
+            name = report.nodeid.rsplit("[", 1)[-1].rstrip("]")
+            rows.append((name, report.outcome, *kill))
+    if not rows:
+        return
+    terminalreporter.section("mutant kill table (ci profile, seed 0)")
+    width = max(len(row[0]) for row in rows)
+    terminalreporter.write_line(
+        f"{'mutant':<{width}}  {'verdict':<7}  {'killed by':<22} time   steps"
+    )
+    for name, outcome, killer, seconds, steps in sorted(rows):
+        verdict = "killed" if outcome == "passed" else "FAILED"
+        terminalreporter.write_line(
+            f"{name:<{width}}  {verdict:<7}  {killer:<22} {seconds:>5}s {steps or '-':>5}"
+        )

@@ -1,0 +1,162 @@
+"""The explorer core, the two systems, conformance and the ``leasecheck explore`` CLI."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Hashable, Iterable, Sequence
+from pathlib import Path
+
+import pytest
+
+from leasecheck.conformance import replay_lease
+from leasecheck.explore import main
+from leasecheck.job_conformance import probe_clear_error, probe_expiry_on_error, replay_jobs
+from leasecheck.mutants import by_name, materialize
+from leasecheck.targets import load_jobs_target, load_worker
+from models import lease_model
+from models._explore_core import Move, explore
+from models._explore_lease import LeaseWorld
+from models.contracts import Snapshot
+from models.explorer import SCOPES, LeaseSystem, explore_lease
+from models.job_explorer import JOB_SCOPES, explore_jobs
+
+SMALL = SCOPES["small"][0]
+
+
+def test_small_scope_is_exhausted_and_reaches_every_op_and_hook() -> None:
+    system, result = explore_lease(SMALL)
+    assert result.ok and result.exhausted
+    assert result.states > 1000 and result.transitions > result.states
+    for key in system.required():
+        assert result.coverage[key] > 0, key
+
+
+def test_dispatcher_symmetry_maps_swapped_worlds_to_one_state() -> None:
+    system = LeaseSystem(SMALL)
+    queue = lease_model.enqueue(Snapshot(), {"id": "a", "qty": 1}, 100, 4, 2).state
+    step = lease_model.claim(queue, "d1", 100, 2)
+    ticket = tuple(
+        step.result[k] for k in ("id", "qty", "owner", "token", "attempt", "lease_until")
+    )
+    by_d1 = LeaseWorld(step.state, ((ticket,), ()), 100)
+    other = lease_model.claim(queue, "d2", 100, 2)
+    swapped = tuple(
+        other.result[k] for k in ("id", "qty", "owner", "token", "attempt", "lease_until")
+    )
+    by_d2 = LeaseWorld(other.state, ((), (swapped,)), 100)
+    assert system.canonical(by_d1) == system.canonical(by_d2)
+
+
+def test_time_shift_maps_later_copies_to_one_state() -> None:
+    system = LeaseSystem(SMALL)
+    early = lease_model.enqueue(Snapshot(), {"id": "a", "qty": 1}, 100, 4, 2).state
+    late = lease_model.enqueue(Snapshot(), {"id": "b", "qty": 1}, 107, 4, 2).state
+    assert system.canonical(LeaseWorld(early, ((), ()), 100)) == system.canonical(
+        LeaseWorld(late, ((), ()), 107)
+    )
+
+
+def test_a_model_bug_gives_a_shortest_concrete_trace(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(
+        lease_model, "_open_at", lambda row, now: row.status in ("pending", "leased")
+    )
+    system, result = explore_lease(SMALL)
+    assert result.violation is not None
+    text = result.violation.render(system)
+    assert "two live leases" in text
+    assert "1. enqueue {id: 'a', qty: 1} at t=100" in text
+    assert "3. d" in text and "4." not in text  # enqueue, claim, claim: three steps
+
+
+class _Trap:
+    """A toy system: a job that can fall into a state it never leaves (liveness bug)."""
+
+    def initial(self) -> int:
+        return 0
+
+    def canonical(self, state: int) -> int:
+        return state
+
+    def moves(self, state: int) -> Iterable[Move[int]]:
+        if state == 0:
+            yield Move("finish", 1, counts=("op:finish",))
+            yield Move("wedge", 2, counts=("op:wedge",))
+        if state == 2:
+            yield Move("spin", 2, counts=("op:spin",))
+
+    def check_state(self, state: int) -> str | None:
+        return None
+
+    def check_move(self, source: int, move: Move[int]) -> str | None:
+        return None
+
+    def items(self, state: int) -> Sequence[str]:
+        return ["j"]
+
+    def at_goal(self, state: int, item: str) -> bool:
+        return state == 1
+
+    def required(self) -> Sequence[str]:
+        return ["op:finish", "op:never"]
+
+    def describe_op(self, op: Hashable) -> str:
+        return str(op)
+
+    def op_shape(self, op: Hashable) -> Hashable:
+        return op
+
+    def describe_state(self, state: int) -> str:
+        return f"state {state}"
+
+
+def test_liveness_and_vacuity_are_reported() -> None:
+    result = explore(_Trap(), 100)
+    assert result.violation is not None and result.violation.kind == "liveness"
+    assert "can no longer reach done or dead" in result.violation.message
+    assert [op for op, _ in result.violation.trace] == ["wedge"]
+    assert result.missing == ("op:never",)
+
+
+def test_bundled_worker_conforms_on_the_small_scope(scratch: Path) -> None:
+    system, result = explore_lease(SMALL)
+    report = replay_lease(load_worker(), system, result, scratch / "q.db")
+    assert report.failure is None
+    assert report.transitions > 1000 and report.states > 100
+
+
+def test_a_boundary_mutant_is_caught_with_a_short_run(scratch: Path) -> None:
+    module = load_worker(materialize(by_name("quarantine-deadline-strict"), scratch))
+    system, result = explore_lease(SCOPES["ci"][0])
+    report = replay_lease(module, system, result, scratch / "q.db")
+    assert report.failure is not None
+    assert "claims at t=104" in report.failure
+    assert "on the target but None on the model" in report.failure
+
+
+def test_jobs_explorer_and_conformance() -> None:
+    cls = load_jobs_target()
+    readings = probe_clear_error(cls), probe_expiry_on_error(cls)
+    assert readings == (False, {"KeyError": False, "IllegalStateError": True})
+    system, result = explore_jobs(JOB_SCOPES["small"][0], *readings)
+    assert result.ok and result.exhausted
+    assert replay_jobs(cls, system, result).failure is None
+
+
+def test_jobs_boundary_mutant_is_caught(scratch: Path) -> None:
+    cls = load_jobs_target(materialize(by_name("jobs-ready-boundary"), scratch))
+    system, result = explore_jobs(JOB_SCOPES["small"][0])
+    failure = replay_jobs(cls, system, result).failure
+    assert failure is not None and "w1 polls at t=100" in failure
+
+
+def test_cli_usage_error_and_bad_target(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--scope", "huge"]) == 2
+    assert main(["--impl", "/nonexistent/worker.py"]) == 2
+    assert "is not a file" in capsys.readouterr().err
+
+
+def test_cli_json_on_the_small_jobs_scope(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--jobs-impl", str(load_jobs_target.__globals__["BUNDLED_JOBS"]),
+                 "--scope", "small", "--json"]) == 0  # fmt: skip
+    data = json.loads(capsys.readouterr().out)
+    assert data["ok"] and data["parts"][0]["exhausted"] and data["parts"][0]["states"] > 0

@@ -1,0 +1,247 @@
+"""Tests of the JobQueue agreement machine: it passes on the bundled queue and on other
+readings the spec allows, catches every ``jobs_bugs`` mutant meant for it with a short
+program, and says which comparison failed.
+
+Mutant runs are derandomized (the same verdict every time); each records its time to
+detection (first failing step) and the length of the shrunk program with
+``record_property`` (``--junit-xml`` shows them; ``-s`` prints them).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from leasecheck.mutants import Mutant, materialize
+from leasecheck.mutants.jobs_bugs import MUTANTS
+from leasecheck.targets import BUNDLED_JOBS, load_jobs_target
+from queue_impl.job_queue import JobQueue
+from stateful_tests.job_machine import JobAgreement
+from stateful_tests.job_threads import hammer
+
+MUTANT_SETTINGS = settings(
+    max_examples=600,
+    stateful_step_count=40,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=list(HealthCheck),
+    report_multiple_bugs=False,
+    phases=[phase for phase in Phase if phase is not Phase.explain],
+)
+PASSING_SETTINGS = settings(MUTANT_SETTINGS, max_examples=150)
+MAX_STEPS = 10
+PROGRAM_LINE = re.compile(r"^(?:[\w(), ]+ = )?state[ .]")
+AGREEMENT_MUTANTS = [m for m in MUTANTS if m.caught_by == "jobs.agreement"]
+
+
+class Caught:
+    """How the machine failed on a target: the error, its program, and when it struck."""
+
+    def __init__(self, error: AssertionError, started: float) -> None:
+        self.error = error
+        self.message = str(error)
+        self.notes = "\n".join(getattr(error, "__notes__", []))
+        first = JobAgreement.first_failure_at
+        self.detection_seconds = (first or time.perf_counter()) - started
+        self.program = [line for line in self.notes.splitlines() if PROGRAM_LINE.match(line)]
+        bookkeeping = ("state = ", "state.views_agree()", "state.teardown()")
+        self.steps = [line for line in self.program if not line.startswith(bookkeeping)]
+
+
+def run_machine(target: type[Any], config: settings = MUTANT_SETTINGS) -> Caught | None:
+    """Run the machine on ``target``; how it failed, or None if it passed."""
+    JobAgreement.bind(target)
+    JobAgreement.first_failure_at = None
+    started = time.perf_counter()
+    try:
+        run_state_machine_as_test(JobAgreement, settings=config)
+    except AssertionError as error:
+        return Caught(error, started)
+    finally:
+        JobAgreement.bind(load_jobs_target())
+    return None
+
+
+@pytest.fixture(scope="module")
+def mutant_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("jobs-mutants")
+
+
+@pytest.fixture(scope="module")
+def caught() -> dict[str, Caught | None]:
+    """Mutant runs shared by several tests (each mutant runs once per process)."""
+    return {}
+
+
+def catch(name: str, mutant_dir: Path, cache: dict[str, Caught | None]) -> Caught:
+    mutant = next(m for m in MUTANTS if m.name == name)
+    if name not in cache:
+        cache[name] = run_machine(load_jobs_target(materialize(mutant, mutant_dir)))
+    result = cache[name]
+    assert result is not None, f"jobs.agreement did not catch mutant {name!r}"
+    return result
+
+
+# --- the machine on correct queues --------------------------------------------------------
+
+
+def test_machine_passes_on_the_bundled_queue() -> None:
+    assert run_machine(load_jobs_target(), PASSING_SETTINGS) is None
+
+
+class ClearsErrorOnRetry(JobQueue):
+    """The other reading of retry_dead: last_error is cleared."""
+
+    def retry_dead(self, job_id: object) -> None:
+        super().retry_dead(job_id)
+        self._jobs[str(job_id)].last_error = None
+
+
+class ExpiresBeforeValidating(JobQueue):
+    """The other reading of a raising call: expired leases are processed before the error."""
+
+    def _expire_first(self) -> None:
+        with self._lock:
+            self._expire_leases(self._time.now_millis())
+
+    def poll(self, worker_id: object, lease_millis: object) -> Any:
+        self._expire_first()
+        return super().poll(worker_id, lease_millis)
+
+    def complete(self, job_id: object, token: object) -> None:
+        self._expire_first()
+        super().complete(job_id, token)
+
+    def fail(self, job_id: object, token: object, error: object) -> None:
+        self._expire_first()
+        super().fail(job_id, token, error)
+
+
+@pytest.mark.parametrize("target", [ClearsErrorOnRetry, ExpiresBeforeValidating])
+def test_machine_accepts_the_readings_the_spec_leaves_open(target: type[Any]) -> None:
+    assert run_machine(target, PASSING_SETTINGS) is None
+
+
+def test_an_unbound_machine_says_how_to_bind_it() -> None:
+    JobAgreement.target_class = None
+    try:
+        with pytest.raises(RuntimeError, match=r"JobAgreement.bind\(load_jobs_target\(path\)\)"):
+            JobAgreement()
+    finally:
+        JobAgreement.bind(load_jobs_target())
+
+
+# --- every catalogued bug is caught, with a short program ---------------------------------
+
+
+@pytest.mark.parametrize("mutant", AGREEMENT_MUTANTS, ids=[m.name for m in AGREEMENT_MUTANTS])
+def test_mutant_is_caught_with_a_short_program(
+    mutant: Mutant,
+    mutant_dir: Path,
+    caught: dict[str, Caught | None],
+    record_property: Callable[[str, object], None],
+) -> None:
+    result = catch(mutant.name, mutant_dir, caught)
+    record_property("detection_seconds", round(result.detection_seconds, 2))
+    record_property("shrunk_steps", len(result.steps))
+    print(f"\n{mutant.name}: {result.detection_seconds:.2f}s, {len(result.steps)} steps")
+    assert 1 <= len(result.steps) <= MAX_STEPS, result.notes
+
+
+def test_catalogue_covers_the_spec_and_applies_to_the_bundled_queue() -> None:
+    assert len(MUTANTS) >= 12
+    assert {m.caught_by for m in MUTANTS} == {"jobs.agreement", "jobs.threads"}
+    assert len({m.bug_class for m in MUTANTS}) == len(MUTANTS)
+    assert all(m.real_world and m.target == "jobs" for m in MUTANTS)
+    bundled = BUNDLED_JOBS.read_text()
+    for mutant in MUTANTS:
+        assert mutant.source() != bundled, mutant.name
+
+
+# --- the failure report -------------------------------------------------------------------
+
+
+def test_a_wrong_result_is_reported_side_by_side(
+    mutant_dir: Path, caught: dict[str, Caught | None]
+) -> None:
+    result = catch("jobs-priority-reversed", mutant_dir, caught)
+    first = result.message.splitlines()[0]
+    assert first.startswith("poll('w1', "), first
+    assert "'job_id': 'J1'" in first and "on the target but" in first
+    assert "'job_id': 'J2'" in first and first.endswith("on the model (tokens aside)")
+
+
+def test_an_exception_mismatch_names_both_outcomes(
+    mutant_dir: Path, caught: dict[str, Caught | None]
+) -> None:
+    result = catch("jobs-cancel-running", mutant_dir, caught)
+    first = result.message.splitlines()[0]
+    assert first.startswith("cancel('J1') returned None on the target but raised "), first
+    assert "IllegalStateError(" in first and first.endswith("on the model")
+
+
+def test_a_view_difference_prints_both_views_and_a_table(
+    mutant_dir: Path, caught: dict[str, Caught | None]
+) -> None:
+    result = catch("jobs-fail-none-error-not-recorded", mutant_dir, caught)
+    lines = result.message.splitlines()
+    assert lines[0].startswith("view('J1') is DEAD"), lines[0]
+    assert "last_error=None" in lines[0] and "last_error='failed'" in lines[0]
+    assert lines[1].startswith("  after step ") and "fail('J1', " in lines[1]
+    assert lines[2].split() == ["job", "target", "model"]
+
+
+def test_a_reused_token_is_named(mutant_dir: Path, caught: dict[str, Caught | None]) -> None:
+    result = catch("jobs-token-reuse-after-retry-dead", mutant_dir, caught)
+    assert "which an earlier poll already handed out" in result.message
+    assert any(".retry_dead(" in step for step in result.steps)
+
+
+def test_expiry_processed_in_view_is_caught_right_after_the_clock_moves(
+    mutant_dir: Path, caught: dict[str, Caught | None]
+) -> None:
+    result = catch("jobs-expiry-in-view", mutant_dir, caught)
+    assert "advance_clock(" in result.steps[-1], result.notes
+    assert "on the target but RUNNING" in result.message
+
+
+@pytest.mark.parametrize(
+    "name", ["jobs-stale-token-accepted", "jobs-backoff-uncapped", "jobs-expiry-boundary"]
+)
+def test_the_printed_program_replays(
+    name: str, mutant_dir: Path, caught: dict[str, Caught | None]
+) -> None:
+    result = catch(name, mutant_dir, caught)
+    mutant = next(m for m in MUTANTS if m.name == name)
+    source = "\n".join(
+        [
+            "from stateful_tests.job_machine import JobAgreement, RetryPolicy",
+            "from leasecheck.targets import load_jobs_target",
+            "JobAgreement.bind(load_jobs_target(path))",
+            *result.program,
+        ]
+    )
+    try:
+        with pytest.raises(AssertionError) as replayed:
+            exec(source, {"path": materialize(mutant, mutant_dir)})
+    finally:
+        JobAgreement.bind(load_jobs_target())
+    assert str(replayed.value).splitlines()[0] == result.message.splitlines()[0]
+
+
+THREAD_MUTANTS = [m for m in MUTANTS if m.caught_by == "jobs.threads"]
+
+
+@pytest.mark.parametrize("mutant", THREAD_MUTANTS, ids=[m.name for m in THREAD_MUTANTS])
+def test_thread_mutants_are_caught_by_the_hammer(mutant: Mutant, mutant_dir: Path) -> None:
+    target = load_jobs_target(materialize(mutant, mutant_dir))
+    with pytest.raises(AssertionError, match=r"jobs\.threads round seed"):
+        hammer(target, seconds=2.0, seed=0)

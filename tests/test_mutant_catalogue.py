@@ -1,0 +1,44 @@
+"""The kill table: every planted bug in the public catalogue is caught.
+
+Each mutant is checked the way a user's target is (``leasecheck check --impl FILE``
+in a child process, ``ci`` profile, seed 0), by the same function as ``leasecheck
+mutants``. A mutant must be caught by the property its entry names, and a stateful
+counterexample must shrink to at most 10 steps. The table is printed at the end
+of the run (see ``conftest.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from leasecheck.mutants import CATALOGUE, Mutant
+from leasecheck.selfcheck import check_mutant
+
+MAX_STEPS = 10
+STATEFUL = ("lease.agreement", "jobs.agreement")
+
+
+@pytest.mark.parametrize("mutant", CATALOGUE, ids=lambda m: m.name)
+def test_planted_bug_is_caught(
+    mutant: Mutant, record_property: Callable[[str, object], None]
+) -> None:
+    kill = check_mutant(mutant, profile="ci")
+    record_property("kill", [kill.killer, round(kill.seconds, 1), kill.steps])
+    assert kill.killed, f"mutant {mutant.name!r} survived every property ({kill.note})"
+    assert kill.killer == mutant.caught_by, (
+        f"mutant {mutant.name!r} was caught by {kill.killer}, but its catalogue entry says "
+        f"{mutant.caught_by}; correct the entry or find out why {mutant.caught_by} missed it"
+    )
+    if mutant.caught_by in STATEFUL:
+        assert 0 < kill.steps <= MAX_STEPS, (
+            f"mutant {mutant.name!r}: the shrunk program has {kill.steps} steps"
+        )
+
+
+def test_catalogue_entries_are_documented() -> None:
+    for mutant in CATALOGUE:
+        assert mutant.bug_class.strip() and mutant.real_world.strip(), mutant.name
+        assert mutant.caught_by.startswith(("lease.", "jobs.")), mutant.name
+        mutant.source()  # every edit still applies to the bundled file
