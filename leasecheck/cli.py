@@ -152,7 +152,10 @@ def _options(args: argparse.Namespace) -> CheckOptions:
 def _check(args: argparse.Namespace) -> int:
     options = _options(args)
     _print_header(options)
-    result = run_check(options, on_event=_progress)
+    try:
+        result = run_check(options, on_event=_progress)
+    except ValueError as error:  # a bad setting in the environment
+        raise UsageError(str(error)) from None
     _print_summary(result)
     for prop in result.properties.values():
         if prop.verdict != "holds":
@@ -184,11 +187,12 @@ def _progress(nodeid: str, result: PropertyResult) -> None:
 
 def _print_summary(result: CheckResult) -> None:
     rows = sorted(result.properties.values(), key=lambda r: r.name)
-    print(f"\n  {'property':<22} {'verdict':<9} {'checked':<34} {'time':>8}")
+    runs = {row.name: "; ".join(row.runs) or "-" for row in rows}
+    width = max([len("checked"), *(len(text) for text in runs.values())])
+    print(f"\n  {'property':<22} {'verdict':<9} {'checked':<{width}} {'time':>8}")
     for row in rows:
-        runs = "; ".join(row.runs) or "-"
-        print(f"  {row.name:<22} {row.verdict:<9} {runs[:34]:<34} {row.seconds:>7.1f}s")
-    print(f"  {'total':<22} {'':<9} {'':<34} {result.seconds:>7.1f}s\n")
+        print(f"  {row.name:<22} {row.verdict:<9} {runs[row.name]:<{width}} {row.seconds:>7.1f}s")
+    print(f"  {'total':<22} {'':<9} {'':<{width}} {result.seconds:>7.1f}s\n")
 
 
 def _print_failure(prop: PropertyResult, options: CheckOptions, directory: Path | None) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import leasecheck.properties
-from leasecheck.scratch import scratch_dir
+from leasecheck.scratch import SCRATCH_ENV, scratch_dir
 
 __all__ = [
     "CHECK_INI",
@@ -36,7 +36,8 @@ __all__ = [
 PROPERTIES_DIR = Path(leasecheck.properties.__file__).parent
 CHECK_INI = Path(__file__).with_name("check.ini")
 PROPERTY_BUDGET = {"quick": 180.0, "ci": 420.0, "deep": 7200.0}
-"""Seconds one property may run before it is declared hung."""
+"""Seconds one property may run before it is declared hung (``LEASECHECK_BUDGET`` overrides)."""
+BUDGET_ENV = "LEASECHECK_BUDGET"
 
 HOLDS, VIOLATED, NOT_RUN, HUNG, CRASHED = "holds", "VIOLATED", "not run", "HUNG", "CRASHED"
 
@@ -98,6 +99,15 @@ def pytest_command(options: CheckOptions) -> list[str]:
     return command
 
 
+def _coverage(key: str, value: object) -> str:
+    """One recorded figure for the summary: ``checked("...")`` text, or a named count."""
+    if key == "runs":
+        return str(value)
+    if isinstance(value, dict):
+        value = sum(v for v in value.values() if isinstance(v, int))
+    return f"{value} {key.replace('_', ' ')}"
+
+
 def _property_of(event: dict[str, Any]) -> str:
     for keyword in event.get("keywords", []):
         return str(keyword).removeprefix("leasecheck:")
@@ -149,7 +159,7 @@ class _Run:
         if event["nodeid"] not in result.nodeids:
             result.nodeids.append(event["nodeid"])
         result.seconds += float(event["duration"])
-        result.runs += [f"{value}" for key, value in event["user_properties"] if key == "runs"]
+        result.runs += [_coverage(key, value) for key, value in event["user_properties"]]
         outcome = event["outcome"]
         if outcome == "failed":
             result.verdict = VIOLATED
@@ -188,10 +198,10 @@ def run_check(
     on_event: Callable[[str, PropertyResult], None] = lambda nodeid, result: None,
 ) -> CheckResult:
     """Run every selected property; ``on_event`` is told each time a property test ends."""
-    budget = options.budget or PROPERTY_BUDGET[options.profile]
+    budget = options.budget or _budget_from_env() or PROPERTY_BUDGET[options.profile]
     with scratch_dir("leasecheck-run-") as work:
         events, log = work / "events.jsonl", work / "pytest.log"
-        env = {**os.environ, "LEASECHECK_EVENTS": str(events)}
+        env = {**os.environ, "LEASECHECK_EVENTS": str(events), SCRATCH_ENV: str(work)}
         run, tail = _Run(on_event), _Tail(events)
         with log.open("wb") as output:
             process = subprocess.Popen(
@@ -206,6 +216,18 @@ def run_check(
     code = _exit_code(process.returncode, run, problem)
     seconds = time.monotonic() - run.started
     return CheckResult(run.results, code, problem, seconds, text)
+
+
+def _budget_from_env() -> float | None:
+    raw = os.environ.get(BUDGET_ENV)
+    if raw is None:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError(
+            f"${BUDGET_ENV}={raw!r} is not a number of seconds; set e.g. 600"
+        ) from None
 
 
 def _watch(process: subprocess.Popen[bytes], run: _Run, tail: _Tail, budget: float) -> str:

@@ -14,10 +14,17 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["scratch_dir", "scratch_root"]
+__all__ = ["SCRATCH_ENV", "scratch_dir", "scratch_root"]
+
+SCRATCH_ENV = "LEASECHECK_SCRATCH"
+"""Set by ``leasecheck check`` to a directory it removes itself, so that files of a test
+process it had to kill (a hung or crashed target) do not outlive the run."""
 
 
 def scratch_root() -> Path | None:
+    inherited = os.environ.get(SCRATCH_ENV)
+    if inherited and Path(inherited).is_dir():
+        return Path(inherited)
     shm = Path("/dev/shm")
     return shm if shm.is_dir() and os.access(shm, os.W_OK) else None
 

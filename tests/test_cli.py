@@ -6,6 +6,7 @@ names the file and says what to do; these never start pytest.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -43,7 +44,9 @@ def test_usage_errors_exit_2_and_say_what_to_do(
     assert "--help` to see every option" in err
 
 
-def test_missing_impl_file_names_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_missing_impl_file_names_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     missing = tmp_path / "worker.py"
     assert main(["check", "--impl", str(missing)]) == 2
     err = capsys.readouterr().err
@@ -89,3 +92,71 @@ def test_export_must_be_a_directory(tmp_path: Path, capsys: pytest.CaptureFixtur
     afile.write_text("")
     assert main(["check", "--export", str(afile)]) == 2
     assert "is a file; pass a directory" in capsys.readouterr().err
+
+
+# --- verdicts on real targets (each runs the lease-worker properties, quick profile) ----
+
+
+RETRY_DELAY_START = '    _check_int("retry_delay", "attempt", attempt, 1, 16)\n'
+
+
+def _mutant_file(directory: Path, find: str, replace: str) -> Path:
+    """The bundled worker with ``find`` replaced, written as ``directory/worker.py``."""
+    from leasecheck.targets import BUNDLED_WORKER
+
+    source = BUNDLED_WORKER.read_text()
+    assert source.count(find) == 1, find
+    source = source.replace(find, replace)
+    path = directory / "worker.py"
+    path.write_text(source)
+    return path
+
+
+def run_check_cli(
+    target: Path, *extra: str, budget: str = "60"
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "leasecheck", "check", "--impl", str(target),
+         "--profile", "quick", "-n", "0", *extra],
+        capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+        env={**os.environ, "LEASECHECK_BUDGET": budget},
+    )  # fmt: skip
+
+
+def test_a_target_that_hangs_gets_a_named_verdict(scratch: Path) -> None:
+    forever = _mutant_file(scratch, RETRY_DELAY_START, "    while True:\n        pass\n")
+    done = run_check_cli(forever, budget="15")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "HUNG" in done.stdout
+    assert "did not finish within 15 s; the target may hang" in done.stdout
+
+
+def test_a_target_that_exits_the_process_gets_a_named_verdict(scratch: Path) -> None:
+    quitter = _mutant_file(scratch, RETRY_DELAY_START, "    os._exit(3)\n")
+    done = run_check_cli(quitter)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "CRASHED" in done.stdout
+    assert "the test process ended (exit status 3) while this property ran" in done.stdout
+
+
+def test_a_violation_is_reported_exported_and_the_export_replays(scratch: Path) -> None:
+    zombie = _mutant_file(scratch, '    ("token", "token"),\n', "")
+    export = scratch / "export"
+    done = run_check_cli(zombie, "--export", str(export))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "VIOLATED: lease.agreement (" in done.stdout
+    assert "returned 'done' on the target but returned False on the model" in done.stdout
+    assert "replay: leasecheck check --impl" in done.stdout
+    exported = export / "test_lease_agreement.py"
+    assert exported.is_file()
+
+    def pytest_on(path: Path) -> int:
+        run = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(path)]
+        return subprocess.run(run, capture_output=True, timeout=300).returncode
+
+    assert pytest_on(exported) == 1  # fails on the buggy worker
+    from leasecheck.targets import BUNDLED_WORKER
+
+    fixed = exported.read_text().replace(repr(str(zombie)), repr(str(BUNDLED_WORKER)))
+    exported.write_text(fixed)
+    assert pytest_on(exported) == 0  # passes once the bug is fixed

@@ -9,6 +9,7 @@ a message naming the comparison that failed, both sides side by side.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import ModuleType
 
 import pytest
@@ -20,7 +21,9 @@ from stateful_tests.lease_machine import LeaseAgreement
 
 
 @pytest.mark.leasecheck("lease.agreement")
-def test_lease_agreement(worker_target: ModuleType, lc_profile: Profile) -> None:
+def test_lease_agreement(
+    worker_target: ModuleType, lc_profile: Profile, checked: Callable[[str], None]
+) -> None:
     LeaseAgreement.bind(worker_target)
     profile = settings.get_profile("leasecheck")
     run_state_machine_as_test(
@@ -34,3 +37,4 @@ def test_lease_agreement(worker_target: ModuleType, lc_profile: Profile) -> None
             phases=[phase for phase in profile.phases if phase is not Phase.explain],
         ),
     )
+    checked(f"{lc_profile.max_examples} programs of up to {lc_profile.step_count} steps")

@@ -17,6 +17,7 @@ an operation with no effect; a process killed mid-operation has an unknown outco
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -59,6 +60,7 @@ def test_lease_linearizable(
     scratch: Path,
     lc_profile: Profile,
     lc_seed: int,
+    checked: Callable[[str], None],
 ) -> None:
     memo = _memo(lc_profile)
     target = f" --impl {worker_path}" if worker_path else ""
@@ -76,11 +78,16 @@ def test_lease_linearizable(
         memo.run(program, lambda: attempt(program))
 
     history_is_linearizable()
+    checked(f"{lc_profile.parallel_histories} parallel histories")
 
 
 @pytest.mark.leasecheck("jobs.linearizable")
 def test_jobs_linearizable(
-    jobs_target: type[Any], jobs_path: Path | None, lc_profile: Profile, lc_seed: int
+    jobs_target: type[Any],
+    jobs_path: Path | None,
+    lc_profile: Profile,
+    lc_seed: int,
+    checked: Callable[[str], None],
 ) -> None:
     memo = _memo(lc_profile)
     target = f" --jobs-impl {jobs_path}" if jobs_path else ""
@@ -98,3 +105,4 @@ def test_jobs_linearizable(
         memo.run(program, lambda: attempt(program))
 
     history_is_linearizable()
+    checked(f"{lc_profile.parallel_histories} parallel histories")

@@ -9,6 +9,7 @@ must equal the model's successor.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -22,14 +23,24 @@ from models.job_explorer import job_scope_parts
 
 
 @pytest.mark.leasecheck("lease.model-check")
-def test_lease_model_check(worker_target: ModuleType, lc_profile: Profile, scratch: Path) -> None:
+def test_lease_model_check(
+    worker_target: ModuleType, lc_profile: Profile, scratch: Path, checked: Callable[[str], None]
+) -> None:
+    states = transitions = 0
     for part in scope_parts(lc_profile.explore_scope):
         report = check_lease_part(worker_target, part, scratch)
         assert report.problem is None, f"lease.model-check, {report.name}:\n{report.problem}"
+        states, transitions = states + report.states, transitions + report.replayed_transitions
+    checked(f"{states} states, {transitions} replayed")
 
 
 @pytest.mark.leasecheck("jobs.model-check")
-def test_jobs_model_check(jobs_target: type[Any], lc_profile: Profile) -> None:
+def test_jobs_model_check(
+    jobs_target: type[Any], lc_profile: Profile, checked: Callable[[str], None]
+) -> None:
+    states = transitions = 0
     for part in job_scope_parts(lc_profile.explore_scope):
         report = check_jobs_part(jobs_target, part)
         assert report.problem is None, f"jobs.model-check, {report.name}:\n{report.problem}"
+        states, transitions = states + report.states, transitions + report.replayed_transitions
+    checked(f"{states} states, {transitions} replayed")

@@ -10,6 +10,7 @@ failing schedule is printed as JSON (and written to ``$LEASECHECK_EXPORT`` if se
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -22,8 +23,13 @@ from leasecheck.profiles import Profile
 
 @pytest.mark.leasecheck("lease.schedules")
 def test_schedules(
-    worker_target: ModuleType, lc_profile: Profile, scratch: Path, no_leaked_children: None
+    worker_target: ModuleType,
+    lc_profile: Profile,
+    scratch: Path,
+    no_leaked_children: None,
+    checked: Callable[[str], None],
 ) -> None:
+    schedules = 0
     for jobs, kills in BOUNDS[lc_profile.explore_scope]:
         report = check_schedules(worker_target, jobs, kills, scratch)
         if report.problem and os.environ.get("LEASECHECK_EXPORT"):
@@ -33,3 +39,5 @@ def test_schedules(
                 report.problem.rsplit("\n", 1)[-1].strip()
             )
         assert report.problem is None, f"lease.schedules, {report.name}:\n{report.problem}"
+        schedules += report.schedules
+    checked(f"{schedules} schedules")
