@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import leasecheck.properties
+from leasecheck.profiles import EXAMPLES_ENV
 from leasecheck.scratch import SCRATCH_ENV, scratch_dir
 
 __all__ = [
@@ -55,6 +56,8 @@ class CheckOptions:
     stop_at_first_failure: bool = False
     budget: float | None = None
     """Seconds a property may run; default from the profile."""
+    examples: Path | None = None
+    """The example database directory (default: ``$LEASECHECK_EXAMPLES`` or .leasecheck/)."""
 
 
 @dataclass
@@ -202,6 +205,8 @@ def run_check(
     with scratch_dir("leasecheck-run-") as work:
         events, log = work / "events.jsonl", work / "pytest.log"
         env = {**os.environ, "LEASECHECK_EVENTS": str(events), SCRATCH_ENV: str(work)}
+        if options.examples is not None:
+            env[EXAMPLES_ENV] = str(options.examples)
         run, tail = _Run(on_event), _Tail(events)
         with log.open("wb") as output:
             process = subprocess.Popen(

@@ -2,9 +2,10 @@
 
 Each mutant is written to a scratch file and checked exactly as a user's target
 would be (``leasecheck check --impl FILE``), with its expected killer run first and
-the run stopped at the first violation. The kill table says, per mutant, whether it
-was killed, by which property, how long that took and how short the counterexample
-is. Any survivor is a hole in the suite: exit status 1.
+the run stopped at the first violation. Each starts from an empty example database:
+the table measures what the properties find, not what a past run saved. The kill
+table says, per mutant, whether it was killed, by which property, how long that took
+and how short the counterexample is. Any survivor is a hole in the suite: exit 1.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def check_mutant(mutant: Mutant, profile: str, seed: int = 0) -> Kill:
         option = {"impl": path} if mutant.target == "worker" else {"jobs_impl": path}
         options = CheckOptions(
             profile=profile, seed=seed, workers="0", first=mutant.caught_by,
-            stop_at_first_failure=True, **option,  # type: ignore[arg-type]
+            stop_at_first_failure=True, examples=directory / "examples",
+            **option,  # type: ignore[arg-type]
         )  # fmt: skip
         result = run_check(options)
     failed = [p for p in result.properties.values() if p.verdict not in (HOLDS, "not run")]
