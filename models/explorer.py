@@ -97,19 +97,11 @@ SCOPES: dict[str, tuple[LeaseScope, ...]] = {
         ),
     ),
     "deep": (
+        # Measured: 60,141 states, 1,184,853 transitions, exhausted in 45 s (explore only).
         LeaseScope(
-            "deep-1job",
-            ("a",),
-            ("d1", "d2"),
-            (1, 2),
-            (3, 5),
-            (1, 3),
-            (1, 3),
-            (0, 2),
-            2,
-            2,
-            3_000_000,
+            "deep-1job", ("a",), ("d1", "d2"), (1,), (3, 5), (1, 3), (1, 3), (0, 2), 1, 2, 3_000_000
         ),
+        # Measured: 285,230 states, 3,794,101 transitions, exhausted in 151 s (explore only).
         LeaseScope(
             "deep-2jobs",
             ("a", "b"),

@@ -84,8 +84,11 @@ JOB_SCOPES: dict[str, tuple[JobScope, ...]] = {
         JobScope("jobs-ci-2jobs", 2, ("w1", "w2"), (0, 1), (0,), (2,), 1, 1, 1, 0, 100_000),
     ),
     "deep": (
+        # Measured (explore only): 387,191 states, 3,967,962 transitions, 106 s.
         JobScope("jobs-deep-1job", 1, ("w1", "w2"), (0,), (0, 2), (1, 3), 3, 1, 2, 2, 3_000_000),
-        JobScope("jobs-deep-2jobs", 2, ("w1", "w2"), (0, 1), (0, 1), (2,), 2, 1, 2, 1, 3_000_000),
+        # Measured (explore only): 223,759 states, 1,697,685 transitions, 48 s. With a
+        # second run-at offset and a retry_dead it did not finish within 400 s.
+        JobScope("jobs-deep-2jobs", 2, ("w1", "w2"), (0, 1), (0,), (2,), 2, 1, 2, 0, 3_000_000),
     ),
 }
 
