@@ -54,37 +54,30 @@ def test_missing_impl_file_names_the_file(
     assert "pass the path of a lease worker file" in err
 
 
-def test_impl_with_a_syntax_error_names_the_file_and_the_error(tmp_path: Path) -> None:
-    broken = tmp_path / "worker.py"
-    broken.write_text("def claim(:\n")
-    done = run_cli("check", "--impl", str(broken))
+@pytest.mark.parametrize(
+    ("option", "filename", "source", "expected"),
+    [
+        ("--impl", "worker.py", "def claim(:\n", "SyntaxError"),
+        (
+            "--impl",
+            "worker.py",
+            "class Conflict(Exception): pass\ndef claim(): pass\n",
+            "does not define Retryable, Permanent, BadAck, retry_delay",
+        ),
+        ("--impl", "worker.py", "import sys\nsys.exit(3)\n", "failed to import: SystemExit: 3"),
+        ("--jobs-impl", "job_queue.py", "X = 1\n", "does not define a class JobQueue"),
+    ],
+    ids=["syntax-error", "missing-names", "exits-on-import", "no-jobqueue"],
+)
+def test_a_target_that_cannot_load_names_the_file_and_what_is_wrong(
+    tmp_path: Path, option: str, filename: str, source: str, expected: str
+) -> None:
+    target = tmp_path / filename
+    target.write_text(source)
+    done = run_cli("check", option, str(target))
     assert done.returncode == 2
-    assert f"cannot load --impl {str(broken)!r}" in done.stderr
-    assert "SyntaxError" in done.stderr
-
-
-def test_impl_missing_names_lists_them(tmp_path: Path) -> None:
-    partial = tmp_path / "worker.py"
-    partial.write_text("class Conflict(Exception): pass\ndef claim(): pass\n")
-    done = run_cli("check", "--impl", str(partial))
-    assert done.returncode == 2
-    assert "does not define Retryable, Permanent, BadAck, retry_delay" in done.stderr
-
-
-def test_impl_that_exits_while_importing_is_a_load_error(tmp_path: Path) -> None:
-    quitter = tmp_path / "worker.py"
-    quitter.write_text("import sys\nsys.exit(3)\n")
-    done = run_cli("check", "--impl", str(quitter))
-    assert done.returncode == 2
-    assert "failed to import: SystemExit: 3" in done.stderr
-
-
-def test_jobs_impl_without_jobqueue_says_what_to_define(tmp_path: Path) -> None:
-    empty = tmp_path / "job_queue.py"
-    empty.write_text("X = 1\n")
-    done = run_cli("check", "--jobs-impl", str(empty))
-    assert done.returncode == 2
-    assert "does not define a class JobQueue" in done.stderr
+    assert f"cannot load {option} {str(target)!r}" in done.stderr
+    assert expected in done.stderr
 
 
 def test_export_must_be_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
