@@ -21,7 +21,7 @@ from leasecheck.mutants import CATALOGUE, Mutant, materialize
 from leasecheck.runner import HOLDS, CheckOptions, run_check
 from leasecheck.scratch import scratch_dir
 
-__all__ = ["Kill", "check_mutant", "mutants_command"]
+__all__ = ["Kill", "check_mutant", "kill_table", "mutants_command"]
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,8 @@ def check_mutant(mutant: Mutant, profile: str, seed: int = 0) -> Kill:
     return Kill(mutant, True, killer.name, seconds, steps, killer.verdict)
 
 
-def _table(kills: list[Kill]) -> str:
+def kill_table(kills: list[Kill]) -> str:
+    """The kill table as text: mutant, verdict, killer, time to kill, shrunk length."""
     width = max([len("mutant"), *(len(kill.mutant.name) for kill in kills)])
     lines = [f"  {'mutant':<{width}} {'verdict':<9} {'killed by':<22} {'time':>7} {'steps':>5}"]
     for kill in kills:
@@ -91,7 +92,7 @@ def mutants_command(args: argparse.Namespace) -> int:
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=workers) as pool:
         kills = list(pool.map(lambda m: check_mutant(m, args.profile, args.seed), chosen))
-    print(_table(kills))
+    print(kill_table(kills))
     survivors = [k.mutant.name for k in kills if not k.killed]
     print(
         f"\n{len(kills) - len(survivors)}/{len(kills)} killed in {time.monotonic() - started:.0f} s"

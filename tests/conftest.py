@@ -67,23 +67,17 @@ def connect(scratch: Path, queue_file: Path) -> Iterator[Callable[..., sqlite3.C
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """Print the mutant kill table gathered by tests/test_mutant_catalogue.py."""
-    rows = []
+    from leasecheck.mutants import by_name
+    from leasecheck.selfcheck import Kill, kill_table
+
+    kills = []
     for report in terminalreporter.stats.get("passed", []) + terminalreporter.stats.get(
         "failed", []
     ):
-        kill = dict(getattr(report, "user_properties", [])).get("kill")
-        if kill is not None and report.when == "call":
+        recorded = dict(getattr(report, "user_properties", [])).get("kill")
+        if recorded is not None and report.when == "call":
             name = report.nodeid.rsplit("[", 1)[-1].rstrip("]")
-            rows.append((name, report.outcome, *kill))
-    if not rows:
-        return
-    terminalreporter.section("mutant kill table (ci profile, seed 0)")
-    width = max(len(row[0]) for row in rows)
-    terminalreporter.write_line(
-        f"{'mutant':<{width}}  {'verdict':<7}  {'killed by':<22} time   steps"
-    )
-    for name, outcome, killer, seconds, steps in sorted(rows):
-        verdict = "killed" if outcome == "passed" else "FAILED"
-        terminalreporter.write_line(
-            f"{name:<{width}}  {verdict:<7}  {killer:<22} {seconds:>5}s {steps or '-':>5}"
-        )
+            kills.append(Kill(by_name(name), *recorded))
+    if kills:
+        terminalreporter.section("mutant kill table (ci profile, seed 0)")
+        terminalreporter.write_line(kill_table(sorted(kills, key=lambda k: k.mutant.name)))

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from types import ModuleType
 
 import pytest
-from hypothesis import Phase, settings
+from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from leasecheck.profiles import Profile
@@ -25,16 +25,12 @@ def test_lease_agreement(
     worker_target: ModuleType, lc_profile: Profile, checked: Callable[[str], None]
 ) -> None:
     LeaseAgreement.bind(worker_target)
-    profile = settings.get_profile("leasecheck")
     run_state_machine_as_test(
         LeaseAgreement,
         settings=settings(
-            profile,
+            settings.get_profile("leasecheck"),  # explain phase already off (profiles.py)
             max_examples=lc_profile.max_examples,
             stateful_step_count=lc_profile.step_count,
-            # The explain phase reruns a failing program hundreds of times (minutes
-            # for this machine) only to add comments to it; the program is the report.
-            phases=[phase for phase in profile.phases if phase is not Phase.explain],
         ),
     )
     checked(f"{lc_profile.max_examples} programs of up to {lc_profile.step_count} steps")
