@@ -69,6 +69,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             "duration": report.duration,
             "longrepr": report.longreprtext if report.failed or report.skipped else "",
             "user_properties": [list(p) for p in report.user_properties],
+            "wasxfail": getattr(report, "wasxfail", None),
             "keywords": sorted(k for k in report.keywords if k.startswith("leasecheck:")),
         }
     )

@@ -41,6 +41,9 @@ PROPERTY_BUDGET = {"quick": 180.0, "ci": 420.0, "deep": 7200.0}
 BUDGET_ENV = "LEASECHECK_BUDGET"
 
 HOLDS, VIOLATED, NOT_RUN, HUNG, CRASHED = "holds", "VIOLATED", "not run", "HUNG", "CRASHED"
+NOT_PROMISED = "not promised"
+"""A property the library under test does not promise failed: reported with its
+counterexample, exit 0 unless ``--strict`` (the property marks the test xfail)."""
 
 
 @dataclass(frozen=True)
@@ -168,6 +171,9 @@ class _Run:
             result.verdict = VIOLATED
             result.details.append(event["longrepr"])
             result.failed_at = result.failed_at or time.monotonic() - self.started
+        elif outcome == "skipped" and event.get("wasxfail") is not None:
+            result.verdict = NOT_PROMISED if result.verdict != VIOLATED else VIOLATED
+            result.details.append(event["longrepr"] or str(event["wasxfail"]))
         elif outcome == "skipped" and result.verdict != VIOLATED:
             result.verdict = NOT_RUN
             result.details.append(event["longrepr"])

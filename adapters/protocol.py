@@ -1,0 +1,247 @@
+"""The adapter protocol: any lease (visibility-timeout) queue, seen through five verbs.
+
+A real library names things its own way (``get``/``ack``/``nack`` in persist-queue,
+``pop``/``done`` in litequeue, ``fetch``/``complete`` in a job server). leasecheck's
+generic properties need one vocabulary, so an adapter maps its library onto:
+
+- ``enqueue(job, payload)``: add a job under leasecheck's own key ``job``;
+- ``claim(worker, lease)``: take one job for ``lease`` seconds, or ``None``;
+- ``ack(claim)`` / ``nack(claim)``: finish it, or give it back;
+- ``extend(claim, lease)``: renew the lease (``Unsupported`` where the library cannot);
+- ``recover()``: the library's own sweep of dead workers' jobs;
+- ``observe()``: a read-only view of every job's state.
+
+One ``QueueAdapter`` object is one connection, opened in one process; a property
+that races processes opens one per process on the same ``location`` (a file path or
+a server URL). Time is whatever ``Clock`` says: every adapter makes its library read
+the clock it was given, so a test can expire a lease without waiting, and processes
+that share a store share the clock.
+
+Each adapter also declares what its library *promises* (``Promises``), each promise
+with the place in the library's own docs or code that makes it. That decides a
+failing property's verdict: VIOLATED where promised, "not promised" otherwise.
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar, Literal, Protocol, runtime_checkable
+
+__all__ = [
+    "GENERIC_PROPERTIES",
+    "AdapterError",
+    "Capabilities",
+    "Claim",
+    "Clock",
+    "JobView",
+    "Promise",
+    "Promises",
+    "QueueAdapter",
+    "QueueLibrary",
+    "SharedClock",
+    "Unsupported",
+]
+
+JobState = Literal["ready", "leased", "done", "failed", "gone"]
+"""``ready``: claimable now or after its delay; ``leased``: held by a live claim;
+``done``: acknowledged; ``failed``: given up (dead letter); ``gone``: the library keeps
+no trace of it (e.g. deleted on ack), which a property reads as done only where the
+adapter's ``Capabilities.ack_deletes`` says so."""
+
+GENERIC_PROPERTIES = (
+    "queue.ack-final",
+    "queue.no-loss",
+    "queue.exclusive",
+    "queue.stale-ack",
+    "queue.linearizable",
+)
+"""The generic lease-queue properties, in the order they are reported:
+
+- ``queue.ack-final``: an acknowledged job is never delivered again and ends done, even
+  when any process is SIGKILLed at any instant;
+- ``queue.no-loss``: after every lease expires and recovery runs, every enqueued job is
+  done, failed or claimable;
+- ``queue.exclusive``: no job ever has two live leases (real processes racing);
+- ``queue.stale-ack``: an ack from a worker whose lease expired and whose job was claimed
+  again is refused, or changes nothing;
+- ``queue.linearizable``: histories of concurrent processes are linearizable against the
+  generic model.
+"""
+
+
+class AdapterError(Exception):
+    """An adapter cannot run: the library is missing, or the call makes no sense for it."""
+
+
+class Unsupported(AdapterError):
+    """The library has no such operation (e.g. no way to extend a lease)."""
+
+
+@dataclass(frozen=True)
+class Promise:
+    """Whether the library promises one generic property, and where it says so."""
+
+    promised: bool
+    source: str
+    """Where the library says it (docs URL and section, or ``file.py:function``)."""
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Promises:
+    """What a library promises, one ``Promise`` per generic property, plus its settings."""
+
+    properties: Mapping[str, Promise]
+    delivery: Literal["at-least-once", "at-most-once", "exactly-once"]
+    fencing: str
+    """How (or whether) a stale ack is told from a current one."""
+    recovery: str
+    """How a dead worker's job comes back (lease expiry on claim, a sweep call, ...)."""
+    ordering: str
+    durability: str
+    """Journal mode, synchronous setting, fsync policy: what a commit survives."""
+
+    def of(self, prop: str) -> Promise:
+        if prop not in self.properties:
+            return Promise(False, "not mentioned in the library's docs or code")
+        return self.properties[prop]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What the adapter can do with its library."""
+
+    clock: Literal["injected", "now-parameter", "patched", "real"]
+    """How the library's time is moved: a clock it accepts, a ``now`` argument, its time
+    function patched inside the adapter, or real time with very short leases."""
+    extend: bool = False
+    nack: bool = True
+    multiprocess: bool = True
+    """Several processes may open the same ``location`` at once."""
+    ack_deletes: bool = False
+    """An acknowledged job disappears from the store (``gone`` then means done)."""
+    server: Literal["postgres", "redis"] | None = None
+    """The server its store needs (started by ``adapters.servers``)."""
+    lease_granularity: float = 0.001
+    """The smallest lease, in seconds, the library can express."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One delivery of a job to a worker."""
+
+    job: str
+    """leasecheck's key for the job (what ``enqueue`` was given)."""
+    worker: str
+    handle: object = field(compare=False)
+    """Whatever the library needs to ack this delivery (message id, job object, ...)."""
+    token: int | str | None = None
+    """The library's fencing token or attempt number, where it has one."""
+    lease_until: float | None = None
+    """When the lease ends by the shared clock, where the library says."""
+
+
+@dataclass(frozen=True)
+class JobView:
+    """One job as the store holds it, read without changing anything."""
+
+    job: str
+    state: JobState
+    attempts: int | None = None
+    lease_until: float | None = None
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """Seconds since an arbitrary start, moved only by ``advance`` (or real time)."""
+
+    def now(self) -> float: ...
+
+    def advance(self, seconds: float) -> None: ...
+
+
+class SharedClock:
+    """A clock every process on the same store reads: eight bytes in a file, mmapped.
+
+    ``advance`` adds to the stored time; other processes see it at their next ``now``.
+    With ``real=True`` it follows ``time.time()`` and ``advance`` sleeps, for libraries
+    whose time cannot be moved (their adapter declares ``clock="real"``).
+    """
+
+    _FORMAT = "<d"
+
+    def __init__(self, path: Path, start: float = 1_000_000.0, real: bool = False) -> None:
+        self.path, self.real = path, real
+        if not path.exists():
+            path.write_bytes(struct.pack(self._FORMAT, start))
+        self._file = path.open("r+b")
+        self._map = mmap.mmap(self._file.fileno(), struct.calcsize(self._FORMAT))
+
+    def now(self) -> float:
+        if self.real:
+            return time.time()
+        value: float = struct.unpack_from(self._FORMAT, self._map)[0]
+        return value
+
+    def advance(self, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError(f"a clock only moves forward; advance({seconds!r}) was asked")
+        if self.real:
+            time.sleep(seconds)
+            return
+        struct.pack_into(self._FORMAT, self._map, 0, self.now() + seconds)
+
+    def close(self) -> None:
+        self._map.close()
+        self._file.close()
+
+
+class QueueAdapter(Protocol):
+    """One open connection to a queue store, in one process."""
+
+    def enqueue(self, job: str, payload: str) -> None:
+        """Add job ``job``; ``payload`` is opaque text the library stores with it."""
+
+    def claim(self, worker: str, lease: float) -> Claim | None:
+        """Take the next claimable job for ``lease`` seconds, or ``None`` if none is."""
+
+    def ack(self, claim: Claim) -> bool:
+        """Finish ``claim``'s job; ``False`` (or a library error) where it was refused."""
+
+    def nack(self, claim: Claim) -> bool:
+        """Give ``claim``'s job back to be delivered again; ``False`` where refused."""
+
+    def extend(self, claim: Claim, lease: float) -> bool:
+        """Renew the lease for ``lease`` seconds; raises ``Unsupported`` if impossible."""
+
+    def recover(self) -> int:
+        """Run the library's own recovery of expired leases; how many jobs it returned
+        (``-1`` where the library recovers lazily and cannot say)."""
+
+    def observe(self) -> list[JobView]:
+        """Every job the store knows, in enqueue order, read-only."""
+
+    def close(self) -> None:
+        """Close every connection and file this adapter opened."""
+
+
+class QueueLibrary(Protocol):
+    """A library, as leasecheck sees it: its name, version, promises and stores."""
+
+    name: ClassVar[str]
+    capabilities: ClassVar[Capabilities]
+    promises: ClassVar[Promises]
+
+    def version(self) -> str:
+        """The installed library's version (``AdapterError`` with the pip command if absent)."""
+
+    def create(self, directory: Path, server: str | None) -> str:
+        """Make an empty store in ``directory`` (or on ``server``, a URL); its location."""
+
+    def connect(self, location: str, clock: Clock) -> QueueAdapter:
+        """Open one connection to the store at ``location``, reading time from ``clock``."""

@@ -1,0 +1,237 @@
+"""The one server starter: throw-away PostgreSQL and Redis servers for a single run.
+
+Each server comes from the OS packages, runs on a free loopback port with its data in
+a fresh temp directory, is waited for with a bounded readiness check, and is stopped
+(and its directory removed) in ``finally``. A missing binary is ``ServerMissing``,
+whose message is the command that installs it. ``Server.kill()`` and
+``Server.restart()`` exist for the faults that need them: SIGKILL of the server
+itself, then a restart on the same data to see what survived.
+
+PostgreSQL refuses to run as root, so under root the data directory is given to the
+``postgres`` system user and the server runs as that user.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+__all__ = ["Server", "ServerError", "ServerMissing", "free_port", "postgres", "redis"]
+
+PG_INSTALL = "apt-get install -y postgresql"
+REDIS_INSTALL = "apt-get install -y redis-server"
+_PG_BIN_DIRS = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
+
+
+class ServerError(Exception):
+    """A server did not start, or did not answer within its bound."""
+
+
+class ServerMissing(ServerError):
+    """The server binary is not installed; the message is the command that installs it."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _binary(name: str, install: str) -> str:
+    found = shutil.which(name) or next(
+        (str(d / name) for d in _PG_BIN_DIRS if (d / name).exists()), None
+    )
+    if found is None:
+        raise ServerMissing(f"{name} is not installed; install it with: {install}")
+    return found
+
+
+@dataclass
+class Server:
+    """One running server: its URL, and how to kill and restart it."""
+
+    kind: str
+    port: int
+    directory: Path
+    command: Sequence[str]
+    user: str | None = None
+    ready_timeout: float = 30.0
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        if self.kind == "postgres":
+            return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None, "the server is not running"
+        return self.process.pid
+
+    def start(self) -> None:
+        """Start the server and wait (bounded) until it answers."""
+        log = (self.directory / "server.log").open("ab")
+        self.process = subprocess.Popen(
+            list(self.command), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True, user=self.user, cwd=self.directory,
+        )  # fmt: skip
+        log.close()
+        self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.ready_timeout
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise ServerError(f"{self.kind} exited at start: {self._log_tail()}")
+            if _answers(self.kind, self.port):
+                return
+            time.sleep(0.05)
+        self.stop()
+        raise ServerError(
+            f"{self.kind} on port {self.port} did not answer within {self.ready_timeout:.0f} s; "
+            f"its log says: {self._log_tail()}"
+        )
+
+    def _log_tail(self) -> str:
+        log = self.directory / "server.log"
+        lines = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
+        return " | ".join(lines[-3:]) or "(no output)"
+
+    def kill(self) -> None:
+        """SIGKILL the server and every process it started (a crash, not a shutdown)."""
+        if self.process is None:
+            return
+        _kill_tree(self.process)
+        self.process = None
+
+    def stop(self) -> None:
+        """Stop the server: SIGTERM, a bounded wait, then SIGKILL whatever is left."""
+        if self.process is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=10)
+        _kill_tree(self.process)
+        self.process = None
+
+    def restart(self) -> None:
+        """Start the server again on the same data and port (after ``kill`` or ``stop``)."""
+        self.kill()
+        self.start()
+
+
+def _kill_tree(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(psutil.NoSuchProcess):
+        children = psutil.Process(process.pid).children(recursive=True)
+        for child in children:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                child.kill()
+        psutil.wait_procs(children, timeout=10)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=10)
+
+
+def _answers(kind: str, port: int) -> bool:
+    """True once the server accepts a connection and answers its protocol's hello."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1.0) as sock:
+            if kind == "redis":
+                sock.sendall(b"PING\r\n")
+                return sock.recv(16).startswith(b"+PONG")
+            return _pg_ready(port)
+    except OSError:
+        return False
+
+
+def _pg_ready(port: int) -> bool:
+    ready = shutil.which("pg_isready") or _binary("pg_isready", PG_INSTALL)
+    done = subprocess.run(
+        [ready, "-q", "-h", "127.0.0.1", "-p", str(port), "-t", "1"],
+        stdin=subprocess.DEVNULL, capture_output=True, timeout=10, check=False,
+    )  # fmt: skip
+    return done.returncode == 0
+
+
+def _temp_dir(prefix: str) -> Path:
+    # Server data lives on disk, not tmpfs: durability is what these servers are for.
+    return Path(tempfile.mkdtemp(prefix=prefix))
+
+
+def _run_as(user: str | None, command: list[str], directory: Path) -> None:
+    done = subprocess.run(
+        command, capture_output=True, text=True, user=user, cwd=directory,
+        stdin=subprocess.DEVNULL, timeout=120, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise ServerError(f"{command[0]} failed: {done.stderr.strip()[-500:]}")
+
+
+@contextlib.contextmanager
+def postgres(*, ready_timeout: float = 60.0, fsync: bool = True) -> Iterator[Server]:
+    """A fresh PostgreSQL cluster (``initdb``) on a free port; user ``postgres``, trust auth."""
+    initdb, server = _binary("initdb", PG_INSTALL), _binary("postgres", PG_INSTALL)
+    user = "postgres" if os.geteuid() == 0 else None
+    directory = _temp_dir("leasecheck-pg-")
+    running: Server | None = None
+    try:
+        data = directory / "data"
+        if user is not None:
+            ids = pwd.getpwnam(user)
+            os.chown(directory, ids.pw_uid, ids.pw_gid)
+        _run_as(
+            user, [initdb, "-D", str(data), "-U", "postgres", "-A", "trust", "--no-sync"],
+            directory,
+        )  # fmt: skip
+        port = free_port()
+        command = [
+            server, "-D", str(data), "-p", str(port), "-h", "127.0.0.1",
+            "-k", str(directory), "-c", f"fsync={'on' if fsync else 'off'}",
+        ]  # fmt: skip
+        running = Server("postgres", port, directory, command, user, ready_timeout)
+        running.start()
+        yield running
+    finally:
+        if running is not None:
+            running.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def redis(*, durable: bool = False, ready_timeout: float = 20.0) -> Iterator[Server]:
+    """A fresh Redis on a free port; ``durable`` turns on the AOF with fsync at every write."""
+    binary = _binary("redis-server", REDIS_INSTALL)
+    directory = _temp_dir("leasecheck-redis-")
+    running: Server | None = None
+    try:
+        port = free_port()
+        command = [
+            binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory),
+            "--save", "", "--daemonize", "no", "--protected-mode", "yes",
+            "--appendonly", "yes" if durable else "no",
+            "--appendfsync", "always" if durable else "everysec",
+        ]  # fmt: skip
+        running = Server("redis", port, directory, command, None, ready_timeout)
+        running.start()
+        yield running
+    finally:
+        if running is not None:
+            running.stop()
+        shutil.rmtree(directory, ignore_errors=True)
