@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 
 from crash_harness.atomicity import POINT_CASES, check_every_point
-from leasecheck.scratch import scratch_dir
-from leasecheck.targets import load_worker
+from targets.loader import load_worker
+from targets.scratch import scratch_dir
 
 
 def raw_cycles(directory: Path, kills: int) -> float:

@@ -16,8 +16,10 @@ from typing import Any
 from crash_harness.engine import Outcome
 from models import lease_model
 from models.contracts import Fault, Snapshot
+from targets.lease_compare import Outcome as Outcome_
+from targets.lease_compare import kind_from_classes, same
 
-__all__ = ["Expected", "Op", "agrees", "expect", "same"]
+__all__ = ["Expected", "Op", "agrees", "as_compared", "expect", "same"]
 
 _MODEL_ERRORS = (
     lease_model.Conflict,
@@ -79,16 +81,12 @@ def expect(op: Op, state: Snapshot) -> Expected:
 
 
 def agrees(outcome: Outcome, expected: Expected) -> bool:
-    """True if the target's outcome is the model's result, or an error of the same name."""
-    if expected.error is not None:
-        return outcome.error is not None and outcome.error.is_a(expected.error)
-    return outcome.error is None and same(outcome.value, expected.result)
+    """True if the target's outcome is the model's result, or an error of the same kind."""
+    return as_compared(outcome).agrees_with(Outcome_(expected.result, expected.error))
 
 
-def same(left: Any, right: Any) -> bool:
-    """Equal with equal types all the way down (``1`` is not ``True``, ``1.0`` is not ``1``)."""
-    if type(left) is not type(right):
-        return False
-    if isinstance(left, dict):
-        return left.keys() == right.keys() and all(same(left[k], right[k]) for k in left)
-    return bool(left == right)
+def as_compared(outcome: Outcome) -> Outcome_:
+    """A child's outcome (its error as class names) as the comparison core's ``Outcome``."""
+    if outcome.error is None:
+        return Outcome_(outcome.value)
+    return Outcome_(error=kind_from_classes(outcome.error.classes), detail=outcome.error.message)

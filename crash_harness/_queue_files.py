@@ -4,7 +4,7 @@ Target code only ever runs in forked children, so a target that hangs or exits c
 not take the harness with it. The one exception would be building a file for a
 given state; instead a child runs the target's ``open_queue`` once on a template
 file, and each case copies the template and writes its state with plain SQLite
-(``leasecheck.targets.write_snapshot``). Reading back also uses plain SQLite: the
+(``targets.lease_target.write_snapshot``). Reading back also uses plain SQLite: the
 first read of a file with a hot journal rolls the journal back, exactly as the
 target's next ``open_queue`` would.
 """
@@ -21,8 +21,8 @@ from typing import Any
 
 from crash_harness._ops import Op
 from crash_harness.engine import Channel, Engine, ErrorInfo, Outcome
-from leasecheck.targets import read_snapshot, write_snapshot
 from models.contracts import Snapshot
+from targets.lease_target import read_snapshot, write_snapshot
 
 __all__ = [
     "LeftOpen",

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from crash_harness._ops import Expected, Op, expect
+from models import lease_model
 from models.contracts import Snapshot
 
 __all__ = ["OWNERS", "World", "prepare", "random_history", "random_op"]
@@ -50,22 +51,10 @@ class World:
 
     def live_tickets(self) -> list[dict[str, Any]]:
         """Tickets that a finish at ``now`` would accept."""
-        return [t for t in self.tickets if _is_live(self.state, t, self.now)]
+        return [t for t in self.tickets if lease_model.holds_lease(self.state, t, self.now)]
 
     def dead_jobs(self) -> list[str]:
         return [row.id for row in self.state.jobs if row.status == "dead"]
-
-
-def _is_live(state: Snapshot, ticket: dict[str, Any], now: int) -> bool:
-    row = state.job(ticket["id"])
-    return (
-        row is not None
-        and row.status == "leased"
-        and (row.token, row.owner, row.attempts, row.lease_until)
-        == (ticket["token"], ticket["owner"], ticket["attempt"], ticket["lease_until"])
-        and now < ticket["lease_until"]
-        and now < row.deadline
-    )
 
 
 def _enqueue(rng: random.Random, world: World, max_attempts: int | None = None) -> Op:

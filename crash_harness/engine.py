@@ -48,6 +48,7 @@ from typing import Any, Final
 import psutil
 
 from crash_harness._wire import FrameReader, read_frame_blocking, write_frame
+from models.contracts import InjectedFault
 
 __all__ = [
     "DEFAULT_DEADLINE_S",
@@ -112,10 +113,6 @@ class ChildDied(HarnessError):
 
 class PointNotReached(HarnessError):
     """The child's operation ended without passing the fault point the harness waited for."""
-
-
-class InjectedFault(Exception):
-    """Raised inside a child's ``fault`` hook when the harness answers ``RAISE``."""
 
 
 @dataclass(frozen=True)

@@ -35,8 +35,8 @@ from crash_harness._queue_files import (
 )
 from crash_harness._states import World, random_op, step
 from crash_harness.engine import FINAL_KINDS, Channel, Child, Engine, ErrorInfo, Outcome
-from leasecheck.targets import read_snapshot
 from models.contracts import Snapshot
+from targets.lease_target import read_snapshot
 
 __all__ = ["RandomKillReport", "check_random_kills"]
 

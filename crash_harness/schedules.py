@@ -28,9 +28,9 @@ from types import ModuleType
 from typing import Any
 
 from crash_harness.engine import GO, Channel, Child, Engine, Message
-from leasecheck.targets import read_snapshot, write_snapshot
 from models import lease_model
 from models.contracts import JobRow, Snapshot
+from targets.lease_target import read_snapshot, write_snapshot
 
 __all__ = ["BOUNDS", "Run", "Schedule", "enumerate_schedules", "replay"]
 

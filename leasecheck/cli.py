@@ -116,7 +116,7 @@ def preflight(option: str, path: Path) -> Path:
         raise UsageError(f"{option} {str(path)!r} is not a file; pass the path of {what}")
     loader = "load_worker" if option == "--impl" else "load_jobs_target"
     code = (
-        "import sys\nfrom leasecheck.targets import TargetError, " + loader + "\n"
+        "import sys\nfrom targets.loader import TargetError, " + loader + "\n"
         "try:\n    " + loader + "(sys.argv[1])\n"
         "except TargetError as e:\n    print(e, file=sys.stderr); sys.exit(2)\n"
     )
@@ -213,7 +213,7 @@ def _print_failure(prop: PropertyResult, options: CheckOptions, directory: Path 
 
 
 def _target_of(name: str, options: CheckOptions) -> tuple[Path, str]:
-    from leasecheck.targets import BUNDLED_JOBS, BUNDLED_WORKER
+    from targets.loader import BUNDLED_JOBS, BUNDLED_WORKER
 
     if name.startswith("jobs."):
         return options.jobs_impl or BUNDLED_JOBS, "--jobs-impl"

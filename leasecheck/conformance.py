@@ -15,22 +15,18 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from leasecheck.targets import error_kind, read_snapshot, write_snapshot
 from models._explore_core import Edge, ExploreResult, Move, concretize
 from models._explore_lease import LeaseSystem, LeaseWorld, ticket_dict
-from models.contracts import Snapshot
+from models.contracts import InjectedFault, Snapshot
+from targets.lease_compare import Outcome, differences, error_kind
+from targets.lease_target import read_snapshot, write_snapshot
 
 __all__ = ["ConformanceReport", "InjectedFault", "replay_lease"]
-
-
-class InjectedFault(Exception):
-    """Raised by the conformance fault hook at the explored fault point."""
-
 
 @dataclass
 class ConformanceReport:
@@ -42,16 +38,6 @@ class ConformanceReport:
     """Distinct (stored state, operation) pairs run on the target."""
     seconds: float = 0.0
     failure: str | None = None
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What one operation did on one side: result, error kind, hooks, state after."""
-
-    result: Any
-    error: str | None
-    hooks: tuple[str, ...]
-    state: Snapshot
 
 
 class _Hook:
@@ -72,54 +58,43 @@ def run_on_target(module: ModuleType, con: sqlite3.Connection, op: Hashable) -> 
     assert isinstance(op, tuple)
     kind, *args = op
     hook = _Hook(args[-1] if kind != "enqueue" else None)
-    result: Any = None
-    error: str | None = None
     try:
-        if kind == "enqueue":
-            job_id, qty, now, ttl, budget = args
-            result = module.enqueue(con, {"id": job_id, "qty": qty}, now, ttl, budget)
-        elif kind == "claim":
-            owner, now, lease, _ = args
-            result = module.claim(con, owner, now, lease, hook)
-        elif kind == "finish":
-            _, ticket, outcome, now, delay, _ = args
-            result = module.finish(con, ticket_dict(ticket), outcome, now, delay, hook)
-        else:
-            job_id, now, ttl, _ = args
-            result = module.redrive(con, job_id, now, ttl, "n", hook)
+        result = _call(module, con, hook, kind, args)
     except InjectedFault:
-        error = "fault"
+        return _observed(Outcome(error="fault"), hook, con)
     except Exception as exc:  # a target's error is data here: its kind is compared
-        error = error_kind(exc, module)
-    return Outcome(result, error, tuple(hook.points), read_snapshot(con))
+        return _observed(Outcome(error=error_kind(exc, module), detail=str(exc)[:160]), hook, con)
+    return _observed(Outcome(result=result), hook, con)
+
+
+def _call(
+    module: ModuleType, con: sqlite3.Connection, hook: _Hook, kind: str, args: list[Any]
+) -> object:
+    if kind == "enqueue":
+        job_id, qty, now, ttl, budget = args
+        return module.enqueue(con, {"id": job_id, "qty": qty}, now, ttl, budget)
+    if kind == "claim":
+        owner, now, lease, _ = args
+        return module.claim(con, owner, now, lease, hook)
+    if kind == "finish":
+        _, ticket, outcome, now, delay, _ = args
+        return module.finish(con, ticket_dict(ticket), outcome, now, delay, hook)
+    job_id, now, ttl, _ = args
+    return module.redrive(con, job_id, now, ttl, "n", hook)
+
+
+def _observed(outcome: Outcome, hook: _Hook, con: sqlite3.Connection) -> Outcome:
+    return replace(outcome, hooks=tuple(hook.points), state=read_snapshot(con))
 
 
 def _model_outcome(move: Move[LeaseWorld]) -> Outcome:
-    return Outcome(move.result, move.error, move.hooks, move.state.queue)
+    return Outcome(move.result, move.error, hooks=move.hooks, state=move.state.queue)
 
 
-def _same_value(left: object, right: object) -> bool:
-    return type(left) is type(right) and left == right
-
-
-def compare(model: Outcome, target: Outcome, in_transaction: bool) -> list[str]:
+def compare(model: Outcome, target: Outcome, in_transaction: bool, call: str = "it") -> list[str]:
     """Sentences for every way ``target`` differs from ``model`` (empty: they agree)."""
-    problems = []
-    if model.error != target.error:
-        problems.append(f"it raised {target.error or 'nothing'} on the target but "
-                        f"{model.error or 'nothing'} on the model")  # fmt: skip
-    elif not _same_value(model.result, target.result):
-        problems.append(f"it returned {target.result!r} on the target but {model.result!r}"
-                        f" on the model")  # fmt: skip
-    if model.hooks != target.hooks:
-        problems.append(f"the target called the fault hook at {list(target.hooks)} but the"
-                        f" model passes {list(model.hooks)}")  # fmt: skip
-    if model.state != target.state:
-        problems.append(f"the stored state differs; target:\n{target.state.describe()}\n"
-                        f"model:\n{model.state.describe()}")  # fmt: skip
-    if in_transaction:
-        problems.append("the target left a transaction open")
-    return problems
+    problems = differences(call, target, model)
+    return [*problems, "the target left a transaction open"] if in_transaction else problems
 
 
 def replay_lease(
@@ -148,7 +123,9 @@ def replay_lease(
                 write_snapshot(con, edge.source.queue)
             target = run_on_target(module, con, op)
             stored = target.state
-            problems = compare(_model_outcome(edge.move), target, con.in_transaction)
+            problems = compare(
+                _model_outcome(edge.move), target, con.in_transaction, system.describe_op(op)
+            )
             if problems:
                 report.failure = _explain(module, con, system, explored, edge, problems)
                 break
@@ -179,8 +156,9 @@ def _explain(
     steps = concretize(system, trace)
     before = steps[-2].state if len(steps) > 1 else system.initial()
     write_snapshot(con, before.queue)
-    again = compare(_model_outcome(steps[-1]), run_on_target(module, con, steps[-1].op),
-                    con.in_transaction)  # fmt: skip
+    last = steps[-1].op
+    again = compare(_model_outcome(steps[-1]), run_on_target(module, con, last),
+                    con.in_transaction, system.describe_op(last))  # fmt: skip
     if not again:
         steps = [*concretize(system, trace[:-1]), edge.move]
         before = edge.source

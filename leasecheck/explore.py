@@ -22,10 +22,10 @@ from typing import Any
 from crash_harness.schedules import BOUNDS, enumerate_schedules
 from leasecheck.conformance import replay_lease
 from leasecheck.job_conformance import probe_clear_error, probe_expiry_on_error, replay_jobs
-from leasecheck.scratch import scratch_dir
-from leasecheck.targets import TargetError, load_jobs_target, load_worker
 from models.explorer import LeaseScope, explore_lease, scope_parts
 from models.job_explorer import JobScope, explore_jobs, job_scope_parts
+from targets.loader import TargetError, load_jobs_target, load_worker
+from targets.scratch import scratch_dir
 
 __all__ = ["PartReport", "check_jobs_part", "check_lease_part", "check_schedules", "main"]
 

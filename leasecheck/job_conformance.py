@@ -18,11 +18,11 @@ from collections.abc import Hashable
 from typing import Any
 
 from leasecheck.conformance import ConformanceReport
-from leasecheck.targets import error_kind
 from models import job_model as jm
 from models._explore_core import Edge, ExploreResult, Move
 from models.job_explorer import JobSystem, JobWorld
 from queue_impl.jobs import Lease, RetryPolicy
+from targets.job_compare import error_kind, lease_differences, model_visible, target_visible
 
 __all__ = ["probe_clear_error", "probe_expiry_on_error", "replay_jobs"]
 
@@ -91,7 +91,7 @@ class _Run:
         try:
             return self._call(kind, args), None
         except Exception as exc:  # the error kind is compared with the model's
-            return None, error_kind(exc)
+            return None, error_kind(exc)  # ValueError, KeyError, IllegalStateError, or raw
 
     def _call(self, kind: str, args: list[Any]) -> Any:
         if kind == "submit":
@@ -120,17 +120,12 @@ class _Run:
         return None
 
     def views(self, state: jm.JobState) -> tuple[list[Any], list[Any]]:
-        return [self.queue.view(job.id) for job in state.jobs], list(self.queue.dead_letters())
-
-
-def _model_views(state: jm.JobState) -> tuple[list[Any], list[Any]]:
-    return [job.view() for job in state.jobs], jm.dead_letters(state)
+        return target_visible(self.queue, state)
 
 
 def _compare_result(model: object, target: object) -> str | None:
     if isinstance(model, Lease) and isinstance(target, Lease):
-        fields = ("job_id", "type", "payload", "attempt", "lease_until")
-        if all(getattr(model, f) == getattr(target, f) for f in fields):
+        if lease_differences(target, model) == ({}, {}):
             return None
     elif model == target and type(model) is type(target):
         return None
@@ -153,10 +148,10 @@ def _check(
     if move.error is not None:
         readings.append(jm.expire(edge.source.state, system.policy, edge.source.now))
     seen = run.views(move.state.state)
-    if all(seen != _model_views(state) for state in readings):
+    if all(seen != model_visible(state) for state in readings):
         problems.append(
             f"the visible state differs; target views: {seen[0]}\n"
-            f"  model views: {_model_views(readings[0])[0]}"
+            f"  model views: {model_visible(readings[0])[0]}"
         )
     return problems
 

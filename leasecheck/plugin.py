@@ -22,8 +22,8 @@ from hypothesis import settings
 from hypothesis.internal.conjecture import engine as shrinking_engine
 
 from leasecheck import profiles
-from leasecheck.scratch import scratch_dir
-from leasecheck.targets import TargetError, load_jobs_target, load_worker
+from targets.loader import TargetError, load_jobs_target, load_worker
+from targets.scratch import scratch_dir
 
 HELP_IMPL = "lease worker target file to check (default: the bundled queue_impl/worker.py)"
 HELP_JOBS_IMPL = "file defining JobQueue to check (default: the bundled queue_impl/job_queue.py)"

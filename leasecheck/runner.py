@@ -22,7 +22,7 @@ from typing import Any
 
 import leasecheck.properties
 from leasecheck.profiles import EXAMPLES_ENV
-from leasecheck.scratch import SCRATCH_ENV, scratch_dir
+from targets.scratch import SCRATCH_ENV, scratch_dir
 
 __all__ = [
     "CHECK_INI",

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from leasecheck.counterexample import parse
 from leasecheck.mutants import CATALOGUE, Mutant, materialize
 from leasecheck.runner import HOLDS, CheckOptions, run_check
-from leasecheck.scratch import scratch_dir
+from targets.scratch import scratch_dir
 
 __all__ = ["Kill", "check_mutant", "kill_table", "mutants_command"]
 

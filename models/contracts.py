@@ -21,6 +21,7 @@ from queue_impl.jobs import JobView, Lease
 __all__ = [
     "Clock",
     "Fault",
+    "InjectedFault",
     "JobQueueLike",
     "JobRow",
     "LeaseQueue",
@@ -43,6 +44,10 @@ JOB_COLUMNS = (
 )  # fmt: skip
 REDRIVE_COLUMNS = ("id", "token", "at_ms", "note")
 FAULT_POINTS = ("after-claim", "after-finish", "after-audit", "after-redrive", "after-commit")
+
+
+class InjectedFault(Exception):
+    """What every harness's fault hook raises at its chosen point (one class for all)."""
 
 
 @dataclass(frozen=True)

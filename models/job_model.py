@@ -175,6 +175,11 @@ def view(state: JobState, job_id: object) -> JobView:
     return state.jobs[_index(state, job_id)].view()
 
 
+def views(state: JobState) -> list[JobView]:
+    """The view of every job, in submission order."""
+    return [job.view() for job in state.jobs]
+
+
 def dead_letters(state: JobState) -> list[JobView]:
     return [job.view() for job in state.jobs if job.status is JobStatus.DEAD]
 

@@ -34,6 +34,7 @@ __all__ = [
     "claim",
     "enqueue",
     "finish",
+    "holds_lease",
     "is_time",
     "redrive",
     "retry_delay",
@@ -252,6 +253,12 @@ def _check_ticket(ticket: object) -> dict[str, Any]:
     _int("ticket['attempt']", checked["attempt"], 1, 16)
     _int("ticket['lease_until']", checked["lease_until"], 1, MAX_TOKEN)
     return checked
+
+
+def holds_lease(state: Snapshot, ticket: dict[str, Any], now_ms: int) -> bool:
+    """True if ``ticket`` is its job's live lease at ``now_ms`` (a finish would accept it)."""
+    row = state.job(ticket["id"])
+    return row is not None and _is_current(row, ticket, now_ms)
 
 
 def _is_current(row: JobRow, ticket: dict[str, Any], now_ms: int) -> bool:

@@ -20,6 +20,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
+from models.contracts import InjectedFault
 from models.lease_model import MAX_NOW
 
 __all__ = [
@@ -57,10 +58,6 @@ class _Code:
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(repr(self))
-
-
-class InjectedFault(Exception):
-    """What a ``Hook`` raises at its chosen point."""
 
 
 @dataclass(frozen=True, repr=False)

@@ -26,10 +26,10 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from leasecheck.targets import error_kind
 from models.linearizability import Operation, Raised, Returned
 from queue_impl.jobs import Lease, RetryPolicy
 from stateful_tests.parallel import JOB_POLICY, Command, Held, ParallelProgram
+from targets.lease_compare import error_kind
 
 __all__ = ["ThreadClock", "TurnScheduler", "run_jobs_program"]
 

@@ -26,9 +26,10 @@ from types import ModuleType
 from typing import Any
 
 from crash_harness.engine import Channel, Child, Engine, HarnessTimeout, Message
-from leasecheck.targets import error_kind, read_snapshot
 from models.linearizability import BUSY, OPEN_TRANSACTION, Operation, Raised, Returned
 from stateful_tests.parallel import Command, Held, ParallelProgram
+from targets.lease_compare import error_kind
+from targets.lease_target import read_snapshot
 
 __all__ = ["run_lease_program"]
 

@@ -46,15 +46,16 @@ from hypothesis.stateful import (
     rule,
 )
 
+from models import job_model
 from models.job_model import JobQueueModel, JobState, expire
-from queue_impl.jobs import IllegalStateError, JobStatus, JobView, Lease, RetryPolicy
+from queue_impl.jobs import JobStatus, JobView, Lease, RetryPolicy
+from targets.job_compare import SPEC_ERRORS, brief, error_kind, lease_differences, said
 
 __all__ = ["JobAgreement", "ManualTime", "RetryPolicy"]
 
 START_MILLIS = 0
 DEFAULT_POLICY = RetryPolicy(max_attempts=2, base_backoff_millis=10, max_backoff_millis=40)
 MAX_JOBS = 5
-SPEC_ERRORS = (IllegalStateError, KeyError, ValueError)
 
 
 def _weighted(common: Sequence[Any], rare: Sequence[Any]) -> st.SearchStrategy[Any]:
@@ -120,32 +121,6 @@ class _NeverIssued:
 NEVER_ISSUED = _NeverIssued()
 
 
-def _kind(error: BaseException | None) -> str:
-    """The spec's name for an outcome: 'returned', a spec exception class, or the raw class."""
-    if error is None:
-        return "returned"
-    for cls in SPEC_ERRORS:
-        if isinstance(error, cls):
-            return cls.__name__
-    return type(error).__name__
-
-
-def _said(result: object, error: BaseException | None) -> str:
-    return (
-        f"raised {type(error).__name__}({error})" if error is not None else f"returned {result!r}"
-    )
-
-
-def _brief(view: object) -> str:
-    if not isinstance(view, JobView):
-        return repr(view)
-    status = view.status.name if isinstance(view.status, JobStatus) else repr(view.status)
-    return (
-        f"{status} attempts={view.attempts} next_run_at={view.next_run_at} "
-        f"last_error={view.last_error!r} priority={view.priority} type={view.type!r}"
-    )
-
-
 def _has_jobs(machine: JobAgreement) -> bool:
     """Rules other than submit start once a job exists (so examples do not idle on nothing)."""
     return bool(machine.model.state.jobs)
@@ -169,10 +144,6 @@ def _has_dead_jobs(machine: JobAgreement) -> bool:
 
 def _has_leases(machine: JobAgreement) -> bool:
     return bool(machine.tokens)
-
-
-def _model_views(state: JobState) -> list[JobView]:
-    return [job.view() for job in state.jobs]
 
 
 class JobAgreement(RuleBasedStateMachine):
@@ -304,8 +275,8 @@ class JobAgreement(RuleBasedStateMachine):
         )
         if outcome is not None and outcome[0] != outcome[1]:
             self._fail(
-                f"{call} returned {_brief(outcome[0])} on the target but "
-                f"{_brief(outcome[1])} on the model"
+                f"{call} returned {brief(outcome[0])} on the target but "
+                f"{brief(outcome[1])} on the model"
             )
         return multiple()
 
@@ -367,18 +338,18 @@ class JobAgreement(RuleBasedStateMachine):
     @invariant()
     def views_agree(self) -> None:
         """After every step the views of all jobs and ``dead_letters()`` agree."""
-        for expected in _model_views(self.model.state):
+        for expected in job_model.views(self.model.state):
             try:
                 got = self.target.view(expected.id)
             except Exception as error:
                 self._fail(
                     f"view({expected.id!r}) raised {type(error).__name__}({error}) on the "
-                    f"target but returned {_brief(expected)} on the model"
+                    f"target but returned {brief(expected)} on the model"
                 )
             if got != expected:
                 self._fail(
-                    f"view({expected.id!r}) is {_brief(got)} on the target but "
-                    f"{_brief(expected)} on the model"
+                    f"view({expected.id!r}) is {brief(got)} on the target but "
+                    f"{brief(expected)} on the model"
                 )
         try:
             dead = list(self.target.dead_letters())
@@ -413,10 +384,10 @@ class JobAgreement(RuleBasedStateMachine):
             model_result, model_error = model_op(), None
         except SPEC_ERRORS as error:
             model_result, model_error = None, error
-        if _kind(target_error) != _kind(model_error):
+        if error_kind(target_error) != error_kind(model_error):
             self._fail(
-                f"{call} {_said(target_result, target_error)} on the target but "
-                f"{_said(model_result, model_error)} on the model"
+                f"{call} {said(target_result, target_error)} on the target but "
+                f"{said(model_result, model_error)} on the model"
             )
         if model_error is None:
             return target_result, model_result
@@ -427,11 +398,11 @@ class JobAgreement(RuleBasedStateMachine):
     def _settle(self, before: JobState, now: int) -> None:
         """Continue from the reading of a raising call (expiry processed or not) the target took."""
         try:
-            target = [self.target.view(view.id) for view in _model_views(before)]
+            target = [self.target.view(view.id) for view in job_model.views(before)]
         except Exception:
             return  # views_agree reports it
         for candidate in (self.model.state, before, expire(before, self.policy, now)):
-            if _model_views(candidate) == target:
+            if job_model.views(candidate) == target:
                 self.model.state = candidate
                 return
 
@@ -473,10 +444,8 @@ class JobAgreement(RuleBasedStateMachine):
                     f"poll already handed out (model token {model_token}); every poll "
                     f"must make a token never issued before"
                 )
-        fields = ("job_id", "type", "payload", "attempt", "lease_until")
-        if any(getattr(got, name) != getattr(expected, name) for name in fields):
-            shown = {name: getattr(got, name) for name in fields}
-            wanted = {name: getattr(expected, name) for name in fields}
+        shown, wanted = lease_differences(got, expected)
+        if shown:
             self._fail(
                 f"{call} returned a lease with {shown} on the target but {wanted} "
                 f"on the model (tokens aside)"
@@ -505,12 +474,12 @@ class JobAgreement(RuleBasedStateMachine):
 
     def _table(self) -> str:
         rows = [f"  {'job':<4} {'target':<66} model"]
-        for expected in _model_views(self.model.state):
+        for expected in job_model.views(self.model.state):
             try:
-                got = _brief(self.target.view(expected.id))
+                got = brief(self.target.view(expected.id))
             except Exception as error:
                 got = f"view raised {type(error).__name__}"
-            rows.append(f"  {expected.id:<4} {got:<66} {_brief(expected)}")
+            rows.append(f"  {expected.id:<4} {got:<66} {brief(expected)}")
         return "\n".join(rows)
 
 

@@ -14,7 +14,7 @@ Binding a target: the machine checks whatever module was bound last (default: th
 bundled ``queue_impl/worker.py``)::
 
     from stateful_tests.lease_machine import *
-    from leasecheck.targets import load_worker
+    from targets.loader import load_worker
 
     LeaseAgreement.bind(load_worker("path/to/worker.py"))
     state = LeaseAgreement()
@@ -36,6 +36,7 @@ import math
 import sqlite3
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any, ClassVar, NoReturn
 
@@ -52,13 +53,14 @@ from hypothesis.stateful import (
 )
 
 import models.lease_model as lease_model
-from leasecheck.scratch import scratch_dir
-from leasecheck.targets import LeaseTarget, error_kind, load_worker, read_snapshot
 from models.contracts import LeaseQueue, Snapshot
 from models.lease_model import MAX_NOW, LeaseModel, retry_delay_readings
+from targets.lease_compare import Outcome, differences, error_kind, same, state_difference
+from targets.lease_target import LeaseTarget, read_snapshot
+from targets.loader import load_worker
+from targets.scratch import scratch_dir
 
 from . import _lease_strategies as s
-from ._lease_compare import Outcome, Side, same, snapshot_differences
 from ._lease_values import (
     Bad,
     Change,
@@ -102,6 +104,20 @@ SEND_JOB = {"id": "c", "qty": 1}
 """What the ``Send('enqueue')`` script enqueues while a delivery is in flight."""
 
 
+@dataclass
+class Side:
+    """One side of a step: who it is, its exception classes, what its callbacks saw."""
+
+    name: str
+    """'target' or 'model'."""
+    errors: Any
+    """The module whose ``Retryable``/``Permanent`` this side's ``send`` raises."""
+    hooks: list[str] = field(default_factory=list)
+    """Every point at which the fault hook was called, in order."""
+    sends: list[object] = field(default_factory=list)
+    """A copy of every payload ``send`` received, taken before any mutation."""
+
+
 def _has_jobs(machine: LeaseAgreement) -> bool:
     """Claims and deliveries on an empty queue teach little; enqueue something first."""
     return bool(machine.model.snapshot().jobs)
@@ -135,7 +151,7 @@ class LeaseAgreement(RuleBasedStateMachine):
 
     @classmethod
     def bind(cls, module: ModuleType) -> type[LeaseAgreement]:
-        """Check ``module`` (from ``leasecheck.targets.load_worker``) from now on."""
+        """Check ``module`` (from ``targets.loader.load_worker``) from now on."""
         cls.target_module = module
         return cls
 
@@ -204,41 +220,30 @@ class LeaseAgreement(RuleBasedStateMachine):
         self, side: Side, operation: Operation, queue: Any, inputs: dict[str, object]
     ) -> Outcome:
         try:
-            return Outcome(side, result=operation(queue, side, **inputs))
+            result = operation(queue, side, **inputs)
         except Exception as error:
             kind = (
                 self.model.error_kind(error)
                 if side.name == "model"
                 else error_kind(error, self.module)
             )
-            return Outcome(side, error=error, kind=kind)
+            text = f": {str(error)[:160]}" if str(error) else ""
+            return self._seen(side, Outcome(error=kind, detail=f"{type(error).__name__}{text}"))
+        return self._seen(side, Outcome(result=result))
+
+    @staticmethod
+    def _seen(side: Side, outcome: Outcome) -> Outcome:
+        """``outcome`` with the hook points and sends its side recorded."""
+        return replace(outcome, hooks=tuple(side.hooks), sends=tuple(side.sends))
 
     def _compare(self, call: str, target: Outcome, model: Outcome, accept: frozenset[str]) -> None:
-        kinds = {target.kind, model.kind}
-        errors_agree = target.kind == model.kind or (None not in kinds and kinds <= accept)
-        if not errors_agree or (target.error is None and not same(target.result, model.result)):
-            self._fail(
-                f"{call} {target.describe()} on the target but {model.describe()} on the model"
-            )
-        if target.side.hooks != model.side.hooks:
-            self._fail(
-                f"{call} called the fault hook at {target.side.hooks} on the target"
-                f" but at {model.side.hooks} on the model"
-            )
-        if not same(target.side.sends, model.side.sends):
-            self._fail(
-                f"{call} called send with {target.side.sends} on the target"
-                f" but with {model.side.sends} on the model"
-            )
+        for problem in differences(call, target, model, accept):
+            self._fail(problem)
 
     def _check_state(self, call: str) -> None:
         target, model = read_snapshot(self.con), self.model.snapshot()
         if target != model:
-            self._fail(
-                f"after {call} the stored state differs:\n"
-                + "\n".join(snapshot_differences(target, model))
-                + f"\ntarget rows:\n{target.describe()}\nmodel rows:\n{model.describe()}"
-            )
+            self._fail(state_difference(f"after {call}", target, model))
         self.seen = target
         inside = [index for index, con in enumerate(self.cons) if con.in_transaction]
         if inside:
@@ -544,7 +549,7 @@ class LeaseAgreement(RuleBasedStateMachine):
             {},
         )
         readings = model.result if isinstance(model.result, set) else set()
-        agree = target.kind == model.kind and (
+        agree = target.error == model.error and (
             target.error is not None or (type(target.result) is int and target.result in readings)
         )
         if not agree:

@@ -130,7 +130,7 @@ def test_a_boundary_mutant_is_caught_with_a_short_run(scratch: Path) -> None:
     report = replay_lease(module, system, result, scratch / "q.db")
     assert report.failure is not None
     assert "claims at t=104" in report.failure
-    assert "on the target but None on the model" in report.failure
+    assert "on the target but returned None on the model" in report.failure
 
 
 def test_jobs_explorer_and_conformance() -> None:

@@ -22,7 +22,7 @@ from leasecheck.mutants import Mutant, materialize
 from leasecheck.mutants.worker_bugs import MUTANTS
 from leasecheck.targets import load_worker
 from stateful_tests import lease_machine
-from stateful_tests._lease_compare import same
+from targets.lease_compare import same
 from stateful_tests.lease_machine import LeaseAgreement
 
 MUTANT_SETTINGS = settings(
