@@ -59,8 +59,11 @@ def _parser() -> argparse.ArgumentParser:
     _add_run_options(mutants)
     mutants.add_argument("--only", metavar="NAME", nargs="+", help="check only these mutants")
     mutants.add_argument("--list", action="store_true", help="list the catalogue and exit")
-    commands.add_parser("explore", help="exhaustive model checking (see explore --help)")
-    for sub in (check, mutants):
+    explore = commands.add_parser(
+        "explore", help="exhaustive model checking", description=explore_doc()
+    )
+    add_explore_arguments(explore)
+    for sub in (check, mutants, explore):
         sub.__class__ = _Parser
     return parser
 
@@ -73,8 +76,6 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
-    if words[:1] == ["explore"]:
-        return _guarded(lambda: _explore(words[1:]))  # explore parses its own options
     args = _parser().parse_args(words)
     return _guarded(lambda: _run(args))
 
@@ -93,17 +94,25 @@ def _guarded(command: Callable[[], int]) -> int:
 def _run(args: argparse.Namespace) -> int:
     if args.command == "check":
         return _check(args)
+    if args.command == "explore":
+        from leasecheck.explore import explore_command
+
+        return explore_command(args)
     from leasecheck.selfcheck import mutants_command
 
     return mutants_command(args)
 
 
-def _explore(rest: list[str]) -> int:
-    try:
-        from leasecheck.explore import main as explore_main
-    except ModuleNotFoundError as error:
-        raise UsageError("this installation has no model checker (leasecheck.explore)") from error
-    return explore_main(rest)
+def explore_doc() -> str:
+    import leasecheck.explore
+
+    return (leasecheck.explore.__doc__ or "").strip()
+
+
+def add_explore_arguments(parser: argparse.ArgumentParser) -> None:
+    from leasecheck.explore import add_arguments
+
+    add_arguments(parser)
 
 
 # --- check ------------------------------------------------------------------------

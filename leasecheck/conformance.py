@@ -20,13 +20,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from models._explore_core import Edge, ExploreResult, Move, concretize
-from models._explore_lease import LeaseSystem, LeaseWorld, ticket_dict
+from models._lease_system import LeaseSystem, LeaseWorld, ticket_dict
 from models.contracts import InjectedFault, Snapshot
+from models.explorer import Edge, ExploreResult, Move, concretize
 from targets.lease_compare import Outcome, differences, error_kind
 from targets.lease_target import read_snapshot, write_snapshot
 
 __all__ = ["ConformanceReport", "InjectedFault", "replay_lease"]
+
 
 @dataclass
 class ConformanceReport:

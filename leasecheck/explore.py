@@ -22,12 +22,19 @@ from typing import Any
 from crash_harness.schedules import BOUNDS, enumerate_schedules
 from leasecheck.conformance import replay_lease
 from leasecheck.job_conformance import probe_clear_error, probe_expiry_on_error, replay_jobs
-from models.explorer import LeaseScope, explore_lease, scope_parts
 from models.job_explorer import JobScope, explore_jobs, job_scope_parts
+from models.lease_explorer import LeaseScope, explore_lease, scope_parts
 from targets.loader import TargetError, load_jobs_target, load_worker
 from targets.scratch import scratch_dir
 
-__all__ = ["PartReport", "check_jobs_part", "check_lease_part", "check_schedules", "main"]
+__all__ = [
+    "PartReport",
+    "add_arguments",
+    "check_jobs_part",
+    "check_lease_part",
+    "check_schedules",
+    "explore_command",
+]
 
 
 @dataclass
@@ -116,13 +123,12 @@ def check_schedules(module: ModuleType, jobs: int, kills: int, directory: Path) 
     return report
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="leasecheck explore", description=__doc__)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``leasecheck explore`` (a subcommand of the ``leasecheck`` parser)."""
     parser.add_argument("--impl", metavar="PATH", help="lease worker target file")
     parser.add_argument("--jobs-impl", metavar="PATH", help="file defining JobQueue")
     parser.add_argument("--scope", choices=("small", "ci", "deep"), default="ci")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    return parser
 
 
 def run(impl: str | None, jobs_impl: str | None, scope: str) -> list[PartReport]:
@@ -141,11 +147,8 @@ def run(impl: str | None, jobs_impl: str | None, scope: str) -> list[PartReport]
     return reports
 
 
-def main(argv: list[str]) -> int:
-    try:
-        args = _parser().parse_args(argv)
-    except SystemExit as stop:  # argparse has printed the usage error
-        return 2 if stop.code else 0
+def explore_command(args: argparse.Namespace) -> int:
+    """Run ``leasecheck explore`` with parsed ``args``; the exit status."""
     started = time.perf_counter()
     try:
         reports = run(args.impl, args.jobs_impl, args.scope)

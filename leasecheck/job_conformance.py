@@ -19,7 +19,7 @@ from typing import Any
 
 from leasecheck.conformance import ConformanceReport
 from models import job_model as jm
-from models._explore_core import Edge, ExploreResult, Move
+from models.explorer import Edge, ExploreResult, Move
 from models.job_explorer import JobSystem, JobWorld
 from queue_impl.jobs import Lease, RetryPolicy
 from targets.job_compare import error_kind, lease_differences, model_visible, target_visible

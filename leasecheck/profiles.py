@@ -24,7 +24,7 @@ SEED_ENV = "LEASECHECK_SEED"
 EXAMPLES_ENV = "LEASECHECK_EXAMPLES"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Profile:
     """How hard every property tries."""
 
@@ -45,16 +45,28 @@ class Profile:
     thread_seconds: float
     """Wall-clock budget of the JobQueue thread-hammer test."""
     explore_scope: str
-    """Scope name for the model checker (see ``models.explorer``)."""
+    """Scope name for the model checker (``models.lease_explorer``, ``models.job_explorer``)."""
     shrink_seconds: int = 30
     """How long Hypothesis may shrink one failure (every attempt runs real SQLite)."""
 
 
 PROFILES = {
-    "quick": Profile("quick", 100, 20, 2, 20, 20, 3, 25, 1.0, "small", shrink_seconds=15),
-    "ci": Profile("ci", 1000, 15, 10, 120, 200, 3, 100, 2.0, "ci", shrink_seconds=30),
-    "deep": Profile("deep", 2000, 80, 20, 1000, 500, 6, 1000, 20.0, "deep", shrink_seconds=300),
-}
+    "quick": Profile(
+        name="quick", max_examples=100, step_count=20, crash_states=2, random_kills=20,
+        race_rounds=20, race_processes=3, parallel_histories=25, thread_seconds=1.0,
+        explore_scope="small", shrink_seconds=15,
+    ),
+    "ci": Profile(
+        name="ci", max_examples=1000, step_count=15, crash_states=10, random_kills=120,
+        race_rounds=200, race_processes=3, parallel_histories=100, thread_seconds=2.0,
+        explore_scope="ci", shrink_seconds=30,
+    ),
+    "deep": Profile(
+        name="deep", max_examples=2000, step_count=80, crash_states=20, random_kills=1000,
+        race_rounds=500, race_processes=6, parallel_histories=1000, thread_seconds=20.0,
+        explore_scope="deep", shrink_seconds=300,
+    ),
+}  # fmt: skip
 
 
 def current_profile() -> Profile:

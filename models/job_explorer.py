@@ -1,6 +1,6 @@
 """The explicit-state model checker for the JobQueue model (``models.job_model``).
 
-The same BFS core as the lease explorer (``models._explore_core``), with a second
+The same BFS core as the lease explorer (``models.explorer``), with a second
 system. A world is the model ``JobState``, the leases each worker still holds (stale
 ones included), the clock and the retry_dead budget left. Moves: ``submit`` (each
 priority and run-at offset of the scope, up to the scope's job count), ``poll`` by
@@ -31,7 +31,7 @@ from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from models import job_model as jm
-from models._explore_core import ExploreResult, Move, explore
+from models.explorer import ExploreResult, Move, explore
 from queue_impl.jobs import IllegalStateError, JobStatus, Lease, RetryPolicy
 
 __all__ = ["JOB_SCOPES", "JobScope", "JobSystem", "JobWorld", "explore_jobs", "job_scope_parts"]
@@ -43,7 +43,7 @@ START = 100
 FINAL = (JobStatus.SUCCEEDED, JobStatus.DEAD, JobStatus.CANCELLED)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class JobScope:
     """The bounds of one exploration of the JobQueue model."""
 
@@ -78,19 +78,41 @@ class JobScope:
 
 
 JOB_SCOPES: dict[str, tuple[JobScope, ...]] = {
-    "small": (JobScope("jobs-small", 1, ("w1", "w2"), (0,), (0,), (2,), 2, 1, 2, 1, 100_000),),
+    "small": (
+        JobScope(
+            name="jobs-small", jobs=1, workers=("w1", "w2"), priorities=(0,), offsets=(0,),
+            leases=(2,), max_attempts=2, base_backoff=1, max_backoff=2, retries=1,
+            max_states=100_000,
+        ),
+    ),
     "ci": (
-        JobScope("jobs-ci-1job", 1, ("w1", "w2"), (0,), (0, 1), (2,), 2, 1, 2, 1, 100_000),
-        JobScope("jobs-ci-2jobs", 2, ("w1", "w2"), (0, 1), (0,), (2,), 1, 1, 1, 0, 100_000),
+        JobScope(
+            name="jobs-ci-1job", jobs=1, workers=("w1", "w2"), priorities=(0,), offsets=(0, 1),
+            leases=(2,), max_attempts=2, base_backoff=1, max_backoff=2, retries=1,
+            max_states=100_000,
+        ),
+        JobScope(
+            name="jobs-ci-2jobs", jobs=2, workers=("w1", "w2"), priorities=(0, 1), offsets=(0,),
+            leases=(2,), max_attempts=1, base_backoff=1, max_backoff=1, retries=0,
+            max_states=100_000,
+        ),
     ),
     "deep": (
         # Measured (explore only): 387,191 states, 3,967,962 transitions, 106 s.
-        JobScope("jobs-deep-1job", 1, ("w1", "w2"), (0,), (0, 2), (1, 3), 3, 1, 2, 2, 3_000_000),
+        JobScope(
+            name="jobs-deep-1job", jobs=1, workers=("w1", "w2"), priorities=(0,),
+            offsets=(0, 2), leases=(1, 3), max_attempts=3, base_backoff=1, max_backoff=2,
+            retries=2, max_states=3_000_000,
+        ),
         # Measured (explore only): 223,759 states, 1,697,685 transitions, 48 s. With a
         # second run-at offset and a retry_dead it did not finish within 400 s.
-        JobScope("jobs-deep-2jobs", 2, ("w1", "w2"), (0, 1), (0,), (2,), 2, 1, 2, 0, 3_000_000),
+        JobScope(
+            name="jobs-deep-2jobs", jobs=2, workers=("w1", "w2"), priorities=(0, 1),
+            offsets=(0,), leases=(2,), max_attempts=2, base_backoff=1, max_backoff=2,
+            retries=0, max_states=3_000_000,
+        ),
     ),
-}
+}  # fmt: skip
 
 
 def job_scope_parts(name: str) -> tuple[JobScope, ...]:

@@ -9,16 +9,16 @@ from pathlib import Path
 import pytest
 
 from leasecheck.conformance import replay_lease
-from leasecheck.explore import main
+from leasecheck.cli import main as cli_main
 from leasecheck.job_conformance import probe_clear_error, probe_expiry_on_error, replay_jobs
 from leasecheck.mutants import by_name, materialize
 from leasecheck.targets import load_jobs_target, load_worker
 from models import lease_model
-from models._explore_core import Move, explore
-from models._explore_lease import LeaseWorld
+from models._lease_system import LeaseWorld
 from models.contracts import Snapshot
-from models.explorer import SCOPES, LeaseSystem, explore_lease
+from models.explorer import Move, explore
 from models.job_explorer import JOB_SCOPES, explore_jobs
+from models.lease_explorer import SCOPES, LeaseSystem, explore_lease
 
 SMALL = SCOPES["small"][0]
 
@@ -150,13 +150,15 @@ def test_jobs_boundary_mutant_is_caught(scratch: Path) -> None:
 
 
 def test_cli_usage_error_and_bad_target(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--scope", "huge"]) == 2
-    assert main(["--impl", "/nonexistent/worker.py"]) == 2
+    with pytest.raises(SystemExit) as usage:
+        cli_main(["explore", "--scope", "huge"])
+    assert usage.value.code == 2
+    assert cli_main(["explore", "--impl", "/nonexistent/worker.py"]) == 2
     assert "is not a file" in capsys.readouterr().err
 
 
 def test_cli_json_on_the_small_jobs_scope(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--jobs-impl", str(load_jobs_target.__globals__["BUNDLED_JOBS"]),
+    assert cli_main(["explore", "--jobs-impl", str(load_jobs_target.__globals__["BUNDLED_JOBS"]),
                  "--scope", "small", "--json"]) == 0  # fmt: skip
     data = json.loads(capsys.readouterr().out)
     assert data["ok"] and data["parts"][0]["exhausted"] and data["parts"][0]["states"] > 0

@@ -22,8 +22,8 @@ from leasecheck.mutants import Mutant, materialize
 from leasecheck.mutants.worker_bugs import MUTANTS
 from leasecheck.targets import load_worker
 from stateful_tests import lease_machine
-from targets.lease_compare import same
 from stateful_tests.lease_machine import LeaseAgreement
+from targets.lease_compare import same
 
 MUTANT_SETTINGS = settings(
     max_examples=500,

@@ -18,8 +18,8 @@ import pytest
 
 from leasecheck.explore import check_jobs_part, check_lease_part
 from leasecheck.profiles import Profile
-from models.explorer import scope_parts
 from models.job_explorer import job_scope_parts
+from models.lease_explorer import scope_parts
 
 
 @pytest.mark.leasecheck("lease.model-check")

@@ -20,16 +20,48 @@ from __future__ import annotations
 import itertools
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from models import lease_model
-from models._explore_core import Move
 from models.contracts import FAULT_POINTS, JobRow, RedriveRow, Snapshot
+from models.explorer import Move
 
-if TYPE_CHECKING:
-    from models.explorer import LeaseScope
+__all__ = ["LeaseScope", "LeaseSystem", "LeaseWorld", "TicketKey", "fault_variants", "ticket_dict"]
 
-__all__ = ["LeaseSystem", "LeaseWorld", "TicketKey", "fault_variants", "ticket_dict"]
+
+@dataclass(frozen=True, kw_only=True)
+class LeaseScope:
+    """The bounds of one exploration of the lease worker model."""
+
+    name: str
+    jobs: tuple[str, ...]
+    dispatchers: tuple[str, ...]
+    qtys: tuple[int, ...]
+    ttls: tuple[int, ...]
+    budgets: tuple[int, ...]
+    """``max_attempts`` values for enqueue."""
+    leases: tuple[int, ...]
+    delays: tuple[int, ...]
+    """``delay_ms`` values for a ``retry`` finish (ok and permanent finish with 0)."""
+    max_redrives: int
+    """Redrives in the whole run (the redrives table's length)."""
+    max_held: int
+    """Tickets one dispatcher keeps; a new claim beyond that forgets its oldest."""
+    max_states: int
+    """Safety valve: stop (``exhausted`` False) beyond this many states."""
+
+    def describe(self) -> str:
+        return (
+            f"scope {self.name}: jobs {list(self.jobs)} x dispatchers {list(self.dispatchers)};"
+            f" qty {list(self.qtys)}, ttl {list(self.ttls)}, max_attempts {list(self.budgets)},"
+            f" lease_ms {list(self.leases)}, retry delay_ms {list(self.delays)},"
+            f" <= {self.max_redrives} redrive(s), <= {self.max_held} ticket(s) kept per"
+            f" dispatcher; the clock starts at t=100 and moves forward to the next instant in"
+            f" {{x-1, x, x+1}} of a pending row's available_at/deadline or a leased row's"
+            f" lease_until/deadline; a fault may raise at every hook point; reduced by"
+            f" job/dispatcher renaming and time shift; at most {self.max_states} states"
+        )
+
 
 TicketKey = tuple[str, int, str, int, int, int]
 """A held ticket as a tuple: (id, qty, owner, token, attempt, lease_until)."""
@@ -185,7 +217,7 @@ class LeaseSystem:
         if any(t < 1 for t in _instants(world.queue)):
             raise ValueError(
                 f"scope {self.scope.name!r} reaches times more than {ORIGIN - 2} ms before"
-                f" now; raise ORIGIN in models/_explore_lease.py or shrink the scope"
+                f" now; raise ORIGIN in models/_lease_system.py or shrink the scope"
             )
         for row in world.queue.jobs:
             problem = _row_problem(row)
