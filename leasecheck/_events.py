@@ -15,9 +15,12 @@ from typing import Any
 
 import pytest
 
+from leasecheck.counterexample import Counterexample
 from leasecheck.plugin import property_name
 
 EVENTS_ENV = "LEASECHECK_EVENTS"
+FAILURE_KEY = "leasecheck:failure"
+"""The ``user_properties`` key of a failure's structured counterexample."""
 FIRST_OPTION = "--leasecheck-first"
 
 
@@ -49,6 +52,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     first = config.getoption(FIRST_OPTION)
     if first:
         items.sort(key=lambda item: property_name(item) != first)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Attach the failure as data, built from the exception in the process that raised it."""
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    if call.when == "call" and call.excinfo is not None and report.failed:
+        example = Counterexample.from_error(call.excinfo.value)
+        report.user_properties.append((FAILURE_KEY, example.record()))
 
 
 def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) -> None:

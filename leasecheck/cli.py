@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from leasecheck import __version__
-from leasecheck.counterexample import export, parse
+from leasecheck.counterexample import export
 from leasecheck.runner import VIOLATED, CheckOptions, CheckResult, PropertyResult, run_check
 
 __all__ = ["main"]
@@ -205,13 +205,13 @@ def _print_summary(result: CheckResult) -> None:
 
 
 def _print_failure(prop: PropertyResult, options: CheckOptions, directory: Path | None) -> None:
-    report = "\n".join(prop.details)
-    example = parse(report)
-    steps = f" ({example.steps} steps)" if example.steps else ""
+    example = prop.counterexample
+    steps = f" ({example.steps} steps)" if example and example.steps else ""
     print(f"{prop.verdict}: {prop.name}{steps}")
-    print("\n".join(f"    {line}" for line in example.text().splitlines()) or report[-3000:])
+    if example is not None:
+        print("\n".join(f"    {line}" for line in example.text().splitlines()))
     print(f"  replay: {replay_command(options)}")
-    if directory is not None and prop.verdict == VIOLATED and prop.nodeids:
+    if directory is not None and example and prop.verdict == VIOLATED and prop.nodeids:
         target, option = _target_of(prop.name, options)
         path = export(
             directory, prop.name, example, target=target, option=option,

@@ -1,10 +1,13 @@
-"""Counterexamples: the shrunk program of a failure, its length, and its pytest export.
+"""Counterexamples: a failure as data, its text, and its pytest export.
 
-A stateful property fails with Hypothesis' falsifying program (``state = Machine()``,
-one ``state.<operation>(...)`` line per step, ``state.teardown()``). The export turns
-that program into a standalone pytest file that binds the same target, replays the
-steps (with the invariant checks Hypothesis printed between them), so it fails while the
-bug is present and passes once it is fixed. Process-level properties print their
+A property's failure travels from the test process to the CLI as a structured
+record (``Counterexample.record``): the raised error's class and own message, and,
+for a state machine, the shrunk program Hypothesis attached to the exception (see
+``stateful_tests.program``). Nothing is read back out of printed reports. This
+module only builds that record from the exception and formats it: the text the CLI
+shows, and the export, a standalone pytest file that binds the same target and
+replays the steps (with the invariant checks between them), so it fails while the
+bug is present and passes once it is fixed. Process-level properties describe their
 scenario as numbered steps; their export re-runs that property at the same profile
 and seed.
 """
@@ -12,41 +15,64 @@ and seed.
 from __future__ import annotations
 
 import importlib
-import inspect
 import re
-import textwrap
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Counterexample", "export", "parse"]
+from stateful_tests.program import program_of
+
+__all__ = ["Counterexample", "export"]
 
 _MACHINES = {
     "LeaseAgreement": ("stateful_tests.lease_machine", "load_worker"),
     "JobAgreement": ("stateful_tests.job_machine", "load_jobs_target"),
 }
-_START = re.compile(r"^state = (\w+)\(\)\s*$")
-_STEP = re.compile(r"^\s*\d+\.\s")
-_STEP_LINE = re.compile(r"^(?:[\w(), ]+ = )?state\.\w+\(")
-"""``state.claim(...)``, ``t = state.claim(...)`` or ``(t0,) = state.run_file(...)``."""
-_ERROR_LINE = re.compile(r"^E(?: {1,7}|$)(.*)$")
-"""pytest marks the lines of the raised error with ``E`` and seven spaces."""
+
+
+def _numbered(line: str) -> bool:
+    """A numbered scenario step of a process-level property (``  2. claim by w1 ...``)."""
+    head = line.strip().split(".", 1)[0]
+    return head.isdigit() and line.strip()[len(head) : len(head) + 2] == ". "
 
 
 @dataclass(frozen=True)
 class Counterexample:
-    """What a failure report says: the program (if stateful) and the message lines."""
+    """A failure: the error's own message lines and, if stateful, the shrunk program."""
 
     machine: str | None
     program: tuple[str, ...]
     message: tuple[str, ...]
+    steps: int = 0
+    """Operations in the program, or numbered steps of a process-level scenario."""
 
-    @property
-    def steps(self) -> int:
-        """How many operations the shrunk counterexample has (invariant checks excluded)."""
-        if self.machine:
-            skip = {"teardown", *_invariant_names(self.machine)}
-            return sum(1 for line in self.program if _called(line) not in skip)
-        return sum(1 for line in self.message if _STEP.match(line))
+    @classmethod
+    def from_error(cls, error: BaseException) -> Counterexample:
+        """What ``error`` says, in the process that raised it."""
+        message = _own_message(error)
+        program = program_of(error)
+        if program is not None:
+            return cls(program.machine, program.lines, message, program.steps)
+        return cls(None, (), message, sum(1 for line in message if _numbered(line)))
+
+    def record(self) -> dict[str, object]:
+        """JSON-ready, for the events file."""
+        return {
+            "machine": self.machine,
+            "program": list(self.program),
+            "message": list(self.message),
+            "steps": self.steps,
+        }
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, object]) -> Counterexample:
+        machine = record.get("machine")
+        return cls(
+            machine if isinstance(machine, str) else None,
+            tuple(str(line) for line in _list(record.get("program"))),
+            tuple(str(line) for line in _list(record.get("message"))),
+            int(str(record.get("steps") or 0)),
+        )
 
     def text(self, limit: int = 40) -> str:
         lines = [*self.program, *([""] if self.program and self.message else []), *self.message]
@@ -56,72 +82,20 @@ class Counterexample:
         return "\n".join(shown)
 
 
-def _called(line: str) -> str:
-    match = re.search(r"state\.(\w+)\(", line)
-    return match.group(1) if match else ""
+def _list(value: object) -> list[object]:
+    return list(value) if isinstance(value, list | tuple) else []
 
 
-def _invariant_names(machine: str) -> set[str]:
-    """The machine's @invariant methods, which Hypothesis prints between steps."""
-    module = importlib.import_module(_MACHINES[machine][0])
-    cls = getattr(module, machine)
-    return {
-        name
-        for name, method in inspect.getmembers(cls, inspect.isfunction)
-        if getattr(method, "hypothesis_stateful_invariant", None) is not None
-    }
-
-
-def _unprefixed(line: str) -> str:
-    """A report line without pytest's ``E   `` marker."""
-    match = _ERROR_LINE.match(line)
-    return match.group(1) if match else line
-
-
-def _program(lines: list[str]) -> tuple[str | None, tuple[str, ...]]:
-    """The last complete falsifying program in the report (the shrunk one)."""
-    found: tuple[str | None, tuple[str, ...]] = (None, ())
-    machine: str | None = None
-    program: list[str] = []
-    for line in map(_unprefixed, lines):
-        start = _START.match(line)
-        if start and start.group(1) in _MACHINES:
-            machine, program = start.group(1), []
-        elif machine is not None and _STEP_LINE.match(line):
-            program.append(line.rstrip())
-            if line.strip() == "state.teardown()":
-                found, machine = (machine, tuple(program)), None
-        elif line.strip():
-            machine = None  # not a program after all
-    return found
-
-
-def parse(report: str) -> Counterexample:
-    """Read a pytest failure report into a ``Counterexample``."""
-    lines = report.splitlines()
-    machine, program = _program(lines)
-    return Counterexample(machine, program, tuple(_message(lines)))
-
-
-_MESSAGE_ENDS = ("assert ", "Failing test case", "Falsifying example", "state = ")
-
-
-def _message(lines: list[str]) -> list[str]:
-    """The raised error's own text, without pytest's introspection or Hypothesis' notes."""
-    message: list[str] = []
-    for raw in lines:
-        match = _ERROR_LINE.match(raw)
-        if not match:
-            if message:
-                break  # the error's lines are contiguous
-            continue
-        line = match.group(1).rstrip()
-        if line.lstrip().startswith(_MESSAGE_ENDS):
-            break
-        message.append(line)
-    while message and not message[-1].strip():
-        message.pop()
-    return textwrap.dedent("\n".join(message)).splitlines()
+def _own_message(error: BaseException) -> tuple[str, ...]:
+    """``Class: text`` of the error, without the ``assert ...`` explanation pytest's
+    assertion rewriting appends to a failed ``assert cond, message``."""
+    lines = f"{type(error).__name__}: {error}".rstrip().splitlines()
+    if isinstance(error, AssertionError):
+        cut = next((i for i, line in enumerate(lines) if line.startswith("assert ")), len(lines))
+        lines = lines[: max(cut, 1)]
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return tuple(lines)
 
 
 _STATEFUL_TEMPLATE = '''"""Counterexample found by leasecheck: property {prop} on {target}.

@@ -10,10 +10,11 @@ runs only lease-worker properties and ``--jobs-impl`` alone only JobQueue ones.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 import psutil
 import pytest
@@ -29,6 +30,7 @@ HELP_IMPL = "lease worker target file to check (default: the bundled queue_impl/
 HELP_JOBS_IMPL = "file defining JobQueue to check (default: the bundled queue_impl/job_queue.py)"
 HELP_PROFILE = "how hard to try: quick (seconds), ci (deterministic gate), deep (long hunts)"
 HELP_SEED = "seed for every random choice outside Hypothesis (default 0)"
+HELP_EXAMPLES = "example database directory (default: $LEASECHECK_EXAMPLES or .leasecheck/examples)"
 MARKER = "leasecheck(name): a leasecheck property, e.g. lease.agreement or jobs.threads"
 
 
@@ -38,24 +40,44 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--jobs-impl", metavar="PATH", default=None, help=HELP_JOBS_IMPL)
     group.addoption("--profile", choices=sorted(profiles.PROFILES), default=None, help=HELP_PROFILE)
     group.addoption("--leasecheck-seed", metavar="N", type=int, default=None, help=HELP_SEED)
+    group.addoption("--leasecheck-examples", metavar="DIR", default=None, help=HELP_EXAMPLES)
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """The options of this run, read once at configure time (not through ``os.environ``)."""
+
+    profile: profiles.Profile
+    seed: int
+    seeded: bool
+    """A seed was chosen (option or environment): every test draws from it."""
+    examples: Path
+
+
+RUN_SETTINGS = pytest.StashKey[RunSettings]()
+
+
+def _run_settings(config: pytest.Config) -> RunSettings:
+    seed = config.getoption("--leasecheck-seed")
+    return RunSettings(
+        profile=profiles.current_profile(config.getoption("--profile")),
+        seed=profiles.current_seed(seed),
+        seeded=seed is not None or profiles.SEED_ENV in os.environ,
+        examples=profiles.examples_path(config.getoption("--leasecheck-examples")),
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
-    if config.getoption("--profile"):
-        os.environ[profiles.PROFILE_ENV] = config.getoption("--profile")
-    if config.getoption("--leasecheck-seed") is not None:
-        os.environ[profiles.SEED_ENV] = str(config.getoption("--leasecheck-seed"))
-    profile = profiles.current_profile()
-    settings.register_profile("leasecheck", profiles.hypothesis_settings(profile))
+    run = config.stash[RUN_SETTINGS] = _run_settings(config)
+    settings.register_profile("leasecheck", profiles.hypothesis_settings(run.profile, run.examples))
     settings.load_profile("leasecheck")
     # Hypothesis reads this bound when shrinking starts; the default is 300 s.
-    shrinking_engine.MAX_SHRINKING_SECONDS = profile.shrink_seconds
-    seeded = config.getoption("--leasecheck-seed") is not None or profiles.SEED_ENV in os.environ
-    if (profile.name == "ci" or seeded) and hypothesis_core.global_force_seed is None:
+    shrinking_engine.MAX_SHRINKING_SECONDS = run.profile.shrink_seconds
+    if (run.profile.name == "ci" or run.seeded) and hypothesis_core.global_force_seed is None:
         # What Hypothesis' own --hypothesis-seed does: every test draws from this seed,
         # so the ci verdict depends only on the target, the seed and the example database.
-        hypothesis_core.global_force_seed = profiles.current_seed()  # type: ignore[assignment]
+        hypothesis_core.global_force_seed = run.seed  # type: ignore[assignment]
 
 
 def property_name(item: pytest.Item) -> str | None:
@@ -76,14 +98,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def lc_profile() -> profiles.Profile:
+def lc_profile(pytestconfig: pytest.Config) -> profiles.Profile:
     """The active profile (quick, ci or deep)."""
-    return profiles.current_profile()
+    return pytestconfig.stash[RUN_SETTINGS].profile
 
 
 @pytest.fixture(scope="session")
-def lc_seed() -> int:
-    return profiles.current_seed()
+def lc_seed(pytestconfig: pytest.Config) -> int:
+    return pytestconfig.stash[RUN_SETTINGS].seed
 
 
 @pytest.fixture(scope="session")
@@ -134,11 +156,20 @@ def no_leaked_children() -> Iterator[None]:
     assert not left, f"the test left child processes running: {[c.pid for c in left]}"
 
 
-@pytest.fixture
-def checked(record_property: Any) -> Any:
-    """Call ``checked("412 kills")`` to say what a property covered (the summary's column)."""
+CHECKED_KEY = "leasecheck:checked"
+"""The ``user_properties`` key of what a property covered (a dict: text and figures)."""
 
-    def note(what: str) -> None:
-        record_property("runs", what)
+
+class Checked(Protocol):
+    def __call__(self, text: str, **figures: object) -> None: ...
+
+
+@pytest.fixture
+def checked(record_property: Callable[[str, object], None]) -> Checked:
+    """Call ``checked("110 kills", kills={...})`` to say what a property covered: the text
+    is the summary's ``checked`` column, the figures travel with it as data."""
+
+    def note(text: str, **figures: object) -> None:
+        record_property(CHECKED_KEY, {"text": text, **figures})
 
     return note

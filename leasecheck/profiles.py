@@ -69,16 +69,19 @@ PROFILES = {
 }  # fmt: skip
 
 
-def current_profile() -> Profile:
-    name = os.environ.get(PROFILE_ENV, "ci")
+def current_profile(name: str | None = None) -> Profile:
+    """The profile called ``name``, else ``$LEASECHECK_PROFILE``, else ``ci``."""
+    where = "--profile" if name is not None else f"${PROFILE_ENV}"
+    name = name if name is not None else os.environ.get(PROFILE_ENV, "ci")
     if name not in PROFILES:
-        raise ValueError(
-            f"unknown profile {name!r} from ${PROFILE_ENV}; use one of quick, ci, deep"
-        )
+        raise ValueError(f"unknown profile {name!r} from {where}; use one of quick, ci, deep")
     return PROFILES[name]
 
 
-def current_seed() -> int:
+def current_seed(seed: int | None = None) -> int:
+    """``seed``, else ``$LEASECHECK_SEED``, else 0."""
+    if seed is not None:
+        return seed
     raw = os.environ.get(SEED_ENV, "0")
     try:
         return int(raw)
@@ -86,14 +89,18 @@ def current_seed() -> int:
         raise ValueError(f"${SEED_ENV}={raw!r} is not an integer; set it to e.g. 0") from None
 
 
-def example_database(read_only: bool) -> ExampleDatabase:
+def examples_path(path: str | Path | None = None) -> Path:
+    """``path``, else ``$LEASECHECK_EXAMPLES``, else ``.leasecheck/examples``."""
+    return Path(path if path is not None else os.environ.get(EXAMPLES_ENV, ".leasecheck/examples"))
+
+
+def example_database(read_only: bool, path: Path | None = None) -> ExampleDatabase:
     """Failing examples are kept here and replayed first (share it by committing it)."""
-    path = Path(os.environ.get(EXAMPLES_ENV, ".leasecheck/examples"))
-    database: ExampleDatabase = DirectoryBasedExampleDatabase(path)
+    database: ExampleDatabase = DirectoryBasedExampleDatabase(examples_path(path))
     return ReadOnlyDatabase(database) if read_only else database
 
 
-def hypothesis_settings(profile: Profile) -> settings:
+def hypothesis_settings(profile: Profile, examples: Path | None = None) -> settings:
     """The Hypothesis settings of ``profile`` (never time-based: no deadline)."""
     return settings(
         max_examples=profile.max_examples,
@@ -102,7 +109,7 @@ def hypothesis_settings(profile: Profile) -> settings:
         # Explicit: with CI=true in the environment Hypothesis' own default profile turns
         # derandomize on, which would ignore the seed and change the verdict under CI.
         derandomize=False,
-        database=example_database(read_only=profile.name == "ci"),
+        database=example_database(read_only=profile.name == "ci", path=examples),
         suppress_health_check=list(HealthCheck),
         # The explain phase re-runs the failing program many times to annotate lines; on
         # a state machine that opens SQLite files it can take minutes for little gain.

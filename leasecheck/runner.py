@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import leasecheck.properties
-from leasecheck.profiles import EXAMPLES_ENV
+from leasecheck._events import FAILURE_KEY
+from leasecheck.counterexample import Counterexample
+from leasecheck.plugin import CHECKED_KEY
 from targets.scratch import SCRATCH_ENV, scratch_dir
 
 __all__ = [
@@ -73,6 +75,20 @@ class PropertyResult:
     nodeids: list[str] = field(default_factory=list)
     failed_at: float | None = None
     """Seconds from the start of the run to the first failure report."""
+    failures: list[Counterexample] = field(default_factory=list)
+    """Each failure as the test process recorded it (program, message, steps)."""
+    figures: dict[str, object] = field(default_factory=dict)
+    """What the property covered, as numbers (``checked(..., kills=110)``)."""
+
+    @property
+    def counterexample(self) -> Counterexample | None:
+        """The first recorded failure, or one made of the report text if none was recorded
+        (a crash of the test process or a setup error)."""
+        if self.failures:
+            return self.failures[0]
+        if self.details:
+            return Counterexample(None, (), tuple("\n".join(self.details).splitlines()[-30:]))
+        return None
 
 
 @dataclass
@@ -102,16 +118,9 @@ def pytest_command(options: CheckOptions) -> list[str]:
         command += ["--leasecheck-first", options.first]
     if options.stop_at_first_failure:
         command += ["-x"]
+    if options.examples is not None:
+        command += ["--leasecheck-examples", str(options.examples)]
     return command
-
-
-def _coverage(key: str, value: object) -> str:
-    """One recorded figure for the summary: ``checked("...")`` text, or a named count."""
-    if key == "runs":
-        return str(value)
-    if isinstance(value, dict):
-        value = sum(v for v in value.values() if isinstance(v, int))
-    return f"{value} {key.replace('_', ' ')}"
 
 
 def _property_of(event: dict[str, Any]) -> str:
@@ -165,7 +174,7 @@ class _Run:
         if event["nodeid"] not in result.nodeids:
             result.nodeids.append(event["nodeid"])
         result.seconds += float(event["duration"])
-        result.runs += [_coverage(key, value) for key, value in event["user_properties"]]
+        self._record(result, event["user_properties"])
         outcome = event["outcome"]
         if outcome == "failed":
             result.verdict = VIOLATED
@@ -182,6 +191,16 @@ class _Run:
         if event["when"] in ("call", "teardown") or outcome != "passed":
             self.running.pop(event["nodeid"], None)
             self.on_event(event["nodeid"], result)
+
+    @staticmethod
+    def _record(result: PropertyResult, records: list[list[Any]]) -> None:
+        """What the test process sent as data: coverage figures and counterexamples."""
+        for key, value in records:
+            if key == CHECKED_KEY and isinstance(value, dict):
+                result.runs.append(str(value.get("text", "")))
+                result.figures.update({k: v for k, v in value.items() if k != "text"})
+            elif key == FAILURE_KEY and isinstance(value, dict):
+                result.failures.append(Counterexample.from_record(value))
 
     def overdue(self, budget: float) -> str | None:
         now = time.monotonic()
@@ -211,8 +230,6 @@ def run_check(
     with scratch_dir("leasecheck-run-") as work:
         events, log = work / "events.jsonl", work / "pytest.log"
         env = {**os.environ, "LEASECHECK_EVENTS": str(events), SCRATCH_ENV: str(work)}
-        if options.examples is not None:
-            env[EXAMPLES_ENV] = str(options.examples)
         run, tail = _Run(on_event), _Tail(events)
         with log.open("wb") as output:
             process = subprocess.Popen(

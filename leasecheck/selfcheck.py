@@ -16,7 +16,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from leasecheck.counterexample import parse
 from leasecheck.mutants import CATALOGUE, Mutant, materialize
 from leasecheck.runner import HOLDS, CheckOptions, run_check
 from targets.scratch import scratch_dir
@@ -53,7 +52,8 @@ def check_mutant(mutant: Mutant, profile: str, seed: int = 0) -> Kill:
         note = result.problem or ("" if result.exit_code == 0 else f"exit {result.exit_code}")
         return Kill(mutant, False, "-", time.monotonic() - started, 0, note)
     killer = min(failed, key=lambda p: p.failed_at or 0.0)
-    steps = parse("\n".join(killer.details)).steps
+    example = killer.counterexample
+    steps = example.steps if example else 0
     seconds = killer.failed_at or time.monotonic() - started
     return Kill(mutant, True, killer.name, seconds, steps, killer.verdict)
 

@@ -40,7 +40,6 @@ from hypothesis.stateful import (
     MultipleResults,
     RuleBasedStateMachine,
     initialize,
-    invariant,
     multiple,
     precondition,
     rule,
@@ -49,6 +48,7 @@ from hypothesis.stateful import (
 from models import job_model
 from models.job_model import JobQueueModel, JobState, expire
 from queue_impl.jobs import JobStatus, JobView, Lease, RetryPolicy
+from stateful_tests.program import check
 from targets.job_compare import SPEC_ERRORS, brief, error_kind, lease_differences, said
 
 __all__ = ["JobAgreement", "ManualTime", "RetryPolicy"]
@@ -335,7 +335,7 @@ class JobAgreement(RuleBasedStateMachine):
 
     # --- agreement, checked in one place -------------------------------------------------
 
-    @invariant()
+    @check
     def views_agree(self) -> None:
         """After every step the views of all jobs and ``dead_letters()`` agree."""
         for expected in job_model.views(self.model.state):

@@ -46,7 +46,6 @@ from hypothesis.stateful import (
     MultipleResults,
     RuleBasedStateMachine,
     initialize,
-    invariant,
     multiple,
     precondition,
     rule,
@@ -55,6 +54,7 @@ from hypothesis.stateful import (
 import models.lease_model as lease_model
 from models.contracts import LeaseQueue, Snapshot
 from models.lease_model import MAX_NOW, LeaseModel, retry_delay_readings
+from stateful_tests.program import check
 from targets.lease_compare import Outcome, differences, error_kind, same, state_difference
 from targets.lease_target import LeaseTarget, read_snapshot
 from targets.loader import load_worker
@@ -575,7 +575,7 @@ class LeaseAgreement(RuleBasedStateMachine):
 
     # --- invariants --------------------------------------------------------------------------
 
-    @invariant()
+    @check
     def consistent(self) -> None:
         """Tokens never decrease; one live lease per job; redrives only grow; rows coherent."""
         for state in (self.model.snapshot(), self.seen):

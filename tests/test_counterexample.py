@@ -1,44 +1,74 @@
-"""Reading counterexamples out of pytest reports, and exporting them."""
+"""Counterexamples as data: built from the raised exception, sent as a record, formatted."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import pytest
+from hypothesis import Phase, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, rule, run_state_machine_as_test
 
-from leasecheck.counterexample import parse
-
-REPORT = (Path(__file__).parent / "data" / "stateful_failure.txt").read_text()
-"""A real pytest report of a failing Hypothesis state machine (see the file)."""
-
-PROCESS_REPORT = """\
-    def test_crash_points(worker_target):
->       check(...)
-E       AssertionError: after SIGKILL at after-claim the reopened file is neither before nor after
-E         1. enqueue a (qty 1) at t=0
-E         2. claim by w1 at t=0, killed at after-claim
-E         3. reopen: job 'a' is leased
-E       assert False
-crash_harness/atomicity.py:10: AssertionError
-"""
+from leasecheck.counterexample import Counterexample
+from stateful_tests.program import CHECKS, check
 
 
-def test_the_shrunk_program_is_read_from_a_stateful_report() -> None:
-    example = parse(REPORT)
-    assert example.machine == "LeaseAgreement"
-    assert example.program[0] == "state.tokens_never_decrease()"
-    assert "tickets_0 = state.claim(owner='w1')" in example.program
+class Toy(RuleBasedStateMachine):
+    """Fails when a ticket claimed second is finished: the shape of a stale-ticket bug."""
+
+    tickets = Bundle("tickets")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.n = 0
+
+    @rule(target=tickets)
+    def claim(self) -> int:
+        self.n += 1
+        return self.n
+
+    @rule(ticket=tickets, outcome=st.sampled_from(["ok", "retry"]))
+    def finish(self, ticket: int, outcome: str) -> None:
+        message = "finish returned 'done' on the target but False on the model"
+        assert not (ticket == 1 and self.n >= 2 and outcome == "ok"), message
+
+    @check
+    def tokens_never_decrease(self) -> None:
+        assert self.n >= 0
+
+
+def _failure() -> AssertionError:
+    quiet = settings(max_examples=500, database=None, phases=[Phase.generate, Phase.shrink])
+    with pytest.raises(AssertionError) as raised:
+        run_state_machine_as_test(Toy, settings=quiet)
+    return raised.value
+
+
+def test_the_shrunk_program_comes_from_the_exception_itself() -> None:
+    example = Counterexample.from_error(_failure())
+    assert example.machine == "Toy"
     assert example.program[-1] == "state.teardown()"
+    assert any("state.finish(" in line for line in example.program)
+    assert "tokens_never_decrease" in CHECKS
+    assert example.steps == 3  # claim, claim, finish: invariant checks are not steps
 
 
 def test_the_message_is_the_errors_own_text_without_introspection() -> None:
-    example = parse(REPORT)
+    example = Counterexample.from_error(_failure())
     assert example.message == (
         "AssertionError: finish returned 'done' on the target but False on the model",
     )
 
 
 def test_a_process_scenario_counts_its_numbered_steps() -> None:
-    example = parse(PROCESS_REPORT)
-    assert example.machine is None
-    assert example.steps == 3
+    error = AssertionError(
+        "after SIGKILL at after-claim the reopened file is neither before nor after\n"
+        "  1. enqueue a (qty 1) at t=0\n  2. claim by w1 at t=0, killed at after-claim\n"
+        "  3. reopen: job 'a' is leased"
+    )
+    example = Counterexample.from_error(error)
+    assert example.machine is None and example.steps == 3
     assert example.message[0].startswith("AssertionError: after SIGKILL at after-claim")
-    assert "assert False" not in example.message
+
+
+def test_a_record_survives_the_trip_through_the_events_file() -> None:
+    example = Counterexample.from_error(_failure())
+    assert Counterexample.from_record(example.record()) == example

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from leasecheck.conformance import replay_lease
 from leasecheck.cli import main as cli_main
+from leasecheck.conformance import replay_lease
 from leasecheck.job_conformance import probe_clear_error, probe_expiry_on_error, replay_jobs
 from leasecheck.mutants import by_name, materialize
 from leasecheck.targets import load_jobs_target, load_worker

@@ -176,7 +176,9 @@ def test_a_wrong_result_is_reported_side_by_side(
     first = result.message.splitlines()[0]
     assert first.startswith("poll('w1', "), first
     assert "'job_id': 'J1'" in first and "on the target but" in first
-    assert "'job_id': 'J2'" in first and first.endswith("on the model (tokens aside)")
+    # The model's job depends on the shrunk program (J2 or J3; derandomize keys on the code).
+    assert "on the target but {'job_id': 'J" in first
+    assert first.endswith("on the model (tokens aside)")
 
 
 def test_an_exception_mismatch_names_both_outcomes(

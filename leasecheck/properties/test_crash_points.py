@@ -5,13 +5,13 @@ See ``crash_harness.atomicity`` for what is checked after each kill.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from crash_harness.atomicity import POINT_CASES, KillTable, check_every_point
+from leasecheck.plugin import Checked
 from leasecheck.profiles import Profile
 
 
@@ -22,10 +22,10 @@ def test_crash_points(
     lc_seed: int,
     scratch: Path,
     no_leaked_children: None,
-    record_property: Callable[[str, object], None],
+    checked: Checked,
 ) -> None:
     table = check_every_point(worker_target, scratch, lc_profile.crash_states, lc_seed)
-    record_property("kills", dict(table.kills))
+    checked(f"{sum(table.kills.values())} kills", kills=dict(table.kills))
     print(f"lease.crash-points kills per point:\n{table.render()}")
     wanted = {KillTable.label(*case): lc_profile.crash_states for case in POINT_CASES}
     assert dict(table.kills) == wanted

@@ -6,13 +6,13 @@ acknowledged operations, or after those plus the one in flight — nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from crash_harness.random_kills import check_random_kills
+from leasecheck.plugin import Checked
 from leasecheck.profiles import Profile
 
 
@@ -23,9 +23,9 @@ def test_crash_random(
     lc_seed: int,
     scratch: Path,
     no_leaked_children: None,
-    record_property: Callable[[str, object], None],
+    checked: Checked,
 ) -> None:
     report = check_random_kills(worker_target, scratch, lc_profile.random_kills, lc_seed)
-    record_property("random_kills", report.kills)
+    checked(f"{report.kills} random kills", random_kills=report.kills)
     print(f"lease.crash-random: {report.render()}")
     assert report.kills == lc_profile.random_kills

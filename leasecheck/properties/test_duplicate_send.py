@@ -6,13 +6,13 @@ and the job done with token 2 and attempts 2, as the model says.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from crash_harness.duplicate_send import check_duplicate_send
+from leasecheck.plugin import Checked
 from leasecheck.profiles import Profile
 
 
@@ -23,9 +23,9 @@ def test_duplicate_send(
     lc_seed: int,
     scratch: Path,
     no_leaked_children: None,
-    record_property: Callable[[str, object], None],
+    checked: Checked,
 ) -> None:
     report = check_duplicate_send(worker_target, scratch, lc_profile.crash_states, lc_seed)
-    record_property("recoveries", report.scenarios)
+    checked(f"{report.scenarios} recoveries", recoveries=report.scenarios)
     print(f"lease.duplicate-send: {report.render()}")
     assert report.scenarios == lc_profile.crash_states

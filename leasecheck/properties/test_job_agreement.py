@@ -13,13 +13,13 @@ by side.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
+from leasecheck.plugin import Checked
 from leasecheck.profiles import Profile
 from stateful_tests.job_machine import JobAgreement
 
@@ -27,9 +27,7 @@ MIN_STEPS = 40
 
 
 @pytest.mark.leasecheck("jobs.agreement")
-def test_job_agreement(
-    jobs_target: type[Any], lc_profile: Profile, checked: Callable[[str], None]
-) -> None:
+def test_job_agreement(jobs_target: type[Any], lc_profile: Profile, checked: Checked) -> None:
     examples = lc_profile.max_examples * 6 // 5
     steps = max(lc_profile.step_count, MIN_STEPS)
     JobAgreement.bind(jobs_target)
@@ -41,4 +39,4 @@ def test_job_agreement(
             stateful_step_count=steps,
         ),
     )
-    checked(f"{examples} programs of up to {steps} steps")
+    checked(f"{examples} programs of up to {steps} steps", programs=examples, steps=steps)

@@ -11,18 +11,18 @@ passes every run, whatever the interleaving.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from leasecheck.plugin import Checked
 from leasecheck.profiles import Profile
 from stateful_tests.job_threads import hammer
 
 
 @pytest.mark.leasecheck("jobs.threads")
 def test_job_threads(
-    jobs_target: type[Any], lc_profile: Profile, lc_seed: int, checked: Callable[[str], None]
+    jobs_target: type[Any], lc_profile: Profile, lc_seed: int, checked: Checked
 ) -> None:
     report = hammer(jobs_target, lc_profile.thread_seconds, lc_seed)
     checked(str(report))

@@ -9,21 +9,19 @@ a message naming the comparison that failed, both sides side by side.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from types import ModuleType
 
 import pytest
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
+from leasecheck.plugin import Checked
 from leasecheck.profiles import Profile
 from stateful_tests.lease_machine import LeaseAgreement
 
 
 @pytest.mark.leasecheck("lease.agreement")
-def test_lease_agreement(
-    worker_target: ModuleType, lc_profile: Profile, checked: Callable[[str], None]
-) -> None:
+def test_lease_agreement(worker_target: ModuleType, lc_profile: Profile, checked: Checked) -> None:
     LeaseAgreement.bind(worker_target)
     run_state_machine_as_test(
         LeaseAgreement,
@@ -33,4 +31,8 @@ def test_lease_agreement(
             stateful_step_count=lc_profile.step_count,
         ),
     )
-    checked(f"{lc_profile.max_examples} programs of up to {lc_profile.step_count} steps")
+    checked(
+        f"{lc_profile.max_examples} programs of up to {lc_profile.step_count} steps",
+        programs=lc_profile.max_examples,
+        steps=lc_profile.step_count,
+    )

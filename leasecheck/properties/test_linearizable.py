@@ -17,7 +17,6 @@ an operation with no effect; a process killed mid-operation has an unknown outco
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 
+from leasecheck.plugin import Checked
 from leasecheck.profiles import Profile
 from stateful_tests._parallel_jobs import run_jobs_program
 from stateful_tests._parallel_lease import run_lease_program
@@ -60,7 +60,7 @@ def test_lease_linearizable(
     scratch: Path,
     lc_profile: Profile,
     lc_seed: int,
-    checked: Callable[[str], None],
+    checked: Checked,
 ) -> None:
     memo = _memo(lc_profile)
     target = f" --impl {worker_path}" if worker_path else ""
@@ -78,7 +78,10 @@ def test_lease_linearizable(
         memo.run(program, lambda: attempt(program))
 
     history_is_linearizable()
-    checked(f"{lc_profile.parallel_histories} parallel histories")
+    checked(
+        f"{lc_profile.parallel_histories} parallel histories",
+        histories=lc_profile.parallel_histories,
+    )
 
 
 @pytest.mark.leasecheck("jobs.linearizable")
@@ -87,7 +90,7 @@ def test_jobs_linearizable(
     jobs_path: Path | None,
     lc_profile: Profile,
     lc_seed: int,
-    checked: Callable[[str], None],
+    checked: Checked,
 ) -> None:
     memo = _memo(lc_profile)
     target = f" --jobs-impl {jobs_path}" if jobs_path else ""
@@ -105,4 +108,7 @@ def test_jobs_linearizable(
         memo.run(program, lambda: attempt(program))
 
     history_is_linearizable()
-    checked(f"{lc_profile.parallel_histories} parallel histories")
+    checked(
+        f"{lc_profile.parallel_histories} parallel histories",
+        histories=lc_profile.parallel_histories,
+    )

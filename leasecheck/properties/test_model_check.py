@@ -9,7 +9,6 @@ must equal the model's successor.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 
 from leasecheck.explore import check_jobs_part, check_lease_part
+from leasecheck.plugin import Checked
 from leasecheck.profiles import Profile
 from models.job_explorer import job_scope_parts
 from models.lease_explorer import scope_parts
@@ -24,23 +24,21 @@ from models.lease_explorer import scope_parts
 
 @pytest.mark.leasecheck("lease.model-check")
 def test_lease_model_check(
-    worker_target: ModuleType, lc_profile: Profile, scratch: Path, checked: Callable[[str], None]
+    worker_target: ModuleType, lc_profile: Profile, scratch: Path, checked: Checked
 ) -> None:
     states = transitions = 0
     for part in scope_parts(lc_profile.explore_scope):
         report = check_lease_part(worker_target, part, scratch)
         assert report.problem is None, f"lease.model-check, {report.name}:\n{report.problem}"
         states, transitions = states + report.states, transitions + report.replayed_transitions
-    checked(f"{states} states, {transitions} replayed")
+    checked(f"{states} states, {transitions} replayed", states=states, replayed=transitions)
 
 
 @pytest.mark.leasecheck("jobs.model-check")
-def test_jobs_model_check(
-    jobs_target: type[Any], lc_profile: Profile, checked: Callable[[str], None]
-) -> None:
+def test_jobs_model_check(jobs_target: type[Any], lc_profile: Profile, checked: Checked) -> None:
     states = transitions = 0
     for part in job_scope_parts(lc_profile.explore_scope):
         report = check_jobs_part(jobs_target, part)
         assert report.problem is None, f"jobs.model-check, {report.name}:\n{report.problem}"
         states, transitions = states + report.states, transitions + report.replayed_transitions
-    checked(f"{states} states, {transitions} replayed")
+    checked(f"{states} states, {transitions} replayed", states=states, replayed=transitions)

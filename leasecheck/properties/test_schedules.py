@@ -10,7 +10,6 @@ failing schedule is printed as JSON (and written to ``$LEASECHECK_EXPORT`` if se
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -18,6 +17,7 @@ import pytest
 
 from crash_harness.schedules import BOUNDS
 from leasecheck.explore import check_schedules
+from leasecheck.plugin import Checked
 from leasecheck.profiles import Profile
 
 
@@ -27,7 +27,7 @@ def test_schedules(
     lc_profile: Profile,
     scratch: Path,
     no_leaked_children: None,
-    checked: Callable[[str], None],
+    checked: Checked,
 ) -> None:
     schedules = 0
     for jobs, kills in BOUNDS[lc_profile.explore_scope]:
@@ -40,4 +40,4 @@ def test_schedules(
             )
         assert report.problem is None, f"lease.schedules, {report.name}:\n{report.problem}"
         schedules += report.schedules
-    checked(f"{schedules} schedules")
+    checked(f"{schedules} schedules", schedules=schedules)

@@ -7,7 +7,6 @@ together from a barrier, round after round.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -15,6 +14,7 @@ import pytest
 
 from crash_harness.races import check_races
 from crash_harness.single_winner import check_single_winner
+from leasecheck.plugin import Checked
 from leasecheck.profiles import Profile
 
 
@@ -25,10 +25,10 @@ def test_single_winner(
     lc_seed: int,
     scratch: Path,
     no_leaked_children: None,
-    record_property: Callable[[str, object], None],
+    checked: Checked,
 ) -> None:
     report = check_single_winner(worker_target, scratch, lc_profile.crash_states, lc_seed)
-    record_property("schedules", dict(report.scenarios))
+    checked(f"{sum(report.scenarios.values())} schedules", schedules=dict(report.scenarios))
     print(f"lease.single-winner: {report.render()}")
     assert sum(report.scenarios.values()) == 2 + 4 * lc_profile.crash_states
 
@@ -40,11 +40,11 @@ def test_races(
     lc_seed: int,
     scratch: Path,
     no_leaked_children: None,
-    record_property: Callable[[str, object], None],
+    checked: Checked,
 ) -> None:
     report = check_races(
         worker_target, scratch, lc_profile.race_processes, lc_profile.race_rounds, lc_seed
     )
-    record_property("race_rounds", report.rounds)
+    checked(f"{report.rounds} race rounds", race_rounds=report.rounds)
     print(f"lease.races: {report.render()}")
     assert report.rounds == lc_profile.race_rounds
