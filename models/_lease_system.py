@@ -153,7 +153,8 @@ def _world_key(queue: Snapshot, held: tuple[tuple[TicketKey, ...], ...]) -> tupl
 
 
 def _is_live(row: JobRow, ticket: TicketKey, now: int) -> bool:
-    """The spec's 'current lease' test, written independently of the model."""
+    """The spec's 'current lease' test, written apart from the model on purpose: the explorer
+    checks the model, so it must not borrow the model's own predicate."""
     _, qty, owner, token, attempt, lease_until = ticket
     return (
         row.status == "leased"
