@@ -26,10 +26,10 @@ from typing import Any
 from models import job_model as jm
 from models import lease_model as lm
 from models._history import Operation, Raised, Returned, SequentialSpec, format_value
-from models.contracts import Snapshot
+from models.contracts import Snapshot, same
 from queue_impl.jobs import IllegalStateError, Lease, RetryPolicy
 
-__all__ = ["BUSY", "OPEN_TRANSACTION", "JobQueueSpec", "LeaseSpec", "same_value"]
+__all__ = ["BUSY", "OPEN_TRANSACTION", "JobQueueSpec", "LeaseSpec"]
 
 BUSY = "database is locked"
 """Error kind of a SQLite busy timeout: allowed by the spec's timeout=1, and no effect."""
@@ -39,26 +39,13 @@ OPEN_TRANSACTION = "left a transaction open"
 _Model = Returned | Raised
 
 
-def same_value(a: object, b: object) -> bool:
-    """Equality that also compares types (True is not 1), through dicts, lists and tuples."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        assert isinstance(b, dict)
-        return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
-    if isinstance(a, list | tuple):
-        assert isinstance(b, list | tuple)
-        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b, strict=True))
-    return a == b
-
-
 def _agrees(model: _Model, observed: Returned | Raised) -> bool:
     if isinstance(model, Raised) or isinstance(observed, Raised):
         return (
             isinstance(model, Raised) and isinstance(observed, Raised)
             and model.kind == observed.kind
         )  # fmt: skip
-    return same_value(model.value, observed.value)
+    return same(model.value, observed.value)
 
 
 def _unique(states: Sequence[Hashable]) -> list[Any]:

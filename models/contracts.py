@@ -29,6 +29,7 @@ __all__ = [
     "Send",
     "Snapshot",
     "Ticket",
+    "same",
 ]
 
 Ticket = dict[str, Any]
@@ -44,6 +45,24 @@ JOB_COLUMNS = (
 )  # fmt: skip
 REDRIVE_COLUMNS = ("id", "token", "at_ms", "note")
 FAULT_POINTS = ("after-claim", "after-finish", "after-audit", "after-redrive", "after-commit")
+
+
+def same(left: object, right: object) -> bool:
+    """Equal values of exactly the same types, recursively through dicts and sequences.
+
+    The contracts fix exact types ("returns ``True``", "exactly a dict"), so ``True`` is
+    not ``1`` and a dict subclass is not a dict, at every depth. Every comparison of a
+    target with a model uses this one function.
+    """
+    if type(left) is not type(right):
+        return False
+    if isinstance(left, dict):
+        assert isinstance(right, dict)
+        return left.keys() == right.keys() and all(same(left[k], right[k]) for k in left)
+    if isinstance(left, list | tuple):
+        assert isinstance(right, list | tuple)
+        return len(left) == len(right) and all(map(same, left, right))
+    return bool(left == right)
 
 
 class InjectedFault(Exception):

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Generic
 
 from models._history import Operation, Outcome, Raised, Returned, S, SequentialSpec
-from models._linear_specs import BUSY, OPEN_TRANSACTION, JobQueueSpec, LeaseSpec, same_value
+from models._linear_specs import BUSY, OPEN_TRANSACTION, JobQueueSpec, LeaseSpec
 
 __all__ = [
     "BUSY",
@@ -54,7 +54,6 @@ __all__ = [
     "SequentialSpec",
     "Verdict",
     "check",
-    "same_value",
 ]
 
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from types import ModuleType
 
-from models.contracts import Snapshot
+from models.contracts import Snapshot, same
 
 __all__ = [
     "WORKER_ERRORS",
@@ -55,19 +55,6 @@ def kind_from_classes(classes: Iterable[str]) -> str:
         if name in names:
             return name
     return f"unexpected {names[0] if names else 'error'}"
-
-
-def same(left: object, right: object) -> bool:
-    """Equal values of exactly the same types, recursively through dicts and sequences."""
-    if type(left) is not type(right):
-        return False
-    if isinstance(left, dict):
-        assert isinstance(right, dict)
-        return left.keys() == right.keys() and all(same(left[k], right[k]) for k in left)
-    if isinstance(left, list | tuple):
-        assert isinstance(right, list | tuple)
-        return len(left) == len(right) and all(map(same, left, right))
-    return bool(left == right)
 
 
 @dataclass(frozen=True)
