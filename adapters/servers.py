@@ -22,13 +22,22 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 
-__all__ = ["Server", "ServerError", "ServerMissing", "free_port", "postgres", "redis"]
+__all__ = [
+    "Server",
+    "ServerError",
+    "ServerMissing",
+    "create_database",
+    "free_port",
+    "postgres",
+    "redis",
+]
 
 PG_INSTALL = "apt-get install -y postgresql"
 REDIS_INSTALL = "apt-get install -y redis-server"
@@ -235,3 +244,23 @@ def redis(*, durable: bool = False, ready_timeout: float = 20.0) -> Iterator[Ser
         if running is not None:
             running.stop()
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def create_database(url: str, name: str) -> str:
+    """Create database ``name`` on the PostgreSQL server at ``url``; the new database's URL.
+
+    One database per test keeps tests on a shared server apart without a new cluster
+    (an ``initdb`` costs a second; a ``createdb`` a few milliseconds).
+    """
+    if not name.replace("_", "").isalnum():
+        raise ValueError(f"database name {name!r} must be letters, digits and underscores")
+    parts = urllib.parse.urlsplit(url)
+    createdb = _binary("createdb", PG_INSTALL)
+    done = subprocess.run(
+        [createdb, "-h", parts.hostname or "127.0.0.1", "-p", str(parts.port or 5432),
+         "-U", parts.username or "postgres", name],
+        capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=30, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise ServerError(f"createdb {name} on {url} failed: {done.stderr.strip()[-300:]}")
+    return urllib.parse.urlunsplit(parts._replace(path=f"/{name}"))

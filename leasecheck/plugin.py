@@ -30,6 +30,15 @@ HELP_JOBS_IMPL = "file defining JobQueue to check (default: the bundled queue_im
 HELP_PROFILE = "how hard to try: quick (seconds), ci (deterministic gate), deep (long hunts)"
 HELP_SEED = "seed for every random choice outside Hypothesis (default 0)"
 MARKER = "leasecheck(name): a leasecheck property, e.g. lease.agreement or jobs.threads"
+HELP_SERVERS = (
+    "also run the properties that start real PostgreSQL/Redis servers (marked 'servers'; "
+    "also turned on by LEASECHECK_SERVERS=1)"
+)
+SERVERS_MARKER = (
+    "servers: needs real PostgreSQL/Redis servers; deselected unless --servers or "
+    "LEASECHECK_SERVERS=1"
+)
+SERVERS_ENV = "LEASECHECK_SERVERS"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -38,10 +47,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--jobs-impl", metavar="PATH", default=None, help=HELP_JOBS_IMPL)
     group.addoption("--profile", choices=sorted(profiles.PROFILES), default=None, help=HELP_PROFILE)
     group.addoption("--leasecheck-seed", metavar="N", type=int, default=None, help=HELP_SEED)
+    group.addoption("--servers", action="store_true", default=False, help=HELP_SERVERS)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
+    config.addinivalue_line("markers", SERVERS_MARKER)
     if config.getoption("--profile"):
         os.environ[profiles.PROFILE_ENV] = config.getoption("--profile")
     if config.getoption("--leasecheck-seed") is not None:
@@ -63,7 +74,20 @@ def property_name(item: pytest.Item) -> str | None:
     return str(marker.args[0]) if marker and marker.args else None
 
 
+def servers_wanted(config: pytest.Config) -> bool:
+    """Server-backed properties run only when asked: the default check stays server-free."""
+    return bool(config.getoption("--servers")) or os.environ.get(SERVERS_ENV) == "1"
+
+
+def _deselect(config: pytest.Config, items: list[pytest.Item], drop: list[pytest.Item]) -> None:
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = [item for item in items if item not in drop]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not servers_wanted(config):
+        _deselect(config, items, [item for item in items if item.get_closest_marker("servers")])
     impl, jobs_impl = config.getoption("--impl"), config.getoption("--jobs-impl")
     if bool(impl) == bool(jobs_impl):
         return
