@@ -27,7 +27,8 @@ def new_database(server: str | None, library: str) -> str:
             f"{library} keeps its queue in PostgreSQL: give create() the server URL "
             "(adapters.servers.postgres() starts a throw-away one)"
         )
-    return servers.create_database(server, f"lc_{library}_{uuid.uuid4().hex[:12]}")
+    safe = "".join(c if c.isalnum() else "_" for c in library)
+    return servers.create_database(server, f"lc_{safe}_{uuid.uuid4().hex[:12]}")
 
 
 class PgSession:

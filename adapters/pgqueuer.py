@@ -15,7 +15,9 @@ lazy (the next ``dequeue`` re-picks stale rows), so ``recover()`` returns ``-1``
 
 Observation: pgqueuer deletes a finished row and logs it in ``pgqueuer_log`` by id, so
 the adapter keeps a side table ``leasecheck_jobs(job, id)`` written at enqueue; state is
-read from the queue row, else from the job's last log entry. Sources cited in
+read from the queue row, else from the job's last log entry (a successful one is
+``done``; a job with neither is ``gone``: lost). The adapter does not run the
+``QueueManager``, whose timer would fold the log into statistics. Sources cited in
 ``promises`` are pgqueuer 1.6.0's own files.
 """
 
@@ -103,7 +105,7 @@ class Pgqueuer:
 
     name: ClassVar[str] = "pgqueuer"
     capabilities: ClassVar[Capabilities] = Capabilities(
-        clock="real", extend=True, ack_deletes=True, server="postgres", lease_granularity=0.001
+        clock="real", extend=True, server="postgres", lease_granularity=0.001
     )
     promises: ClassVar[Promises] = PROMISES
 

@@ -14,12 +14,14 @@ PostgreSQL refuses to run as root, so under root the data directory is given to 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import pwd
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.parse
@@ -34,6 +36,7 @@ __all__ = [
     "ServerError",
     "ServerMissing",
     "create_database",
+    "die_with_parent",
     "free_port",
     "postgres",
     "redis",
@@ -98,6 +101,7 @@ class Server:
         self.process = subprocess.Popen(
             list(self.command), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True, user=self.user, cwd=self.directory,
+            preexec_fn=die_with_parent,
         )  # fmt: skip
         log.close()
         self._wait_ready()
@@ -144,6 +148,20 @@ class Server:
         """Start the server again on the same data and port (after ``kill`` or ``stop``)."""
         self.kill()
         self.start()
+
+
+def die_with_parent() -> None:
+    """In a child, before exec: SIGKILL me when the process that started me dies.
+
+    A server runs in its own session (a Ctrl-C aimed at the test run must not reach it
+    before the run has stopped it cleanly), so without this a harness that is itself
+    SIGKILLed would leave its server running. Linux only (``PR_SET_PDEATHSIG``).
+    """
+    if sys.platform == "linux":
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+_PR_SET_PDEATHSIG = 1
 
 
 def _kill_tree(process: subprocess.Popen[bytes]) -> None:

@@ -19,6 +19,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from adapters.servers import die_with_parent
+
 __all__ = ["Agent", "AgentError", "AgentRefused"]
 
 REPLY_TIMEOUT = 60.0
@@ -43,6 +45,7 @@ class Agent:
         with log.open("ab") as errors:
             self.process = subprocess.Popen(
                 command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors,
+                preexec_fn=die_with_parent,
             )  # fmt: skip
         self._buffer = b""
         self.log = log

@@ -1,7 +1,8 @@
 """Fixtures for the server-backed properties: which libraries, and their running servers.
 
-The libraries come from ``LEASECHECK_SERVER_ADAPTERS`` (a comma list of names from
-``SERVER_ADAPTERS``; default all four). One server of each kind is started per test
+The libraries come from ``LEASECHECK_SERVER_ADAPTERS``: a comma list of names from
+``SERVER_ADAPTERS`` or ``module:Class`` specs of one's own server adapter (default: all
+four bundled ones). One server of each kind is started per test
 module, only when a selected library needs it, and each property makes its own store
 on it (a database or a key prefix). A server binary or a library that is not installed
 ends the run with exit 2 and the install command: never a silent skip.
@@ -37,11 +38,11 @@ def selected_adapters() -> list[str]:
     """The library names ``LEASECHECK_SERVER_ADAPTERS`` asks for (default: all)."""
     raw = os.environ.get(ADAPTERS_ENV, "")
     names = [name.strip() for name in raw.split(",") if name.strip()] or list(SERVER_ADAPTERS)
-    unknown = [name for name in names if name not in SERVER_ADAPTERS]
+    unknown = [name for name in names if name not in SERVER_ADAPTERS and ":" not in name]
     if unknown:
         raise pytest.UsageError(
             f"${ADAPTERS_ENV}={raw!r} names {unknown}; use a comma list of "
-            f"{', '.join(SERVER_ADAPTERS)}"
+            f"{', '.join(SERVER_ADAPTERS)} or module:Class specs"
         )
     return names
 
@@ -49,7 +50,7 @@ def selected_adapters() -> list[str]:
 @pytest.fixture(scope="module", params=selected_adapters())
 def server_library(request: pytest.FixtureRequest) -> QueueLibrary:
     """One server-backed library, installed (else exit 2 with its pip command)."""
-    library: QueueLibrary = load_library(SERVER_ADAPTERS[request.param])
+    library: QueueLibrary = load_library(SERVER_ADAPTERS.get(request.param, request.param))
     try:
         library.version()
     except AdapterError as missing:
