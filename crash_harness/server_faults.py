@@ -274,7 +274,8 @@ def run_fault(
             if problem:
                 steps = (f"# {fault}, seed {seed}, round {round_}", *scenario.steps)
                 return FaultResult(fault, library.name, version, False, promise, steps, problem)
-    return FaultResult(fault, library.name, version, True, promise, checked=f"{rounds} rounds")
+    checked = f"{rounds} round{'s' if rounds > 1 else ''}"
+    return FaultResult(fault, library.name, version, True, promise, checked=checked)
 
 
 def run_server_faults(

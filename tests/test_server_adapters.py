@@ -201,11 +201,16 @@ def test_clock_skew_splits_server_and_client_clocks(
     assert result.holds is holds, result.report()
 
 
-def _run_properties(env: dict[str, str], *args: str, **popen: object) -> subprocess.Popen[bytes]:
+def _run_properties(
+    env: dict[str, str], *args: str, new_session: bool = False
+) -> subprocess.Popen[bytes]:
+    """``pytest`` on the server properties in a child process, its output piped."""
     command = [sys.executable, "-m", "pytest", str(PROPERTY_FILE), "-q", "-p", "no:cacheprovider",
                "-p", "no:xdist", *args]  # fmt: skip
-    return subprocess.Popen(command, env={**os.environ, **env}, cwd=REPO,  # type: ignore[call-overload]
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **popen)  # fmt: skip
+    return subprocess.Popen(
+        command, env={**os.environ, **env}, cwd=REPO, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, start_new_session=new_session,
+    )  # fmt: skip
 
 
 def test_server_properties_are_off_by_default() -> None:
@@ -262,7 +267,7 @@ def test_failing_run_leaves_no_process(run_dir: Path) -> None:
 def test_ctrl_c_leaves_no_process(run_dir: Path) -> None:
     """SIGINT to a run's process group while a worker is frozen: nothing of it survives."""
     env = {"TMPDIR": str(run_dir), "LEASECHECK_SERVER_ADAPTERS": "pgqueuer"}
-    run = _run_properties(env, "--servers", "-k", "zombie", start_new_session=True)
+    run = _run_properties(env, "--servers", "-k", "zombie", new_session=True)
     try:
         deadline = time.monotonic() + 120
         while not any("_server_agent" in " ".join(p.info["cmdline"] or [])
