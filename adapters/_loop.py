@@ -39,7 +39,7 @@ class PrivateLoop:
             return self._loop.run_until_complete(asyncio.wait_for(coroutine, self.timeout))
         except TimeoutError:
             raise LoopTimeout(
-                f"{what} did not finish within {self.timeout:.0f} s; is the server still up?"
+                f"{what} did not finish within {self.timeout:g} s; is the server still up?"
             ) from None
 
     def close(self) -> None:

@@ -80,7 +80,7 @@ class Agent:
             while b"\n" not in self._buffer:
                 left = deadline - time.monotonic()
                 if left <= 0 or not selector.select(left):
-                    raise AgentError(f"{what}: no answer within {timeout:.0f} s; {self._tail()}")
+                    raise AgentError(f"{what}: no answer within {timeout:g} s; {self._tail()}")
                 chunk = os.read(fd, 65536)
                 if not chunk:
                     raise AgentError(f"{what}: the worker process ended; {self._tail()}")
