@@ -23,11 +23,11 @@ import pytest
 
 from adapters import servers
 from adapters.protocol import Claim, QueueAdapter, QueueLibrary, SharedClock
+from adapters.server_adapters import SERVER_ADAPTERS
 from adapters.server_plants import FencedPgqueuer, OverpromisingRq, VolatilePgqueuer
 from crash_harness._server_agent import load_library
 from crash_harness.server_agents import Agent
 from crash_harness.server_faults import CLOCK_SKEW, SERVER_CRASH, ZOMBIE_PAUSE, run_fault
-from leasecheck.properties._server_fixtures import SERVER_ADAPTERS
 
 REPO = Path(__file__).resolve().parents[1]
 PROPERTY_FILE = REPO / "leasecheck" / "properties" / "test_server_faults.py"

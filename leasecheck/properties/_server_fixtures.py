@@ -21,16 +21,11 @@ import pytest
 
 from adapters import servers
 from adapters.protocol import AdapterError, QueueLibrary
+from adapters.server_adapters import SERVER_ADAPTERS
 from crash_harness._server_agent import load_library
 
-__all__ = ["SERVER_ADAPTERS", "library_server", "selected_adapters", "server_library"]
+__all__ = ["library_server", "selected_adapters", "server_library"]
 
-SERVER_ADAPTERS = {
-    "pgqueuer": "adapters.pgqueuer:Pgqueuer",
-    "procrastinate": "adapters.procrastinate:Procrastinate",
-    "rq": "adapters.rq:Rq",
-    "saq": "adapters.saq:Saq",
-}
 ADAPTERS_ENV = "LEASECHECK_SERVER_ADAPTERS"
 
 
