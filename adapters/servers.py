@@ -38,6 +38,7 @@ __all__ = [
     "create_database",
     "die_with_parent",
     "free_port",
+    "owned_temp_dir",
     "postgres",
     "redis",
 ]
@@ -197,9 +198,44 @@ def _pg_ready(port: int) -> bool:
     return done.returncode == 0
 
 
+def owned_temp_dir(prefix: str) -> Path:
+    """A fresh temp directory marked with its owner, after removing the orphans of ``prefix``.
+
+    A run stopped by SIGKILL cannot remove its directories (its servers die with it, see
+    ``die_with_parent``), so each new directory records the process that made it, and the
+    next run removes every ``prefix`` directory whose recorded process is gone.
+    """
+    root = Path(tempfile.gettempdir())
+    for stale in root.glob(f"{prefix}*"):
+        if stale.is_dir() and not _owner_alive(stale):
+            shutil.rmtree(stale, ignore_errors=True)
+    directory = Path(tempfile.mkdtemp(prefix=prefix))
+    me = psutil.Process()
+    (directory / _OWNER).write_text(f"{me.pid} {me.create_time()}")
+    return directory
+
+
+_OWNER = "leasecheck-owner"
+
+
+def _owner_alive(directory: Path) -> bool:
+    owner = directory / _OWNER
+    if not owner.exists():
+        # Being made this instant by another run, or left by a run older than owner files.
+        return time.time() - directory.stat().st_mtime < _UNOWNED_GRACE
+    try:
+        pid, started = owner.read_text().split()
+        return psutil.Process(int(pid)).create_time() == float(started)
+    except (OSError, ValueError, psutil.Error):
+        return False
+
+
+_UNOWNED_GRACE = 3600.0
+
+
 def _temp_dir(prefix: str) -> Path:
     # Server data lives on disk, not tmpfs: durability is what these servers are for.
-    return Path(tempfile.mkdtemp(prefix=prefix))
+    return owned_temp_dir(prefix)
 
 
 def _run_as(user: str | None, command: list[str], directory: Path) -> None:

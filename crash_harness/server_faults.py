@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import random
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -31,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.protocol import Promise, QueueLibrary, SharedClock
-from adapters.servers import Server
+from adapters.servers import Server, owned_temp_dir
 from crash_harness.server_agents import Agent, AgentRefused
 
 __all__ = ["FAULTS", "FaultResult", "Scenario", "run_fault", "run_server_faults"]
@@ -132,7 +131,7 @@ class Scenario:
 
 @contextlib.contextmanager
 def _scenario(library: QueueLibrary, server: Server) -> Iterator[Scenario]:
-    directory = Path(tempfile.mkdtemp(prefix=f"leasecheck-{library.name}-fault-"))
+    directory = owned_temp_dir("leasecheck-fault-")
     scenario: Scenario | None = None
     try:
         scenario = Scenario(library, server, directory)

@@ -269,12 +269,7 @@ def test_ctrl_c_leaves_no_process(run_dir: Path) -> None:
     env = {"TMPDIR": str(run_dir), "LEASECHECK_SERVER_ADAPTERS": "pgqueuer"}
     run = _run_properties(env, "--servers", "-k", "zombie", new_session=True)
     try:
-        deadline = time.monotonic() + 120
-        while not any("_server_agent" in " ".join(p.info["cmdline"] or [])
-                      for p in _processes_naming(run_dir)):  # fmt: skip
-            assert time.monotonic() < deadline, "the run never started its worker processes"
-            assert run.poll() is None, run.communicate()[0].decode()
-            time.sleep(0.1)
+        _wait_for_workers(run, run_dir)
         assert any("postgres" in p.name() for p in _processes_naming(run_dir))
         os.killpg(run.pid, signal.SIGINT)
         output, _ = run.communicate(timeout=120)
@@ -284,3 +279,33 @@ def test_ctrl_c_leaves_no_process(run_dir: Path) -> None:
             run.wait()
     assert run.returncode == 2, output.decode()  # pytest's "interrupted"
     assert _wait_gone(run_dir) == []
+
+
+def test_ctrl_c_of_leasecheck_check_leaves_no_process(run_dir: Path) -> None:
+    """SIGINT to a ``leasecheck check`` group: the CLI kills its pytest child, and the
+    servers and workers of that child die with it (``servers.die_with_parent``)."""
+    env = {**os.environ, "TMPDIR": str(run_dir), "LEASECHECK_SERVERS": "1",
+           "LEASECHECK_SERVER_ADAPTERS": "pgqueuer"}  # fmt: skip
+    command = [sys.executable, "-m", "leasecheck", "check", "--profile", "quick", "-n", "0"]
+    run = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    try:
+        _wait_for_workers(run, run_dir)
+        os.killpg(run.pid, signal.SIGINT)
+        output, _ = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
+    assert run.returncode == 2 and b"interrupted" in output, output.decode()
+    assert _wait_gone(run_dir) == []
+
+
+def _wait_for_workers(run: subprocess.Popen[bytes], run_dir: Path, timeout: float = 300) -> None:
+    """Until the run has a server and a worker process of its own (bounded)."""
+    deadline = time.monotonic() + timeout
+    while not any("_server_agent" in " ".join(p.info["cmdline"] or [])
+                  for p in _processes_naming(run_dir)):  # fmt: skip
+        assert time.monotonic() < deadline, f"no worker process within {timeout:g} s"
+        assert run.poll() is None, run.communicate()[0].decode()
+        time.sleep(0.1)

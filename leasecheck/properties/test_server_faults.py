@@ -44,7 +44,7 @@ def replay_command(request: pytest.FixtureRequest, profile: Profile, seed: int) 
 
 def judge(result: FaultResult, checked: Any, replay: str) -> None:
     """Pass, fail (promised) or xfail (not promised), with the counterexample as the reason."""
-    checked(result.checked or "1 counterexample")
+    checked(f"{result.library}: {result.checked or 'a counterexample'}")
     if result.holds:
         return
     report = f"{result.report()}\n  replay: {replay}"
