@@ -92,8 +92,8 @@ class Scenario:
     def __post_init__(self) -> None:
         self.real = self.library.capabilities.clock == "real"
         self.lease = REAL_LEASE if self.real else PATCHED_LEASE
-        self.clock = SharedClock(self.directory / "clock", real=self.real)
         self.location = self.library.create(self.directory, self.server.url)
+        self.clock = SharedClock(self.directory / "clock", real=self.real)
         self.spec = f"{type(self.library).__module__}:{type(self.library).__qualname__}"
 
     def agent(self, name: str, offset: float = 0.0) -> Agent:
