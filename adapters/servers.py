@@ -14,21 +14,34 @@ PostgreSQL refuses to run as root, so under root the data directory is given to 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import pwd
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 
-__all__ = ["Server", "ServerError", "ServerMissing", "free_port", "postgres", "redis"]
+__all__ = [
+    "Server",
+    "ServerError",
+    "ServerMissing",
+    "create_database",
+    "die_with_parent",
+    "free_port",
+    "owned_temp_dir",
+    "postgres",
+    "redis",
+]
 
 PG_INSTALL = "apt-get install -y postgresql"
 REDIS_INSTALL = "apt-get install -y redis-server"
@@ -89,6 +102,7 @@ class Server:
         self.process = subprocess.Popen(
             list(self.command), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True, user=self.user, cwd=self.directory,
+            preexec_fn=die_with_parent,
         )  # fmt: skip
         log.close()
         self._wait_ready()
@@ -137,6 +151,20 @@ class Server:
         self.start()
 
 
+def die_with_parent() -> None:
+    """In a child, before exec: SIGKILL me when the process that started me dies.
+
+    A server runs in its own session (a Ctrl-C aimed at the test run must not reach it
+    before the run has stopped it cleanly), so without this a harness that is itself
+    SIGKILLed would leave its server running. Linux only (``PR_SET_PDEATHSIG``).
+    """
+    if sys.platform == "linux":
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
 def _kill_tree(process: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(psutil.NoSuchProcess):
         children = psutil.Process(process.pid).children(recursive=True)
@@ -170,9 +198,44 @@ def _pg_ready(port: int) -> bool:
     return done.returncode == 0
 
 
+def owned_temp_dir(prefix: str) -> Path:
+    """A fresh temp directory marked with its owner, after removing the orphans of ``prefix``.
+
+    A run stopped by SIGKILL cannot remove its directories (its servers die with it, see
+    ``die_with_parent``), so each new directory records the process that made it, and the
+    next run removes every ``prefix`` directory whose recorded process is gone.
+    """
+    root = Path(tempfile.gettempdir())
+    for stale in root.glob(f"{prefix}*"):
+        if stale.is_dir() and not _owner_alive(stale):
+            shutil.rmtree(stale, ignore_errors=True)
+    directory = Path(tempfile.mkdtemp(prefix=prefix))
+    me = psutil.Process()
+    (directory / _OWNER).write_text(f"{me.pid} {me.create_time()}")
+    return directory
+
+
+_OWNER = "leasecheck-owner"
+
+
+def _owner_alive(directory: Path) -> bool:
+    owner = directory / _OWNER
+    if not owner.exists():
+        # Being made this instant by another run, or left by a run older than owner files.
+        return time.time() - directory.stat().st_mtime < _UNOWNED_GRACE
+    try:
+        pid, started = owner.read_text().split()
+        return psutil.Process(int(pid)).create_time() == float(started)
+    except (OSError, ValueError, psutil.Error):
+        return False
+
+
+_UNOWNED_GRACE = 3600.0
+
+
 def _temp_dir(prefix: str) -> Path:
     # Server data lives on disk, not tmpfs: durability is what these servers are for.
-    return Path(tempfile.mkdtemp(prefix=prefix))
+    return owned_temp_dir(prefix)
 
 
 def _run_as(user: str | None, command: list[str], directory: Path) -> None:
@@ -235,3 +298,23 @@ def redis(*, durable: bool = False, ready_timeout: float = 20.0) -> Iterator[Ser
         if running is not None:
             running.stop()
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def create_database(url: str, name: str) -> str:
+    """Create database ``name`` on the PostgreSQL server at ``url``; the new database's URL.
+
+    One database per test keeps tests on a shared server apart without a new cluster
+    (an ``initdb`` costs a second; a ``createdb`` a few milliseconds).
+    """
+    if not name.replace("_", "").isalnum():
+        raise ValueError(f"database name {name!r} must be letters, digits and underscores")
+    parts = urllib.parse.urlsplit(url)
+    createdb = _binary("createdb", PG_INSTALL)
+    done = subprocess.run(
+        [createdb, "-h", parts.hostname or "127.0.0.1", "-p", str(parts.port or 5432),
+         "-U", parts.username or "postgres", name],
+        capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=30, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise ServerError(f"createdb {name} on {url} failed: {done.stderr.strip()[-300:]}")
+    return urllib.parse.urlunsplit(parts._replace(path=f"/{name}"))

@@ -32,6 +32,15 @@ HELP_PROFILE = "how hard to try: quick (seconds), ci (deterministic gate), deep 
 HELP_SEED = "seed for every random choice outside Hypothesis (default 0)"
 HELP_EXAMPLES = "example database directory (default: $LEASECHECK_EXAMPLES or .leasecheck/examples)"
 MARKER = "leasecheck(name): a leasecheck property, e.g. lease.agreement or jobs.threads"
+HELP_SERVERS = (
+    "also run the properties that start real PostgreSQL/Redis servers (marked 'servers'; "
+    "also turned on by LEASECHECK_SERVERS=1)"
+)
+SERVERS_MARKER = (
+    "servers: needs real PostgreSQL/Redis servers; deselected unless --servers or "
+    "LEASECHECK_SERVERS=1"
+)
+SERVERS_ENV = "LEASECHECK_SERVERS"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -41,6 +50,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--profile", choices=sorted(profiles.PROFILES), default=None, help=HELP_PROFILE)
     group.addoption("--leasecheck-seed", metavar="N", type=int, default=None, help=HELP_SEED)
     group.addoption("--leasecheck-examples", metavar="DIR", default=None, help=HELP_EXAMPLES)
+    group.addoption("--servers", action="store_true", default=False, help=HELP_SERVERS)
 
 
 @dataclass(frozen=True)
@@ -69,6 +79,7 @@ def _run_settings(config: pytest.Config) -> RunSettings:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
+    config.addinivalue_line("markers", SERVERS_MARKER)
     run = config.stash[RUN_SETTINGS] = _run_settings(config)
     settings.register_profile("leasecheck", profiles.hypothesis_settings(run.profile, run.examples))
     settings.load_profile("leasecheck")
@@ -85,7 +96,20 @@ def property_name(item: pytest.Item) -> str | None:
     return str(marker.args[0]) if marker and marker.args else None
 
 
+def servers_wanted(config: pytest.Config) -> bool:
+    """Server-backed properties run only when asked: the default check stays server-free."""
+    return bool(config.getoption("--servers")) or os.environ.get(SERVERS_ENV) == "1"
+
+
+def _deselect(config: pytest.Config, items: list[pytest.Item], drop: list[pytest.Item]) -> None:
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = [item for item in items if item not in drop]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not servers_wanted(config):
+        _deselect(config, items, [item for item in items if item.get_closest_marker("servers")])
     impl, jobs_impl = config.getoption("--impl"), config.getoption("--jobs-impl")
     if bool(impl) == bool(jobs_impl):
         return

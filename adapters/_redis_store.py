@@ -1,0 +1,36 @@
+"""What the Redis adapters share: one key prefix per store on a shared server.
+
+A store's location is the server URL with the store's prefix as its fragment
+(``redis://127.0.0.1:6390/0#lc-1a2b``), so stores on one server never share a key
+and a location is still one string, as the protocol wants.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from adapters.protocol import AdapterError
+
+__all__ = ["REDIS_EXTRA", "new_location", "split_location"]
+
+REDIS_EXTRA = "pip install 'leasecheck[redis]'"
+
+
+def new_location(server: str | None, library: str) -> str:
+    """A fresh prefix on ``server`` for one store of ``library``; its location."""
+    if not server:
+        raise AdapterError(
+            f"{library} keeps its queue in Redis: give create() the server URL "
+            "(adapters.servers.redis() starts a throw-away one)"
+        )
+    return f"{server}#lc-{library}-{uuid.uuid4().hex[:12]}"
+
+
+def split_location(location: str) -> tuple[str, str]:
+    """``(server URL, prefix)`` of a location made by ``new_location``."""
+    url, _, prefix = location.partition("#")
+    if not prefix:
+        raise AdapterError(
+            f"location {location!r} has no '#prefix'; make one with the library's create()"
+        )
+    return url, prefix

@@ -1,0 +1,16 @@
+"""The bundled server-backed adapters, by name: ``name -> "module:Class"``.
+
+The same shape as the adapter registry (``adapters/registry.py``), so that the two merge
+into one table; kept apart until then so the server properties can name their libraries.
+"""
+
+from __future__ import annotations
+
+__all__ = ["SERVER_ADAPTERS"]
+
+SERVER_ADAPTERS = {
+    "pgqueuer": "adapters.pgqueuer:Pgqueuer",
+    "procrastinate": "adapters.procrastinate:Procrastinate",
+    "rq": "adapters.rq:Rq",
+    "saq": "adapters.saq:Saq",
+}

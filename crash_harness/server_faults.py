@@ -1,0 +1,284 @@
+"""Faults of the world around a queue library: its server crashes, a worker freezes, clocks drift.
+
+Three faults beyond a worker's SIGKILL, each run on a fresh store of a real server
+(``adapters.servers``) with real worker processes (``server_agents.Agent``):
+
+- ``queue.server-crash``: jobs are enqueued, some claimed and acknowledged, then the
+  server itself is SIGKILLed and restarted on the same data. Every enqueued job must
+  still be known, every acknowledged one done, and none of those delivered again.
+- ``queue.zombie-pause``: a worker claims a job and is frozen with SIGSTOP past its
+  lease (a GC pause); another worker recovers and claims the job; the frozen worker is
+  resumed and acknowledges. That stale ack must be refused or change nothing.
+- ``queue.clock-skew``: a worker whose clock runs ahead by twice the lease runs
+  recovery and claims while the first worker's lease is live by the true clock. A
+  library that compares client clocks hands out a second live lease.
+
+Each result carries the library's own promise for the fault (``Promises.of``), so a
+failure reads VIOLATED where the library promises the property and "not promised"
+elsewhere. ``run_server_faults`` is the hook ``leasecheck check --adapter`` calls.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from adapters.protocol import Promise, QueueLibrary, SharedClock
+from adapters.servers import Server, owned_temp_dir
+from crash_harness.server_agents import Agent, AgentRefused
+
+__all__ = ["FAULTS", "FaultResult", "Scenario", "run_fault", "run_server_faults"]
+
+SERVER_CRASH, ZOMBIE_PAUSE, CLOCK_SKEW = (
+    "queue.server-crash",
+    "queue.zombie-pause",
+    "queue.clock-skew",
+)
+FAULTS = (SERVER_CRASH, ZOMBIE_PAUSE, CLOCK_SKEW)
+PROMISE_OF = {SERVER_CRASH: SERVER_CRASH, ZOMBIE_PAUSE: "queue.stale-ack", CLOCK_SKEW: CLOCK_SKEW}
+"""Which of the library's promises decides each fault's verdict: a zombie's ack is the
+stale-ack promise (``adapters.protocol.GENERIC_PROPERTIES``); the other two are their own."""
+ROUNDS = {"quick": 1, "ci": 2, "deep": 5}
+"""Rounds of ``queue.server-crash`` per profile (each a different seeded history); the
+other two faults are one fixed schedule, run once."""
+REAL_LEASE, PATCHED_LEASE = 2.0, 10.0
+"""Leases in seconds: real ones (server-clock libraries) are waited out, so short;
+patched ones are advanced past instantly."""
+
+
+@dataclass(frozen=True)
+class FaultResult:
+    """What one fault did to one library."""
+
+    fault: str
+    library: str
+    version: str
+    holds: bool
+    promise: Promise
+    steps: tuple[str, ...] = ()
+    problem: str = ""
+    checked: str = ""
+
+    @property
+    def verdict(self) -> str:
+        if self.holds:
+            return "holds"
+        return "VIOLATED" if self.promise.promised else "not promised"
+
+    def report(self) -> str:
+        """The failure as a reader wants it: what broke, the steps, and who promised what."""
+        said = "promises" if self.promise.promised else "does not promise"
+        lines = [f"{self.verdict}: {self.fault} on {self.library} {self.version}", self.problem]
+        lines += ["  " + step for step in self.steps]
+        lines.append(f"{self.library} {said} it: {self.promise.source}; {self.promise.note}")
+        return "\n".join(lines)
+
+
+@dataclass
+class Scenario:
+    """One fault run: a fresh store, a shared clock, the worker processes and the script."""
+
+    library: QueueLibrary
+    server: Server
+    directory: Path
+    steps: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.real = self.library.capabilities.clock == "real"
+        self.lease = REAL_LEASE if self.real else PATCHED_LEASE
+        self.location = self.library.create(self.directory, self.server.url)
+        self.clock = SharedClock(self.directory / "clock", real=self.real)
+        self.spec = f"{type(self.library).__module__}:{type(self.library).__qualname__}"
+
+    def agent(self, name: str, offset: float = 0.0) -> Agent:
+        """Start worker process ``name`` whose clock is ``offset`` seconds ahead."""
+        skew = f", clock {offset:+g} s" if offset else ""
+        self.steps.append(f"{name} = worker process{skew}")
+        return Agent(self.spec, self.location, self.clock.path, self.real, offset, name,
+                     self.directory / f"{name}.stderr")  # fmt: skip
+
+    def do(self, agent: Agent, op: str, **args: Any) -> Any:
+        """One command, written into the script with its answer (a refusal is an answer)."""
+        call = f"{agent.name}.{op}({', '.join(f'{k}={v!r}' for k, v in args.items())})"
+        try:
+            value = agent.call(op, **args)
+        except AgentRefused as refused:
+            self.steps.append(f"{call}  # refused: {str(refused).rsplit(': ', 1)[-1]}")
+            raise
+        self.steps.append(f"{call}  # -> {value!r}" if value is not None else call)
+        return value
+
+    def note(self, step: str) -> None:
+        self.steps.append(step)
+
+    def advance(self, seconds: float) -> None:
+        """Move every worker's time on: the shared clock, or real time where it cannot move."""
+        self.note(f"sleep({seconds:g})" if self.real else f"clock.advance({seconds:g})")
+        self.clock.advance(seconds)
+
+    def states(self, agent: Agent) -> dict[str, str]:
+        return {job: state for job, state in self.do(agent, "observe")}
+
+    def close(self) -> None:
+        self.clock.close()
+
+
+@contextlib.contextmanager
+def _scenario(library: QueueLibrary, server: Server) -> Iterator[Scenario]:
+    directory = owned_temp_dir("leasecheck-fault-")
+    scenario: Scenario | None = None
+    try:
+        scenario = Scenario(library, server, directory)
+        yield scenario
+    finally:
+        if scenario is not None:
+            scenario.close()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _lost(state: str | None, library: QueueLibrary) -> bool:
+    """Not known to the store, or ``gone`` where the library keeps finished jobs."""
+    return state is None or (state == "gone" and not library.capabilities.ack_deletes)
+
+
+def _done(state: str | None, library: QueueLibrary) -> bool:
+    return state == "done" or (state == "gone" and library.capabilities.ack_deletes)
+
+
+def server_crash(s: Scenario, rng: random.Random) -> str:
+    """Acknowledged work must survive a SIGKILL of the server; no enqueued job may vanish."""
+    jobs = [f"j{i}" for i in range(rng.randint(3, 6))]
+    acked: list[str] = []
+    with s.agent("w1") as w1:
+        for job in jobs:
+            s.do(w1, "enqueue", job=job)
+        for _ in range(rng.randint(1, len(jobs))):
+            got = s.do(w1, "claim", worker="w1", lease=s.lease)
+            if got and rng.random() < 0.7 and s.do(w1, "ack", job=got["job"]):
+                acked.append(got["job"])
+        s.note("server.kill()  # SIGKILL of the server and all its processes")
+        s.server.kill()
+        w1.kill()
+    s.note("server.restart()  # same data directory, same port")
+    s.server.restart()
+    return _after_restart(s, jobs, acked)
+
+
+def _after_restart(s: Scenario, jobs: list[str], acked: list[str]) -> str:
+    with s.agent("w2") as w2:
+        states = s.states(w2)
+        lost = [job for job in jobs if _lost(states.get(job), s.library)]
+        if lost:
+            return f"enqueued jobs {lost} are gone after the restart (states: {states})"
+        undone = [job for job in acked if not _done(states.get(job), s.library)]
+        if undone:
+            return f"acknowledged jobs {undone} are not done after the restart: {states}"
+        s.advance(s.lease * 1.5)
+        s.do(w2, "recover")
+        again = _drain(s, w2, len(jobs) + 1)
+        twice = sorted(set(again) & set(acked))
+        return f"acknowledged jobs {twice} were delivered again after the restart" if twice else ""
+
+
+def _drain(s: Scenario, agent: Agent, bound: int) -> list[str]:
+    delivered = []
+    for _ in range(bound):
+        got = s.do(agent, "claim", worker=agent.name, lease=s.lease)
+        if got is None:
+            break
+        delivered.append(got["job"])
+    return delivered
+
+
+def zombie_pause(s: Scenario, rng: random.Random) -> str:
+    """A worker frozen past its lease wakes up and acks a job someone else now holds."""
+    with s.agent("w1") as w1, s.agent("w2") as w2:
+        s.do(w1, "enqueue", job="a")
+        s.do(w1, "claim", worker="w1", lease=s.lease)
+        s.note("w1.pause()  # SIGSTOP: a GC pause longer than the lease")
+        w1.pause()
+        s.advance(s.lease * 1.5)
+        s.do(w2, "recover")
+        taken = s.do(w2, "claim", worker="w2", lease=s.lease)
+        started = time.monotonic()
+        if taken is None:
+            s.note("# nobody else got the job while w1 was frozen: nothing stale to ack")
+            w1.resume()
+            return ""
+        return _zombie_acks(s, w1, w2, started)
+
+
+def _zombie_acks(s: Scenario, w1: Agent, w2: Agent, started: float) -> str:
+    s.note("w1.resume(); w1.ack(job='a')  # SIGCONT: the zombie finishes its work")
+    w1.send("ack", job="a")
+    w1.resume()
+    try:
+        accepted = w1.reply("the zombie's ack")
+    except AgentRefused as refused:
+        s.note(f"# refused: {refused}")
+        accepted = False
+    states = s.states(w2)
+    if s.real and time.monotonic() - started >= s.lease:
+        raise TimeoutError(
+            f"w2's {s.lease} s lease ran out before the check; rerun on an idle machine"
+        )
+    if accepted and _done(states.get("a"), s.library):
+        with contextlib.suppress(AgentRefused):
+            s.do(w2, "ack", job="a")
+        return (f"the zombie w1's ack was accepted while w2 held a live lease on 'a': "
+                f"'a' became {states['a']!r} under w2's feet")  # fmt: skip
+    return ""
+
+
+def clock_skew(s: Scenario, rng: random.Random) -> str:
+    """A worker whose clock is ahead must not see a live lease as expired."""
+    skew = 2 * s.lease
+    with s.agent("w1") as w1, s.agent("w2", offset=skew) as w2:
+        s.do(w1, "enqueue", job="a")
+        s.do(w1, "claim", worker="w1", lease=s.lease)
+        started = time.monotonic()
+        s.do(w2, "recover")
+        taken = s.do(w2, "claim", worker="w2", lease=s.lease)
+        if taken is None:
+            return ""
+        if s.real and time.monotonic() - started >= s.lease:
+            raise TimeoutError(f"w1's {s.lease} s lease ran out before w2 claimed; rerun idle")
+        return (f"w2, whose clock is {skew:g} s ahead, claimed 'a' while w1's {s.lease:g} s "
+                f"lease was live by the true clock: two live leases on one job")  # fmt: skip
+
+
+_FAULT_RUNS: dict[str, Callable[[Scenario, random.Random], str]] = {
+    SERVER_CRASH: server_crash, ZOMBIE_PAUSE: zombie_pause, CLOCK_SKEW: clock_skew,
+}  # fmt: skip
+
+
+def run_fault(
+    fault: str, library: QueueLibrary, server: Server, profile: str, seed: int
+) -> FaultResult:
+    """Run ``fault`` against ``library`` on ``server``; the first failing round, else holds."""
+    if fault not in _FAULT_RUNS:
+        raise ValueError(f"unknown fault {fault!r}; use one of {', '.join(FAULTS)}")
+    rounds = ROUNDS.get(profile, 1) if fault == SERVER_CRASH else 1
+    version, promise = library.version(), library.promises.of(PROMISE_OF[fault])
+    for round_ in range(rounds):
+        rng = random.Random(f"{seed}:{fault}:{round_}")
+        with _scenario(library, server) as scenario:
+            problem = _FAULT_RUNS[fault](scenario, rng)
+            if problem:
+                steps = (f"# {fault}, seed {seed}, round {round_}", *scenario.steps)
+                return FaultResult(fault, library.name, version, False, promise, steps, problem)
+    checked = f"{rounds} round{'s' if rounds > 1 else ''}"
+    return FaultResult(fault, library.name, version, True, promise, checked=checked)
+
+
+def run_server_faults(
+    library: QueueLibrary, server: Server, profile: str, seed: int
+) -> list[FaultResult]:
+    """Every server fault against ``library`` on its running ``server`` (the lead's hook)."""
+    return [run_fault(fault, library, server, profile, seed) for fault in FAULTS]

@@ -1,0 +1,84 @@
+"""Fixtures for the server-backed properties: which libraries, and their running servers.
+
+The libraries come from ``LEASECHECK_SERVER_ADAPTERS``: a comma list of names from
+``SERVER_ADAPTERS`` or ``module:Class`` specs of one's own server adapter (default: all
+four bundled ones). One server of each kind is started per test
+module, only when a selected library needs it, and each property makes its own store
+on it (a database or a key prefix). A server binary or a library that is not installed
+ends the run with exit 2 and the install command: never a silent skip.
+
+Imported by name into the property module rather than put in a conftest, so these
+fixtures never clash with fixtures of the same purpose elsewhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from adapters import servers
+from adapters.protocol import AdapterError, QueueLibrary
+from adapters.server_adapters import SERVER_ADAPTERS
+from crash_harness._server_agent import load_library
+
+__all__ = ["library_server", "selected_adapters", "server_library"]
+
+ADAPTERS_ENV = "LEASECHECK_SERVER_ADAPTERS"
+
+
+def selected_adapters() -> list[str]:
+    """The library names ``LEASECHECK_SERVER_ADAPTERS`` asks for (default: all)."""
+    raw = os.environ.get(ADAPTERS_ENV, "")
+    names = [name.strip() for name in raw.split(",") if name.strip()] or list(SERVER_ADAPTERS)
+    unknown = [name for name in names if name not in SERVER_ADAPTERS and ":" not in name]
+    if unknown:
+        raise pytest.UsageError(
+            f"${ADAPTERS_ENV}={raw!r} names {unknown}; use a comma list of "
+            f"{', '.join(SERVER_ADAPTERS)} or module:Class specs"
+        )
+    return names
+
+
+@pytest.fixture(scope="module", params=selected_adapters())
+def server_library(request: pytest.FixtureRequest) -> QueueLibrary:
+    """One server-backed library, installed (else exit 2 with its pip command)."""
+    library: QueueLibrary = load_library(SERVER_ADAPTERS.get(request.param, request.param))
+    try:
+        library.version()
+    except AdapterError as missing:
+        pytest.exit(str(missing), returncode=2)
+    return library
+
+
+class _Servers:
+    """At most one running server of each kind, started on first use."""
+
+    def __init__(self, stack: contextlib.ExitStack) -> None:
+        self.stack, self.running = stack, dict[str, servers.Server]()
+
+    def get(self, kind: str) -> servers.Server:
+        if kind not in self.running:
+            start = servers.postgres() if kind == "postgres" else servers.redis(durable=True)
+            try:
+                self.running[kind] = self.stack.enter_context(start)
+            except servers.ServerMissing as missing:
+                pytest.exit(str(missing), returncode=2)
+        return self.running[kind]
+
+
+@pytest.fixture(scope="module")
+def _server_pool() -> Iterator[_Servers]:
+    with contextlib.ExitStack() as stack:
+        yield _Servers(stack)
+
+
+@pytest.fixture
+def library_server(server_library: QueueLibrary, _server_pool: _Servers) -> servers.Server:
+    """The running server ``server_library`` needs (Redis with AOF and fsync at every write)."""
+    kind = server_library.capabilities.server
+    if kind is None:
+        raise AdapterError(f"{server_library.name} needs no server; it is not a server adapter")
+    return _server_pool.get(kind)

@@ -1,0 +1,311 @@
+"""The server-backed adapters and the server faults, against real PostgreSQL and Redis.
+
+Servers come from the OS packages (``apt-get install -y postgresql redis-server``) and
+are started once per module; each test makes its own store (a database or a key
+prefix). A missing server binary fails these tests with the install command: CI never
+skips them. Every test checks with psutil that no worker or server process outlives it,
+including a run that fails and a run stopped with Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from adapters import servers
+from adapters.protocol import Claim, QueueAdapter, QueueLibrary, SharedClock
+from adapters.server_adapters import SERVER_ADAPTERS
+from adapters.server_plants import FencedPgqueuer, OverpromisingRq, VolatilePgqueuer
+from crash_harness._server_agent import load_library
+from crash_harness.server_agents import Agent
+from crash_harness.server_faults import CLOCK_SKEW, SERVER_CRASH, ZOMBIE_PAUSE, run_fault
+
+REPO = Path(__file__).resolve().parents[1]
+PROPERTY_FILE = REPO / "leasecheck" / "properties" / "test_server_faults.py"
+NAMES = list(SERVER_ADAPTERS)
+
+
+def _started(start: Callable[[], object]) -> Iterator[servers.Server]:
+    try:
+        with start() as server:  # type: ignore[attr-defined]
+            yield server
+    except servers.ServerMissing as missing:
+        pytest.fail(str(missing), pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def postgres_server() -> Iterator[servers.Server]:
+    yield from _started(servers.postgres)
+
+
+@pytest.fixture(scope="module")
+def redis_server() -> Iterator[servers.Server]:
+    yield from _started(lambda: servers.redis(durable=True))
+
+
+@pytest.fixture
+def server_of(request: pytest.FixtureRequest) -> Callable[[QueueLibrary], servers.Server]:
+    """``server_of(library)``: the module's running server of the kind it needs."""
+
+    def get(library: QueueLibrary) -> servers.Server:
+        server: servers.Server = request.getfixturevalue(f"{library.capabilities.server}_server")
+        return server
+
+    return get
+
+
+def _is_server(process: psutil.Process) -> bool:
+    try:
+        return process.name() in ("postgres", "redis-server")
+    except psutil.NoSuchProcess:
+        return True  # gone already: nothing left to leak
+
+
+@pytest.fixture(autouse=True)
+def no_stray_workers() -> Iterator[None]:
+    """Fails a test that leaves a worker process of its own running (the module's servers,
+    direct children of this process, are the only ones allowed to stay)."""
+    yield
+    stray = [p for p in psutil.Process().children() if not _is_server(p)]
+    for process in stray:
+        process.kill()
+    psutil.wait_procs(stray, timeout=5)
+    assert not stray, f"worker processes left running: {[p.pid for p in stray]}"
+
+
+def _connect(library: QueueLibrary, location: str, clock: SharedClock) -> QueueAdapter:
+    return library.connect(location, clock)
+
+
+def _lease(library: QueueLibrary) -> float:
+    return 0.5 if library.capabilities.clock == "real" else 5.0
+
+
+def _states(adapter: QueueAdapter) -> dict[str, str]:
+    return {view.job: view.state for view in adapter.observe()}
+
+
+def _claim(adapter: QueueAdapter, worker: str, lease: float) -> Claim:
+    got = adapter.claim(worker, lease)
+    assert got is not None, f"{worker} found nothing to claim; the store holds {adapter.observe()}"
+    return got
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_round_trip(name: str, server_of: Callable[[QueueLibrary], servers.Server],
+                    scratch: Path) -> None:  # fmt: skip
+    """enqueue, claim, ack, nack, expiry and recovery, observed at each step."""
+    library: QueueLibrary = load_library(SERVER_ADAPTERS[name])
+    location = library.create(scratch, server_of(library).url)
+    clock = SharedClock(scratch / "clock", real=library.capabilities.clock == "real")
+    adapter, lease = _connect(library, location, clock), _lease(library)
+    try:
+        adapter.enqueue("a", "payload a")
+        adapter.enqueue("b", "payload b")
+        first = _claim(adapter, "w1", lease)
+        assert (first.job, _states(adapter)) == ("a", {"a": "leased", "b": "ready"})
+        assert adapter.ack(first) is True
+        second = _claim(adapter, "w1", lease)
+        assert adapter.nack(second) is True
+        assert _states(adapter) == {"a": "done", "b": "ready"}
+        _claim(adapter, "w1", lease)
+        assert adapter.claim("w2", lease) is None, "a leased job was handed out twice"
+        clock.advance(lease * 1.5)
+        adapter.recover()
+        again = _claim(adapter, "w2", lease)
+        assert adapter.ack(again) is True
+        assert _states(adapter) == {"a": "done", "b": "done"}
+    finally:
+        adapter.close()
+        clock.close()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_two_processes_share_a_store(name: str, server_of: Callable[[QueueLibrary], servers.Server],
+                                     scratch: Path) -> None:  # fmt: skip
+    """Two worker processes on one store: each job goes to exactly one of them."""
+    library: QueueLibrary = load_library(SERVER_ADAPTERS[name])
+    location = library.create(scratch, server_of(library).url)
+    real = library.capabilities.clock == "real"
+    SharedClock(scratch / "clock", real=real).close()
+    spec, clock = SERVER_ADAPTERS[name], scratch / "clock"
+    with Agent(spec, location, clock, real, 0.0, "w1", scratch / "w1.log") as w1, \
+         Agent(spec, location, clock, real, 0.0, "w2", scratch / "w2.log") as w2:  # fmt: skip
+        for job in ("a", "b", "c", "d"):
+            w1.call("enqueue", job=job)
+        taken = [w.call("claim", worker=w.name, lease=30.0) for w in (w1, w2, w1, w2, w1)]
+        assert [got["job"] for got in taken if got] == ["a", "b", "c", "d"]
+        assert taken[-1] is None
+        for worker, got in zip((w1, w2, w1, w2), taken, strict=False):
+            assert worker.call("ack", job=got["job"]) is True
+        assert dict(w2.call("observe")) == dict.fromkeys("abcd", "done")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_server_crash_keeps_acknowledged_work(
+    name: str, server_of: Callable[[QueueLibrary], servers.Server]
+) -> None:
+    """SIGKILL of the server and a restart on the same data: every library keeps its jobs."""
+    library: QueueLibrary = load_library(SERVER_ADAPTERS[name])
+    result = run_fault(SERVER_CRASH, library, server_of(library), "quick", 0)
+    assert result.holds, result.report()
+
+
+def test_server_crash_catches_unlogged_tables(postgres_server: servers.Server) -> None:
+    """The planted crash-lossy store (UNLOGGED tables) must fail the property."""
+    result = run_fault(SERVER_CRASH, VolatilePgqueuer(), postgres_server, "quick", 0)
+    assert not result.holds and result.verdict == "VIOLATED"
+    assert "gone after the restart" in result.problem
+    assert any("server.kill()" in step for step in result.steps)
+
+
+def test_server_crash_catches_redis_without_aof() -> None:
+    """The same library on a Redis without its append-only file loses jobs to the crash."""
+    with servers.redis(durable=False) as bare:
+        result = run_fault(SERVER_CRASH, load_library(SERVER_ADAPTERS["rq"]), bare, "quick", 0)
+    assert not result.holds and result.verdict == "not promised"
+    assert "gone after the restart" in result.problem
+
+
+def test_zombie_ack_is_refused_when_fenced(postgres_server: servers.Server) -> None:
+    """The property can hold: an ack that checks ownership refuses the zombie."""
+    result = run_fault(ZOMBIE_PAUSE, FencedPgqueuer(), postgres_server, "quick", 0)
+    assert result.holds, result.report()
+
+
+def test_zombie_ack_verdict_follows_the_promise(redis_server: servers.Server) -> None:
+    """The same counterexample is 'not promised' for rq and VIOLATED for a library promising it."""
+    plain = run_fault(ZOMBIE_PAUSE, load_library(SERVER_ADAPTERS["rq"]), redis_server, "quick", 0)
+    promised = run_fault(ZOMBIE_PAUSE, OverpromisingRq(), redis_server, "quick", 0)
+    assert (plain.verdict, promised.verdict) == ("not promised", "VIOLATED")
+    assert "w1.pause()" in "\n".join(plain.steps) and "zombie w1's ack" in plain.problem
+    assert "queue.zombie-pause on rq" in plain.report()
+
+
+@pytest.mark.parametrize(("name", "holds"), [("procrastinate", True), ("saq", False)])
+def test_clock_skew_splits_server_and_client_clocks(
+    name: str, holds: bool, server_of: Callable[[QueueLibrary], servers.Server]
+) -> None:
+    """Server-clock libraries ignore a worker's skew; client-clock ones hand out a second lease."""
+    library: QueueLibrary = load_library(SERVER_ADAPTERS[name])
+    result = run_fault(CLOCK_SKEW, library, server_of(library), "quick", 0)
+    assert result.holds is holds, result.report()
+
+
+def _run_properties(
+    env: dict[str, str], *args: str, new_session: bool = False
+) -> subprocess.Popen[bytes]:
+    """``pytest`` on the server properties in a child process, its output piped."""
+    command = [sys.executable, "-m", "pytest", str(PROPERTY_FILE), "-q", "-p", "no:cacheprovider",
+               "-p", "no:xdist", *args]  # fmt: skip
+    return subprocess.Popen(
+        command, env={**os.environ, **env}, cwd=REPO, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, start_new_session=new_session,
+    )  # fmt: skip
+
+
+def test_server_properties_are_off_by_default() -> None:
+    """Without --servers (or LEASECHECK_SERVERS=1) the default run starts no server."""
+    env = {"LEASECHECK_SERVERS": "0"}
+    run = _run_properties(env, "--collect-only")
+    output, _ = run.communicate(timeout=120)
+    assert run.returncode == 5, output.decode()
+    assert b"deselected" in output
+
+
+@pytest.fixture
+def run_dir() -> Iterator[Path]:
+    """A TMPDIR for a child run: every server and worker of that run has it in its arguments."""
+    path = Path(tempfile.mkdtemp(prefix="leasecheck-servers-test-"))
+    path.chmod(0o755)  # the postgres user must reach its data directory inside
+    yield path
+    leftovers = _processes_naming(path)
+    for process in leftovers:
+        process.kill()
+    assert not leftovers, f"processes of the run outlived it: {[p.cmdline() for p in leftovers]}"
+    subprocess.run(["rm", "-rf", str(path)], check=False)
+
+
+def _processes_naming(path: Path) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        if any(str(path) in arg for arg in process.info["cmdline"] or []):
+            found.append(process)
+    return found
+
+
+def _wait_gone(path: Path, timeout: float = 30.0) -> list[psutil.Process]:
+    deadline = time.monotonic() + timeout
+    while (left := _processes_naming(path)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+def test_failing_run_leaves_no_process(run_dir: Path) -> None:
+    """A run whose property is VIOLATED stops its servers and workers all the same."""
+    env = {
+        "TMPDIR": str(run_dir),
+        "LEASECHECK_SERVER_ADAPTERS": "adapters.server_plants:OverpromisingRq",
+    }
+    run = _run_properties(env, "--servers", "-k", "zombie")
+    output, _ = run.communicate(timeout=300)
+    assert run.returncode == 1, output.decode()
+    assert b"VIOLATED: queue.zombie-pause" in output
+    assert _wait_gone(run_dir) == []
+    assert list(run_dir.iterdir()) == [], "the run left its temp directories behind"
+
+
+def test_ctrl_c_leaves_no_process(run_dir: Path) -> None:
+    """SIGINT to a run's process group while a worker is frozen: nothing of it survives."""
+    env = {"TMPDIR": str(run_dir), "LEASECHECK_SERVER_ADAPTERS": "pgqueuer"}
+    run = _run_properties(env, "--servers", "-k", "zombie", new_session=True)
+    try:
+        _wait_for_workers(run, run_dir)
+        assert any("postgres" in p.name() for p in _processes_naming(run_dir))
+        os.killpg(run.pid, signal.SIGINT)
+        output, _ = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
+    assert run.returncode == 2, output.decode()  # pytest's "interrupted"
+    assert _wait_gone(run_dir) == []
+
+
+def test_ctrl_c_of_leasecheck_check_leaves_no_process(run_dir: Path) -> None:
+    """SIGINT to a ``leasecheck check`` group: the CLI kills its pytest child, and the
+    servers and workers of that child die with it (``servers.die_with_parent``)."""
+    env = {**os.environ, "TMPDIR": str(run_dir), "LEASECHECK_SERVERS": "1",
+           "LEASECHECK_SERVER_ADAPTERS": "pgqueuer"}  # fmt: skip
+    command = [sys.executable, "-m", "leasecheck", "check", "--profile", "quick", "-n", "0"]
+    run = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    try:
+        _wait_for_workers(run, run_dir)
+        os.killpg(run.pid, signal.SIGINT)
+        output, _ = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
+    assert run.returncode == 2 and b"interrupted" in output, output.decode()
+    assert _wait_gone(run_dir) == []
+
+
+def _wait_for_workers(run: subprocess.Popen[bytes], run_dir: Path, timeout: float = 300) -> None:
+    """Until the run has a server and a worker process of its own (bounded)."""
+    deadline = time.monotonic() + timeout
+    while not any("_server_agent" in " ".join(p.info["cmdline"] or [])
+                  for p in _processes_naming(run_dir)):  # fmt: skip
+        assert time.monotonic() < deadline, f"no worker process within {timeout:g} s"
+        assert run.poll() is None, run.communicate()[0].decode()
+        time.sleep(0.1)
