@@ -11,7 +11,7 @@ from adapters._libs import envelope, installed_version, job_of
 from adapters.litequeue import Litequeue
 from adapters.localqueue import Localqueue
 from adapters.persist_queue import PersistQueue
-from adapters.protocol import AdapterError, QueueLibrary
+from adapters.protocol import GENERIC_PROPERTIES, AdapterError, QueueLibrary
 
 
 @pytest.mark.parametrize(
@@ -47,3 +47,16 @@ def test_the_envelope_round_trips_as_text_bytes_or_decoded() -> None:
 def test_a_foreign_row_is_reported_with_the_fix() -> None:
     with pytest.raises(AdapterError, match=r"did not enqueue .* use a fresh store"):
         job_of("hello")
+
+
+LIBRARIES: list[QueueLibrary] = [Litequeue(), PersistQueue(), Localqueue()]
+
+
+@pytest.mark.parametrize("library", LIBRARIES, ids=[lib.name for lib in LIBRARIES])
+def test_every_generic_property_has_a_cited_promise(library: QueueLibrary) -> None:
+    """Each library answers for every generic property, promised or not, with its source."""
+    assert set(library.promises.properties) == set(GENERIC_PROPERTIES)
+    for prop, promise in library.promises.properties.items():
+        assert promise.source.strip(), f"{library.name}: {prop} names no source"
+        if not promise.promised:
+            assert promise.source.startswith("not mentioned"), (library.name, prop)
