@@ -1,0 +1,62 @@
+"""``adapters._libs``: the install check and the job envelope the library adapters share."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from adapters._libs import envelope, installed_version, job_of
+from adapters.litequeue import Litequeue
+from adapters.localqueue import Localqueue
+from adapters.persist_queue import PersistQueue
+from adapters.protocol import GENERIC_PROPERTIES, AdapterError, QueueLibrary
+
+
+@pytest.mark.parametrize(
+    ("library", "module"),
+    [(Litequeue(), "litequeue"), (PersistQueue(), "persistqueue"), (Localqueue(), "localqueue")],
+)
+def test_a_missing_library_names_the_install_command(
+    library: QueueLibrary, module: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a user without the ``real`` extra reads (the import system hides the module)."""
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *args: None if name == module else real_find_spec(name, *args),
+    )
+    with pytest.raises(AdapterError) as error:
+        library.version()
+    expected = f"{library.name} is not installed; install it with: pip install 'leasecheck[real]'"
+    assert str(error.value) == expected
+
+
+def test_an_unknown_distribution_is_missing() -> None:
+    with pytest.raises(AdapterError, match=r"^no-such-lib-lc is not installed; install it with"):
+        installed_version("no-such-lib-lc", "no_such_lib_lc")
+
+
+def test_the_envelope_round_trips_as_text_bytes_or_decoded() -> None:
+    text = envelope("job-1", "payload")
+    assert job_of(text) == job_of(text.encode()) == job_of(json.loads(text)) == "job-1"
+
+
+def test_a_foreign_row_is_reported_with_the_fix() -> None:
+    with pytest.raises(AdapterError, match=r"did not enqueue .* use a fresh store"):
+        job_of("hello")
+
+
+LIBRARIES: list[QueueLibrary] = [Litequeue(), PersistQueue(), Localqueue()]
+
+
+@pytest.mark.parametrize("library", LIBRARIES, ids=[lib.name for lib in LIBRARIES])
+def test_every_generic_property_has_a_cited_promise(library: QueueLibrary) -> None:
+    """Each library answers for every generic property, promised or not, with its source."""
+    assert set(library.promises.properties) == set(GENERIC_PROPERTIES)
+    for prop, promise in library.promises.properties.items():
+        assert promise.source.strip(), f"{library.name}: {prop} names no source"
+        if not promise.promised:
+            assert promise.source.startswith("not mentioned"), (library.name, prop)
