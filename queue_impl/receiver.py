@@ -1,4 +1,4 @@
-"""The HTTP receiving server of lease-worker.md, with its deduplicating inbox and ``send`` client.
+"""The HTTP receiving server of lease-worker.md, with its deduplicating inbox.
 
 A dispatcher's ``send`` POSTs ``{"id", "qty"}`` to ``/deliveries``. The receiver
 records the delivery in its own SQLite inbox and applies its effect (adds qty to
@@ -21,14 +21,14 @@ response is written (the crash harness SIGKILLs the dispatcher there); if it rai
 no response is written and the client sees a dropped connection, as if the receiver
 died right after committing.
 
-Run it alone with ``python -m queue_impl.receiver --db PATH [--port N]``.
+Run it alone with ``python -m queue_impl.receiver --db PATH [--port N]``. Its client,
+``make_send``, lives in ``queue_impl.send_client`` and is re-exported here.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import http.client
 import json
 import re
 import signal
@@ -43,7 +43,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
 from typing import Any
-from urllib.parse import urlsplit
+
+from queue_impl.send_client import make_send
 
 __all__ = ["DELIVERIES_PATH", "MAX_BODY", "STATS_PATH", "Receiver", "main", "make_send"]
 
@@ -422,58 +423,6 @@ class Receiver:
             return con.execute("SELECT id, qty, outcome FROM requests ORDER BY seq").fetchall()
         finally:
             con.close()
-
-
-def make_send(
-    url: str,
-    timeout: float = 2.0,
-    *,
-    retryable: type[Exception] | None = None,
-    permanent: type[Exception] | None = None,
-) -> Callable[[dict[str, Any]], bool]:
-    """A ``send`` for run_once: POST the event as JSON to ``url``, one connection per call.
-
-    200 → ``True``; timeout, connection error or 5xx → ``retryable``; any other status
-    (409 conflict, other 4xx, unexpected answers) → ``permanent``. The exception
-    classes default to ``queue_impl.worker.Retryable`` and ``Permanent``.
-    """
-    if retryable is None or permanent is None:
-        from queue_impl import worker
-
-        retryable = retryable or worker.Retryable
-        permanent = permanent or worker.Permanent
-    parts = urlsplit(url)
-    if parts.scheme != "http" or parts.hostname is None:
-        raise ValueError(f"make_send needs an http:// URL but got url={url!r}")
-    host, port, path = parts.hostname, parts.port or 80, parts.path or "/"
-    retry_error, refusal = retryable, permanent
-
-    def send(event: dict[str, Any]) -> bool:
-        body = json.dumps(event).encode()
-        try:
-            status, answer = _post(host, port, path, body, timeout)
-        except (OSError, http.client.HTTPException) as error:
-            raise retry_error(f"POST {url} failed: {type(error).__name__}: {error}") from error
-        if status == HTTPStatus.OK:
-            return True
-        message = f"POST {url} with {event!r} got HTTP {status}: {answer}"
-        if status >= 500:
-            raise retry_error(message)
-        raise refusal(message)
-
-    return send
-
-
-def _post(host: str, port: int, path: str, body: bytes, timeout: float) -> tuple[int, str]:
-    """One POST on a fresh connection that is always closed; returns (status, body text)."""
-    con = http.client.HTTPConnection(host, port, timeout=timeout)
-    try:
-        headers = {"Content-Type": "application/json", "Connection": "close"}
-        con.request("POST", path, body=body, headers=headers)
-        response = con.getresponse()
-        return response.status, response.read().decode("utf-8", "replace")
-    finally:
-        con.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

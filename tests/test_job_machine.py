@@ -9,15 +9,13 @@ detection (first failing step) and the length of the shrunk program with
 
 from __future__ import annotations
 
-import re
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
-from hypothesis.stateful import run_state_machine_as_test
+from _machines import Caught, Machine, mutant_settings
+from hypothesis import settings
 
 from leasecheck.mutants import Mutant, materialize
 from leasecheck.mutants.jobs_bugs import MUTANTS
@@ -26,48 +24,16 @@ from queue_impl.job_queue import JobQueue
 from stateful_tests.job_machine import JobAgreement
 from stateful_tests.job_threads import hammer
 
-MUTANT_SETTINGS = settings(
-    max_examples=600,
-    stateful_step_count=40,
-    deadline=None,
-    database=None,
-    derandomize=True,
-    suppress_health_check=list(HealthCheck),
-    report_multiple_bugs=False,
-    phases=[phase for phase in Phase if phase is not Phase.explain],
-)
+MUTANT_SETTINGS = mutant_settings(max_examples=600, step_count=40)
 PASSING_SETTINGS = settings(MUTANT_SETTINGS, max_examples=150)
 MAX_STEPS = 10
-PROGRAM_LINE = re.compile(r"^(?:[\w(), ]+ = )?state[ .]")
 AGREEMENT_MUTANTS = [m for m in MUTANTS if m.caught_by == "jobs.agreement"]
-
-
-class Caught:
-    """How the machine failed on a target: the error, its program, and when it struck."""
-
-    def __init__(self, error: AssertionError, started: float) -> None:
-        self.error = error
-        self.message = str(error)
-        self.notes = "\n".join(getattr(error, "__notes__", []))
-        first = JobAgreement.first_failure_at
-        self.detection_seconds = (first or time.perf_counter()) - started
-        self.program = [line for line in self.notes.splitlines() if PROGRAM_LINE.match(line)]
-        bookkeeping = ("state = ", "state.views_agree()", "state.teardown()")
-        self.steps = [line for line in self.program if not line.startswith(bookkeeping)]
+JOBS = Machine(JobAgreement, load_jobs_target, invariant="views_agree")
 
 
 def run_machine(target: type[Any], config: settings = MUTANT_SETTINGS) -> Caught | None:
     """Run the machine on ``target``; how it failed, or None if it passed."""
-    JobAgreement.bind(target)
-    JobAgreement.first_failure_at = None
-    started = time.perf_counter()
-    try:
-        run_state_machine_as_test(JobAgreement, settings=config)
-    except AssertionError as error:
-        return Caught(error, started)
-    finally:
-        JobAgreement.bind(load_jobs_target())
-    return None
+    return JOBS.run(target, config)
 
 
 @pytest.fixture(scope="module")

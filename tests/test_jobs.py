@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import inspect
+import typing
 
 import pytest
 
@@ -81,10 +83,9 @@ def test_backoff_after_rejects_attempts_below_one(attempt: object) -> None:
         RetryPolicy(3, 1000, 10000).backoff_after(attempt)  # type: ignore[arg-type]
 
 
-def test_time_source_is_a_structural_protocol() -> None:
-    class Clock:
-        def now_millis(self) -> int:
-            return 42
-
-    source: TimeSource = Clock()
-    assert source.now_millis() == 42
+def test_time_source_is_a_protocol_with_only_now_millis() -> None:
+    """job-queue.md: "TimeSource — a typing.Protocol with now_millis() -> int", at run time."""
+    assert typing.Protocol in TimeSource.__mro__, "TimeSource must be a typing.Protocol"
+    assert [name for name in vars(TimeSource) if not name.startswith("_")] == ["now_millis"]
+    assert list(inspect.signature(TimeSource.now_millis).parameters) == ["self"]
+    assert typing.get_type_hints(TimeSource.now_millis) == {"return": int}

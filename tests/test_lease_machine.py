@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import math
 import re
-import time
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
-from hypothesis.stateful import run_state_machine_as_test
+from _machines import Caught, Machine, mutant_settings
+from hypothesis import settings
 
 from leasecheck.mutants import Mutant, materialize
 from leasecheck.mutants.worker_bugs import MUTANTS
@@ -25,53 +24,15 @@ from stateful_tests import lease_machine
 from stateful_tests.lease_machine import LeaseAgreement
 from targets.lease_compare import same
 
-MUTANT_SETTINGS = settings(
-    max_examples=1000,  # what the ci profile runs: 500 left a fencing mutant unfound
-    stateful_step_count=25,
-    deadline=None,
-    database=None,
-    derandomize=True,
-    suppress_health_check=list(HealthCheck),
-    report_multiple_bugs=False,
-    phases=[phase for phase in Phase if phase is not Phase.explain],  # explain costs ~2 min
-)
+# 1000 is what the ci profile runs: 500 left a fencing mutant unfound.
+MUTANT_SETTINGS = mutant_settings(max_examples=1000, step_count=25)
 BUNDLED_SETTINGS = settings(MUTANT_SETTINGS, max_examples=40)
-
-
-class Caught:
-    """How the machine failed on a target: the error, its program, and when it struck."""
-
-    def __init__(self, error: AssertionError, started: float) -> None:
-        self.error = error
-        self.message = str(error)
-        self.notes = "\n".join(getattr(error, "__notes__", []))
-        first = LeaseAgreement.first_failure_at
-        self.detection_seconds = (first or time.perf_counter()) - started
-        self.program = [line for line in self.notes.splitlines() if _is_program_line(line)]
-        self.steps = [line for line in self.program if _is_step(line)]
-
-
-def _is_program_line(line: str) -> bool:
-    return line.startswith(("state", "(tickets"))
-
-
-def _is_step(line: str) -> bool:
-    bookkeeping = ("state = ", "state.consistent()", "state.teardown()")
-    return not line.startswith(bookkeeping)
+LEASE = Machine(LeaseAgreement, load_worker, invariant="consistent")
 
 
 def run_machine(module: ModuleType, config: settings = MUTANT_SETTINGS) -> Caught | None:
     """Run the machine on ``module``; how it failed, or None if it passed."""
-    LeaseAgreement.bind(module)
-    LeaseAgreement.first_failure_at = None
-    started = time.perf_counter()
-    try:
-        run_state_machine_as_test(LeaseAgreement, settings=config)
-    except AssertionError as error:
-        return Caught(error, started)
-    finally:
-        LeaseAgreement.bind(load_worker())
-    return None
+    return LEASE.run(module, config)
 
 
 def replay(module: ModuleType, program: list[str]) -> None:
