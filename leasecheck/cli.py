@@ -55,7 +55,9 @@ def _parser() -> argparse.ArgumentParser:
     _add_run_options(check)
     check.add_argument("--export", metavar="DIR", type=Path, help="write counterexamples here")
     check.add_argument("--junit-xml", metavar="FILE", type=Path, help="write a JUnit XML report")
-    check.add_argument("--report", metavar="DIR", type=Path, help="write DIR/index.html with pictures")
+    check.add_argument(
+        "--report", metavar="DIR", type=Path, help="write DIR/index.html with pictures"
+    )
     mutants = commands.add_parser("mutants", help="self-check: every planted bug must be caught")
     _add_run_options(mutants)
     mutants.add_argument("--only", metavar="NAME", nargs="+", help="check only these mutants")

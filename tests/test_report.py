@@ -53,7 +53,12 @@ def test_a_program_line_becomes_a_call_with_rebuilt_values() -> None:
     line = "(tickets_0,) = state.claim(bad=None, lease_ms=10, now=When('now'), owner='w1')"
     call = parse_line(line, VALUES)
     assert (call.method, call.targets, call.unpack) == ("claim", ("tickets_0",), True)
-    assert call.arguments == {"bad": None, "lease_ms": 10, "now": VALUES["When"]("now"), "owner": "w1"}
+    assert call.arguments == {
+        "bad": None,
+        "lease_ms": 10,
+        "now": VALUES["When"]("now"),
+        "owner": "w1",
+    }
     finish = parse_line("state.finish(change=Shift('token', -1), ticket=tickets_0)", VALUES)
     assert finish.arguments["ticket"] == Variable("tickets_0")
     assert finish.arguments["change"] == VALUES["Shift"]("token", -1)

@@ -16,6 +16,7 @@ from typing import Any
 from leasecheck.report.replay import Recorded, Replay, replay
 from leasecheck.report.timeline import Disagreement, Interval, Mark, Tick, Timeline, headline
 from leasecheck.report.trace import Trace
+from queue_impl.jobs import Lease
 
 __all__ = ["program_timeline"]
 
@@ -33,7 +34,7 @@ class _Lease:
     owner: str
 
 
-def _leases(state: Any, owners: dict[tuple[str, int], str]) -> dict[tuple[str, int], _Lease]:
+def _leases(state: Any, owners: dict[tuple[str, object], str]) -> dict[tuple[str, int], _Lease]:
     """The live leases in a model state (lease Snapshot rows or JobQueue model jobs)."""
     found = {}
     for row in state.jobs:
@@ -57,7 +58,7 @@ class _Builder:
     marks: list[Mark] = field(default_factory=list)
     intervals: list[Interval] = field(default_factory=list)
     open: dict[tuple[str, int], tuple[int, _Lease]] = field(default_factory=dict)
-    owners: dict[tuple[str, int], str] = field(default_factory=dict)
+    owners: dict[tuple[str, object], str] = field(default_factory=dict)
     """(job, token) -> the worker that polled it (the JobQueue model keeps no owner)."""
 
     def lane(self, name: str) -> str:
@@ -80,7 +81,7 @@ class _Builder:
             if step.time >= lease.lease_until and step.step > self.open[key][0]:
                 self.close(key, step.step - 0.5, "expired", f"expired at t={lease.lease_until}")
         actor = self.actor(step)
-        if step.call.method == "poll" and hasattr(step.result, "token"):
+        if step.call.method == "poll" and isinstance(step.result, Lease):
             self.owners[(step.result.job_id, step.result.token)] = actor
         before, after = _leases(step.before, self.owners), _leases(step.after, self.owners)
         for key in before.keys() - after.keys():
@@ -100,7 +101,7 @@ class _Builder:
         ticket = arguments.get("ticket") or arguments.get("lease")
         if isinstance(ticket, dict) and isinstance(ticket.get("owner"), str):
             return str(ticket["owner"])
-        if hasattr(ticket, "token"):
+        if isinstance(ticket, Lease):
             return self.owners.get((ticket.job_id, ticket.token), "?")
         if step.call.method in _FINISHES:
             return "made-up token"

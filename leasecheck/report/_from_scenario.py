@@ -137,11 +137,18 @@ def _marks(step: ScenarioStep) -> list[Mark]:
 
 def scenario_timeline(trace: Trace) -> Timeline:
     """Lanes per actor, one column per numbered step, the failed check after the last."""
-    marks = [mark for step in trace.scenario for mark in _marks(step)]
+    marks: list[Mark] = []
+    for step in trace.scenario:
+        found = _marks(step)
+        if step.text.startswith(("it ", "It ")) and marks:  # "it is SIGKILLed": the last actor
+            found = [_moved(mark, marks[-1].lane) for mark in found]
+        marks += found
     queue = [QUEUE] if any(m.lane == QUEUE for m in marks) or not marks else []
     lanes = _ordered([CLOCK] if any(m.lane == CLOCK for m in marks) else [], queue, marks)
     ticks = [Tick(s.number, f"#{s.number}", _time_note(s.text)) for s in trace.scenario]
-    named = next((_STEP_NAMED.search(line) for line in trace.message if _STEP_NAMED.search(line)), None)
+    named = next(
+        (_STEP_NAMED.search(line) for line in trace.message if _STEP_NAMED.search(line)), None
+    )
     last = len(trace.scenario)
     at = float(named.group(1)) if named else last + 1.0
     if not named:
@@ -156,6 +163,10 @@ def scenario_timeline(trace: Trace) -> Timeline:
         f"{trace.property}: the scenario that breaks it", "steps", tuple(lanes), tuple(ticks),
         (), tuple(marks), disagreement, caption,
     )  # fmt: skip
+
+
+def _moved(mark: Mark, lane: str) -> Mark:
+    return Mark(lane, mark.at, mark.label, mark.kind, mark.step, mark.detail)
 
 
 def _ordered(first: list[str], then: list[str], marks: list[Mark]) -> list[str]:

@@ -60,7 +60,9 @@ def render_html(
     failed = [t.property for t in traces]
     verdict = f"violated: {', '.join(failed)}" if failed else "every property holds"
     body = [
-        f"<h1>leasecheck report</h1><p>{escape(heading)}</p>" if heading else "<h1>leasecheck report</h1>",
+        f"<h1>leasecheck report</h1><p>{escape(heading)}</p>"
+        if heading
+        else "<h1>leasecheck report</h1>",
         f'<p class="lc-overall">{escape(verdict)}</p>',
         _summary(rows),
         *(_section(trace, replay) for trace in traces),
@@ -68,7 +70,9 @@ def render_html(
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>leasecheck: {escape(verdict)}</title>"
-        f"<style>{PAGE_STYLE}{STYLE}</style></head>\n<body>\n" + "\n".join(body) + "\n</body></html>\n"
+        f"<style>{PAGE_STYLE}{STYLE}</style></head>\n<body>\n"
+        + "\n".join(body)
+        + "\n</body></html>\n"
     )
 
 

@@ -63,7 +63,7 @@ def render_svg(timeline: Timeline, *, standalone: bool = False) -> str:
     """The timeline as one ``<svg>`` element; ``standalone`` embeds the stylesheet (for an
     ``.svg`` file; inline in HTML the page's stylesheet serves every picture)."""
     scale = _Scale(timeline)
-    lanes = {name: TOP + i * LANE for i, name in enumerate(timeline.lanes)}
+    lanes: dict[str, float] = {name: TOP + i * LANE for i, name in enumerate(timeline.lanes)}
     axis_y = TOP + len(lanes) * LANE
     message = _wrapped(timeline.disagreement, int((scale.width + LEFT - 60) / 7.4))
     height = axis_y + 44 + 17 * len(message) + 8
@@ -111,6 +111,13 @@ def _ticks(timeline: Timeline, scale: _Scale, axis_y: float) -> list[str]:
     return out
 
 
+def _attributes(css: str, kind: str, lane: str, label: str) -> str:
+    kind, lane, label = escape(kind), escape(lane), escape(label)
+    return (
+        f'class="{css} lc-kind-{kind}" data-kind="{kind}" data-lane="{lane}" data-label="{label}"'
+    )
+
+
 def _step_attr(step: int | None) -> str:
     return f' data-step="{step}"' if step is not None else ""
 
@@ -128,8 +135,7 @@ def _interval(interval: Interval, scale: _Scale, lane_y: float) -> str:
     inside = len(interval.label) * 6.3 + 10 <= x2 - x1
     text_x, css = (x1 + 5, "") if inside else (x2 + (14 if interval.open_end else 4), "lc-outside")
     return (
-        f'<g class="lc-interval lc-kind-{escape(interval.kind)}" data-kind="{escape(interval.kind)}"'
-        f' data-lane="{escape(interval.lane)}" data-label="{escape(interval.label)}"'
+        f"<g {_attributes('lc-interval', interval.kind, interval.lane, interval.label)}"
         f"{_step_attr(interval.step)}><title>{escape(interval.detail or interval.label)}</title>"
         f'<rect x="{x1:.1f}" y="{y}" width="{x2 - x1:.1f}" height="22" rx="4"/>{arrow}'
         f'<text class="{css}" x="{text_x:.1f}" y="{y + 15}">{escape(interval.label)}</text></g>'
@@ -141,6 +147,11 @@ def _fit(label: str, width: float) -> str:
     return label if len(label) <= room else label[: room - 1] + "…"
 
 
+def _polygon(points: list[tuple[float, float]]) -> str:
+    text = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
+    return f'<polygon class="lc-shape" points="{text}"/>'
+
+
 def _shape(kind: str, x: float, y: float) -> str:
     if kind == "kill":
         return (
@@ -148,11 +159,11 @@ def _shape(kind: str, x: float, y: float) -> str:
             f'M{x + 7:.1f},{y - 7} L{x - 7:.1f},{y + 7}"/>'
         )
     if kind == "claim":
-        return f'<polygon class="lc-shape" points="{x - 7:.1f},{y + 6} {x + 7:.1f},{y + 6} {x:.1f},{y - 7}"/>'
+        return _polygon([(x - 7, y + 6), (x + 7, y + 6), (x, y - 7)])
     if kind == "clock":
-        return f'<polygon class="lc-shape" points="{x:.1f},{y - 8} {x + 8:.1f},{y} {x:.1f},{y + 8} {x - 8:.1f},{y}"/>'
+        return _polygon([(x, y - 8), (x + 8, y), (x, y + 8), (x - 8, y)])
     if kind == "send":
-        return f'<polygon class="lc-shape" points="{x - 7:.1f},{y - 7} {x + 8:.1f},{y} {x - 7:.1f},{y + 7}"/>'
+        return _polygon([(x - 7, y - 7), (x + 8, y), (x - 7, y + 7)])
     if kind == "enqueue":
         return f'<rect class="lc-shape" x="{x - 6:.1f}" y="{y - 6}" width="12" height="12"/>'
     return f'<circle class="lc-shape" cx="{x:.1f}" cy="{y}" r="7"/>'
@@ -161,8 +172,7 @@ def _shape(kind: str, x: float, y: float) -> str:
 def _mark(mark: Mark, scale: _Scale, lane_y: float) -> str:
     x, y = scale.x(mark.at), lane_y + 44
     return (
-        f'<g class="lc-mark lc-kind-{escape(mark.kind)}" data-kind="{escape(mark.kind)}"'
-        f' data-lane="{escape(mark.lane)}" data-label="{escape(mark.label)}"'
+        f"<g {_attributes('lc-mark', mark.kind, mark.lane, mark.label)}"
         f"{_step_attr(mark.step)}><title>{escape(mark.detail or mark.label)}</title>"
         f"{_shape(mark.kind, x, y)}"
         f'<text x="{x:.1f}" y="{y + 20}">{escape(_fit(mark.label, COLUMN - 6))}</text></g>'

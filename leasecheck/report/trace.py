@@ -101,7 +101,9 @@ def _first_error(lines: Sequence[str]) -> list[str]:
 
 def _history(lines: Sequence[str]) -> tuple[str, ...]:
     """The last printed linearizability account: its interval lines and reasons."""
-    start = max((i for i, line in enumerate(lines) if line.startswith("not linearizable")), default=-1)
+    start = max(
+        (i for i, line in enumerate(lines) if line.startswith("not linearizable")), default=-1
+    )
     if start < 0:
         return ()
     kept: list[str] = []
