@@ -14,11 +14,13 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 import xml.etree.ElementTree as ET
 import zlib
 from html.parser import HTMLParser
 from pathlib import Path
 
+import psutil
 import pytest
 
 from leasecheck.cli import main
@@ -204,14 +206,30 @@ def chromium() -> str:
 
 def browse(page: Path, *options: str) -> subprocess.CompletedProcess[str]:
     """Headless Chromium on ``page`` with a fresh profile, no network services, bounded."""
-    with tempfile.TemporaryDirectory(prefix="leasecheck-report-chromium-") as profile:
-        return subprocess.run(
+    with tempfile.TemporaryDirectory(prefix="report-chromium-") as profile:
+        done = subprocess.run(
             [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
              "--no-first-run", "--disable-background-networking", "--disable-component-update",
              "--disable-sync", "--hide-scrollbars", f"--user-data-dir={profile}", *options,
              page.as_uri()],
             capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
         )  # fmt: skip
+        left = browser_processes(profile, wait=10.0)
+    assert not left, f"Chromium left processes behind: {left}"
+    return done
+
+
+def browser_processes(profile: str, wait: float) -> list[str]:
+    """Processes still running with ``profile`` on their command line after ``wait`` s."""
+    deadline = time.monotonic() + wait
+    while True:
+        found = []
+        for process in psutil.process_iter(["pid", "cmdline"]):
+            if any(profile in part for part in process.info["cmdline"] or ()):
+                found.append(f"{process.info['pid']}: {' '.join(process.info['cmdline'])[:120]}")
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
 
 
 class _Elements(HTMLParser):
