@@ -308,3 +308,29 @@ def test_the_report_renders_to_a_picture(planted_report: Path, tmp_path: Path) -
     assert (width, height) == (1280, 1400)
     assert shot.stat().st_size > 20_000
     assert len(set(pixels)) > 40, "the screenshot is (nearly) one colour: nothing was drawn"
+
+
+# --- the teaching page is generated, and what is committed is what the command writes ------
+
+
+def test_the_committed_teaching_page_has_every_invariant_and_its_picture() -> None:
+    from leasecheck.report.teach import COMMAND, INVARIANTS
+
+    docs = Path(__file__).parent.parent / "docs"
+    page = (docs / "invariants.md").read_text()
+    assert COMMAND in page
+    for invariant in INVARIANTS:
+        assert f"## {invariant.title}" in page and f"`{invariant.mutant}`" in page
+        svg = ET.parse(docs / "img" / f"{invariant.slug}.svg").getroot()
+        assert sum(1 for g in svg.iter() if g.get("class") == "lc-disagreement") == 1
+        assert any(e.tag.endswith("style") for e in svg.iter()), "a standalone SVG needs its CSS"
+
+
+def test_the_teaching_command_regenerates_the_page(tmp_path: Path) -> None:
+    from leasecheck.report.teach import INVARIANTS, main
+
+    assert main([str(tmp_path)]) == 0
+    written = sorted(p.name for p in (tmp_path / "img").iterdir())
+    assert written == sorted(f"{i.slug}.svg" for i in INVARIANTS)
+    page = (tmp_path / "invariants.md").read_text()
+    assert "/dev/shm" not in page and "leasecheck-teach-" not in page  # no scratch paths
