@@ -334,3 +334,15 @@ def test_the_teaching_command_regenerates_the_page(tmp_path: Path) -> None:
     assert written == sorted(f"{i.slug}.svg" for i in INVARIANTS)
     page = (tmp_path / "invariants.md").read_text()
     assert "/dev/shm" not in page and "leasecheck-teach-" not in page  # no scratch paths
+
+
+def test_a_drawing_failure_still_writes_the_page_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(trace: Trace) -> Timeline:
+        raise RuntimeError("a drawing bug")
+
+    monkeypatch.setattr("leasecheck.report.html.build_timeline", broken)
+    page = write_report(tmp_path, [sample("stale-finish-accepted")]).read_text()
+    assert "No picture: drawing this counterexample failed (RuntimeError: a drawing bug)" in page
+    assert "returned &#x27;done&#x27; on the target" in page  # the text is all there

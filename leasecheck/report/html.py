@@ -129,6 +129,11 @@ def _picture(trace: Trace) -> tuple[str, str]:
         timeline = build_timeline(trace)
     except ProgramError as error:
         return "", f"No picture: {error}"
+    except Exception as error:  # a drawing bug must not cost the user the verdict or the text
+        return "", (
+            f"No picture: drawing this counterexample failed ({type(error).__name__}: {error}); "
+            "the text above is complete. Please report this with the text."
+        )
     if timeline is None:
         return "", "No picture: this result carries no counterexample to draw."
     return render_svg(timeline), timeline.caption
