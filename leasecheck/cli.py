@@ -55,6 +55,9 @@ def _parser() -> argparse.ArgumentParser:
     _add_run_options(check)
     check.add_argument("--export", metavar="DIR", type=Path, help="write counterexamples here")
     check.add_argument("--junit-xml", metavar="FILE", type=Path, help="write a JUnit XML report")
+    check.add_argument(
+        "--report", metavar="DIR", type=Path, help="write DIR/index.html with pictures"
+    )
     mutants = commands.add_parser("mutants", help="self-check: every planted bug must be caught")
     _add_run_options(mutants)
     mutants.add_argument("--only", metavar="NAME", nargs="+", help="check only these mutants")
@@ -150,6 +153,8 @@ def _options(args: argparse.Namespace) -> CheckOptions:
     jobs = preflight("--jobs-impl", args.jobs_impl) if args.jobs_impl else None
     if args.export is not None and args.export.exists() and not args.export.is_dir():
         raise UsageError(f"--export {str(args.export)!r} is a file; pass a directory")
+    if args.report is not None and args.report.exists() and not args.report.is_dir():
+        raise UsageError(f"--report {str(args.report)!r} is a file; pass a directory")
     if args.junit_xml is not None and args.junit_xml.is_dir():
         raise UsageError(f"--junit-xml {str(args.junit_xml)!r} is a directory; pass a file path")
     return CheckOptions(
@@ -169,6 +174,11 @@ def _check(args: argparse.Namespace) -> int:
     for prop in result.properties.values():
         if prop.verdict != "holds":
             _print_failure(prop, options, args.export)
+    if args.report is not None:
+        from leasecheck.report import write_report
+
+        rows, replay = list(result.properties.values()), replay_command(options)
+        print(f"report: {write_report(args.report, rows, replay=replay)}\n")
     return _conclude(result)
 
 

@@ -1,0 +1,203 @@
+"""The teaching page: each invariant with the picture of the counterexample leasecheck finds.
+
+``python -m leasecheck.report.teach docs`` checks, for each invariant of the lease
+worker (lease exclusion, fencing token, deadline cap, atomic finish, single winner,
+idempotent receive), the public mutant that breaks it, exactly as ``leasecheck
+mutants`` does (its expected property first, stop at the first violation, an empty
+example database), and writes ``docs/invariants.md`` with the counterexample as text
+and ``docs/img/<invariant>.svg`` with its timeline. Nothing in those files is drawn
+by hand: rerun the command to regenerate them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from leasecheck.mutants import Mutant, by_name, materialize
+from leasecheck.report.svg import render_svg
+from leasecheck.report.timeline import build_timeline
+from leasecheck.report.trace import Trace, trace_from_result
+from leasecheck.runner import HOLDS, NOT_RUN, CheckOptions, PropertyResult, run_check
+from leasecheck.scratch import scratch_dir
+
+__all__ = ["INVARIANTS", "Invariant", "main", "write_docs"]
+
+COMMAND = "python -m leasecheck.report.teach docs"
+
+
+@dataclass(frozen=True)
+class Invariant:
+    slug: str
+    title: str
+    mutant: str
+    rule: str
+    """The sentence of lease-worker.md the invariant comes from."""
+    lesson: str
+    """What the picture shows, in two or three sentences."""
+
+
+INVARIANTS: tuple[Invariant, ...] = (
+    Invariant(
+        "lease-exclusion", "Lease exclusion", "claim-select-before-begin",
+        "claim, in one write transaction: quarantine, then lease the lowest-seq claimable "
+        "job (`pending` and available, or `leased` with `lease_until <= now_ms`).",
+        "While a lease is live, nobody else may hold the job. This mutant picks its job "
+        "before taking the write lock, so two processes read the same pending row and both "
+        "lease it. The picture shows the two claims overlapping in real time; no order of "
+        "them explains both getting a ticket (the model gives the second one `None`).",
+    ),
+    Invariant(
+        "fencing-token", "Fencing token", "stale-finish-accepted",
+        "finish returns `False` with no change if [...] any of qty/owner/token/attempt/"
+        "lease_until differs from the row.",
+        "The token is the fence: a ticket whose token is not the job's current one must be "
+        "refused. This mutant does not compare the token, so the finish with the changed "
+        "ticket (`Shift('token', 1)`) completes the job. The model refuses it (hollow "
+        "circle); the red line is where the target said `'done'` instead.",
+    ),
+    Invariant(
+        "deadline-cap", "Deadline cap", "lease-not-capped-at-deadline",
+        "claim sets `lease_until = min(now_ms + lease_ms, deadline)`.",
+        "A lease never outlives its job's deadline. This mutant forgets the `min`, so the "
+        "lease runs to `now + lease_ms`. The bar is the model's lease, which ends at the "
+        "deadline; the stored row of the target says otherwise at the red line.",
+    ),
+    Invariant(
+        "atomic-finish", "Atomic finish", "finish-two-transactions",
+        "finish: [...] `fault('after-finish')`; COMMIT — a kill before COMMIT leaves the "
+        "state exactly as it was before the operation.",
+        "A SIGKILL before COMMIT must roll the whole finish back. This mutant commits the "
+        "new status first and clears owner and lease in a second transaction; the child "
+        "is killed in between (✕), and the reopened file holds half a finish.",
+    ),
+    Invariant(
+        "single-winner", "Single winner", "claim-selects-outside-lock",
+        "claim runs in one write transaction, so two processes claiming at once lease each "
+        "job and generation to exactly one of them.",
+        "Two real processes claim at the same instant, paused at chosen points. This mutant "
+        "commits its SELECT before it leases, so B, held at its second BEGIN, goes on and "
+        "leases the job that A has just leased: two winners.",
+    ),
+    Invariant(
+        "idempotent-receive", "Idempotent receive", "run-once-sends-twice",
+        "two HTTP requests arrive, one inbox row and one effect exist, the job ends `done` "
+        "with token 2. Nothing claims exactly-once delivery; the receiver deduplicates.",
+        "Dispatcher A sends, the receiver commits the effect, and A is killed before it "
+        "finishes; B re-claims and resends. The receiver must see exactly two requests. "
+        "This mutant sends every job twice, so three arrive.",
+    ),
+)  # fmt: skip
+
+
+def check_planted(mutant: Mutant, profile: str, seed: int) -> PropertyResult:
+    """Check ``mutant`` as ``leasecheck mutants`` does; the property that caught it (the
+    scratch path of the mutant's file is replaced by its name in the report text)."""
+    with scratch_dir("leasecheck-teach-") as directory:
+        path = materialize(mutant, directory)
+        option = {"impl": path} if mutant.target == "worker" else {"jobs_impl": path}
+        options = CheckOptions(
+            profile=profile, seed=seed, workers="0", first=mutant.caught_by,
+            stop_at_first_failure=True, examples=directory / "examples",
+            **option,  # type: ignore[arg-type]
+        )  # fmt: skip
+        result = run_check(options)
+    failed = [r for r in result.properties.values() if r.verdict not in (HOLDS, NOT_RUN)]
+    if not failed:
+        raise RuntimeError(
+            f"mutant {mutant.name!r} survived profile {profile} seed {seed}; the teaching page "
+            f"needs its counterexample (try --profile ci)"
+        )
+    caught = min(failed, key=lambda r: r.failed_at or 0.0)
+    caught.details = [text.replace(str(path), path.name) for text in caught.details]
+    caught.failures = [
+        replace(
+            failure, message=tuple(line.replace(str(path), path.name) for line in failure.message)
+        )
+        for failure in caught.failures
+    ]
+    return caught
+
+
+def _section(invariant: Invariant, trace: Trace, mutant: Mutant, image: str) -> str:
+    return "\n".join(
+        [
+            f"## {invariant.title}",
+            "",
+            f"**The rule** (lease-worker.md): {invariant.rule}",
+            "",
+            f"**The planted bug** (`{mutant.name}`, caught by `{trace.property}`): "
+            f"{mutant.bug_class}. In the wild: {mutant.real_world}.",
+            "",
+            invariant.lesson,
+            "",
+            f"![{invariant.title}: the counterexample as a timeline]({image})",
+            "",
+            "The counterexample as leasecheck prints it:",
+            "",
+            "```",
+            trace.text,
+            "```",
+            "",
+            f"Check this mutant yourself: `leasecheck mutants --only {mutant.name}`.",
+            "",
+        ]
+    )
+
+
+HEADER = f"""# The invariants, one counterexample each
+
+Each section below takes one invariant of the lease worker contract
+([lease-worker.md](lease-worker.md)), plants the bug from the public mutant catalogue
+that breaks it, and shows the counterexample leasecheck finds: as a timeline (one
+lane per worker, leases as bars with their token, ▲ claim, ● commit, ○ refused,
+✕ SIGKILL, ◆ clock move, ▶ send, and the red line where it breaks) and as the text
+the command line prints. Everything here is generated, not drawn by hand:
+
+```sh
+{COMMAND}
+```
+
+(`--profile quick`, seed 0; the same command rewrites this page and `img/`.)
+
+"""
+
+
+def write_docs(directory: Path, profile: str = "quick", seed: int = 0) -> list[Path]:
+    """Write ``invariants.md`` and ``img/<invariant>.svg`` under ``directory``."""
+    images = directory / "img"
+    images.mkdir(parents=True, exist_ok=True)
+    sections, written = [HEADER], []
+    for invariant in INVARIANTS:
+        mutant = by_name(invariant.mutant)
+        trace = trace_from_result(check_planted(mutant, profile, seed))
+        timeline = build_timeline(trace)
+        if timeline is None:
+            raise RuntimeError(f"{mutant.name}: {trace.property} printed nothing to draw")
+        svg = render_svg(timeline, standalone=True)
+        path = images / f"{invariant.slug}.svg"
+        path.write_text(svg + "\n", encoding="utf-8")
+        written.append(path)
+        sections.append(_section(invariant, trace, mutant, f"img/{invariant.slug}.svg"))
+        print(f"  {invariant.slug}: {mutant.name} caught by {trace.property}", flush=True)
+    page = directory / "invariants.md"
+    page.write_text("\n".join(sections).rstrip() + "\n", encoding="utf-8")
+    return [page, *written]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m leasecheck.report.teach", description=__doc__)
+    parser.add_argument("directory", type=Path, help="the docs directory (docs)")
+    parser.add_argument("--profile", choices=("quick", "ci", "deep"), default="quick")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    for path in write_docs(args.directory, args.profile, args.seed):
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
