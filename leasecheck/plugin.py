@@ -23,6 +23,7 @@ from hypothesis.internal.conjecture import engine as shrinking_engine
 
 from leasecheck import profiles
 from leasecheck.scratch import scratch_dir
+from leasecheck.shared_db import SharedDatabaseError
 from leasecheck.targets import TargetError, load_jobs_target, load_worker
 
 HELP_IMPL = "lease worker target file to check (default: the bundled queue_impl/worker.py)"
@@ -46,13 +47,18 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[profiles.PROFILE_ENV] = config.getoption("--profile")
     if config.getoption("--leasecheck-seed") is not None:
         os.environ[profiles.SEED_ENV] = str(config.getoption("--leasecheck-seed"))
-    profile = profiles.current_profile()
-    settings.register_profile("leasecheck", profiles.hypothesis_settings(profile))
+    try:
+        profile = profiles.current_profile()
+        leasecheck_settings = profiles.hypothesis_settings(profile)
+    except (SharedDatabaseError, ValueError) as error:  # a bad LEASECHECK_* variable
+        raise pytest.UsageError(str(error)) from None
+    settings.register_profile("leasecheck", leasecheck_settings)
     settings.load_profile("leasecheck")
     # Hypothesis reads this bound when shrinking starts; the default is 300 s.
     shrinking_engine.MAX_SHRINKING_SECONDS = profile.shrink_seconds
     seeded = config.getoption("--leasecheck-seed") is not None or profiles.SEED_ENV in os.environ
-    if (profile.name == "ci" or seeded) and hypothesis_core.global_force_seed is None:
+    forced = (profile.name == "ci" or seeded) and not profiles.hunting()  # HypoFuzz: no seed
+    if forced and hypothesis_core.global_force_seed is None:
         # What Hypothesis' own --hypothesis-seed does: every test draws from this seed,
         # so the ci verdict depends only on the target, the seed and the example database.
         hypothesis_core.global_force_seed = profiles.current_seed()  # type: ignore[assignment]

@@ -11,17 +11,23 @@ the seed and the committed example database.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase, ReadOnlyDatabase
+
+from leasecheck.shared_db import DB_ENV, open_database
 
 __all__ = ["PROFILES", "Profile", "current_profile", "current_seed", "hypothesis_settings"]
 
 PROFILE_ENV = "LEASECHECK_PROFILE"
 SEED_ENV = "LEASECHECK_SEED"
 EXAMPLES_ENV = "LEASECHECK_EXAMPLES"
+HUNT_ENV = "LEASECHECK_HUNT"
+"""Set to 1 by ``leasecheck hunt`` only: the example database is writable in every profile."""
+MAX_EXAMPLES_ENV = "LEASECHECK_MAX_EXAMPLES"
+"""Overrides the profile's Hypothesis example count (e.g. 1: replay the database, barely search)."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +69,16 @@ def current_profile() -> Profile:
         raise ValueError(
             f"unknown profile {name!r} from ${PROFILE_ENV}; use one of quick, ci, deep"
         )
-    return PROFILES[name]
+    return _max_examples_from_env(PROFILES[name])
+
+
+def _max_examples_from_env(profile: Profile) -> Profile:
+    raw = os.environ.get(MAX_EXAMPLES_ENV)
+    if raw is None:
+        return profile
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"${MAX_EXAMPLES_ENV}={raw!r} is not a positive integer; set e.g. 1")
+    return replace(profile, max_examples=int(raw))
 
 
 def current_seed() -> int:
@@ -75,10 +90,24 @@ def current_seed() -> int:
 
 
 def example_database(read_only: bool) -> ExampleDatabase:
-    """Failing examples are kept here and replayed first (share it by committing it)."""
-    path = Path(os.environ.get(EXAMPLES_ENV, ".leasecheck/examples"))
-    database: ExampleDatabase = DirectoryBasedExampleDatabase(path)
+    """Failing examples are kept here and replayed first (share it by committing it).
+
+    ``$LEASECHECK_DB`` (a ``redis://`` URL, set by ``--db``) names a database shared by
+    a fleet (``leasecheck.shared_db``); otherwise the local example directory is used.
+    """
+    url = os.environ.get(DB_ENV)
+    if url:
+        database = open_database(url, where=f"${DB_ENV}")
+    else:
+        database = DirectoryBasedExampleDatabase(
+            Path(os.environ.get(EXAMPLES_ENV, ".leasecheck/examples"))
+        )
     return ReadOnlyDatabase(database) if read_only else database
+
+
+def hunting() -> bool:
+    """``leasecheck hunt`` writes its finds even with the ``ci`` profile's settings."""
+    return os.environ.get(HUNT_ENV) == "1"
 
 
 def hypothesis_settings(profile: Profile) -> settings:
@@ -90,8 +119,10 @@ def hypothesis_settings(profile: Profile) -> settings:
         # Explicit: with CI=true in the environment Hypothesis' own default profile turns
         # derandomize on, which would ignore the seed and change the verdict under CI.
         derandomize=False,
-        database=example_database(read_only=profile.name == "ci"),
-        suppress_health_check=list(HealthCheck),
+        database=example_database(read_only=profile.name == "ci" and not hunting()),
+        # Every health check but nested_given: no property nests @given, and HypoFuzz
+        # refuses to fuzz a test whose settings suppress it (``leasecheck hunt``).
+        suppress_health_check=[check for check in HealthCheck if check != HealthCheck.nested_given],
         # The explain phase re-runs the failing program many times to annotate lines; on
         # a state machine that opens SQLite files it can take minutes for little gain.
         phases=[phase for phase in Phase if phase is not Phase.explain],

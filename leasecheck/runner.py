@@ -23,6 +23,7 @@ from typing import Any
 import leasecheck.properties
 from leasecheck.profiles import EXAMPLES_ENV
 from leasecheck.scratch import SCRATCH_ENV, scratch_dir
+from leasecheck.shared_db import DB_ENV
 
 __all__ = [
     "CHECK_INI",
@@ -61,6 +62,8 @@ class CheckOptions:
     """Seconds a property may run; default from the profile."""
     examples: Path | None = None
     """The example database directory (default: ``$LEASECHECK_EXAMPLES`` or .leasecheck/)."""
+    db: str | None = None
+    """A shared example database URL (``redis://HOST:PORT/N``; ``$LEASECHECK_DB``)."""
 
 
 @dataclass
@@ -213,6 +216,8 @@ def run_check(
         env = {**os.environ, "LEASECHECK_EVENTS": str(events), SCRATCH_ENV: str(work)}
         if options.examples is not None:
             env[EXAMPLES_ENV] = str(options.examples)
+        if options.db is not None:
+            env[DB_ENV] = options.db
         run, tail = _Run(on_event), _Tail(events)
         with log.open("wb") as output:
             process = subprocess.Popen(
