@@ -81,7 +81,8 @@ def _add_hunt_parser(commands: Any) -> argparse.ArgumentParser:
     hunt.add_argument("--adapter", metavar="NAME|PATH", help="a queue library adapter (to pytest)")
     hunt.add_argument("--db", metavar="URL", help="shared example database, redis://HOST:PORT/N")
     hunt.add_argument("--minutes", metavar="M", type=_minutes, default=60.0)
-    hunt.add_argument("--profile", choices=("quick", "ci", "deep"), default="ci", help=HELP_HUNT_PROFILE)
+    profiles = ("quick", "ci", "deep")
+    hunt.add_argument("--profile", choices=profiles, default="ci", help=HELP_HUNT_PROFILE)
     hunt.add_argument("-n", dest="workers", metavar="N|auto", type=_workers, default="auto")
     hunt.add_argument("--dashboard", metavar="PORT", type=int, help="serve HypoFuzz's dashboard")
     return hunt
@@ -202,15 +203,14 @@ def _hunt(args: argparse.Namespace) -> int:
     from leasecheck.hunt import HuntOptions, hunt_command
     from leasecheck.shared_db import SharedDatabaseError
 
+    options = HuntOptions(
+        impl=preflight("--impl", args.impl) if args.impl else None,
+        jobs_impl=preflight("--jobs-impl", args.jobs_impl) if args.jobs_impl else None,
+        adapter=args.adapter, db=_db(args.db), minutes=args.minutes,
+        workers=args.workers, dashboard_port=args.dashboard, profile=args.profile,
+    )  # fmt: skip
     try:
-        return hunt_command(
-            HuntOptions(
-                impl=preflight("--impl", args.impl) if args.impl else None,
-                jobs_impl=preflight("--jobs-impl", args.jobs_impl) if args.jobs_impl else None,
-                adapter=args.adapter, db=_db(args.db), minutes=args.minutes,
-                workers=args.workers, dashboard_port=args.dashboard, profile=args.profile,
-            )  # fmt: skip
-        )
+        return hunt_command(options)
     except SharedDatabaseError as error:
         raise UsageError(str(error)) from None
 

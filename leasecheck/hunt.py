@@ -200,6 +200,9 @@ def _wait(process: subprocess.Popen[bytes], seconds: float, out: IO[str]) -> boo
     except subprocess.TimeoutExpired:
         print(f"  stopping HypoFuzz after {seconds / 60:.1f} min", file=out, flush=True)
         return False
+    except KeyboardInterrupt:  # Ctrl-C ends the hunt early; what was found is still reported
+        print("  interrupted: stopping HypoFuzz", file=out, flush=True)
+        return False
     finally:
         stop_group(process)
 

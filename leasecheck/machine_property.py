@@ -34,7 +34,7 @@ __all__ = ["database_key", "machine_test_case", "run_machine"]
 
 def _machine_test(machine: type[RuleBasedStateMachine], settings: Settings) -> Any:
     flaky_state = {"selecting_rule": False}
-    test = get_state_machine_test(machine, settings=settings, _flaky_state=flaky_state)
+    test: Any = get_state_machine_test(machine, settings=settings, _flaky_state=flaky_state)
     test._hypothesis_internal_database_key = database_key(test)
     return test
 
@@ -65,7 +65,7 @@ def machine_test_case(
     property module that defines it (``__name__``).
     """
 
-    def runTest(self: unittest.TestCase) -> None:  # noqa: N802 (unittest's name)
+    def runTest(self: unittest.TestCase) -> None:
         run_machine(machine, type(self).settings)  # type: ignore[attr-defined]
 
     runTest.is_hypothesis_test = True  # type: ignore[attr-defined]
