@@ -23,8 +23,10 @@ from hypothesis.stateful import get_state_machine_test
 from redis import Redis
 
 from adapters import servers
+from leasecheck.hunt import HuntOptions, fuzz_command, pytest_args
 from leasecheck.machine_property import database_key
 from leasecheck.mutants import by_name, materialize
+from leasecheck.runner import CheckOptions, pytest_command
 from leasecheck.scratch import scratch_dir
 from stateful_tests.job_machine import JobAgreement
 
@@ -150,3 +152,14 @@ def test_a_missing_fleet_package_names_the_install_command(package: str) -> None
 def test_hunt_minutes_must_be_positive() -> None:
     done = leasecheck("hunt", "--minutes", "0")
     assert done.returncode == 2 and "--minutes takes a positive number, not '0'" in done.stderr
+
+
+def test_hunt_selects_the_properties_check_runs_with_the_same_node_ids() -> None:
+    options = HuntOptions(impl=Path("w.py"), adapter="rq", db="redis://h:1/0", profile="ci")
+    check = pytest_command(CheckOptions(impl=Path("w.py"), profile="ci"))
+    selection = pytest_args(options)
+    assert selection[:5] == check[3:8]  # the properties folder, -c check.ini, --rootdir
+    assert selection[selection.index("--impl") :][:2] == ["--impl", "w.py"]
+    assert selection[-2:] == ["--adapter", "rq"]  # forwarded to pytest as given
+    command = fuzz_command(options)
+    assert command[3:] == ["fuzz", "--no-dashboard", "--", *selection]
