@@ -110,7 +110,7 @@ def hunt_command(options: HuntOptions, out: IO[str] = sys.stdout) -> int:
     elif result.findings:
         print(f"replay them anywhere: {replay_command(options)}", file=out)
     else:
-        print(f"no failure found in {result.seconds / 60:.1f} min", file=out)
+        print(f"no failure found ({result.seconds:.0f} s, stopping included)", file=out)
     return result.exit_code
 
 
