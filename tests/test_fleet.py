@@ -32,7 +32,7 @@ from stateful_tests.job_machine import JobAgreement
 
 MUTANT = "jobs-stale-token-accepted"  # caught_by jobs.agreement in the catalogue
 HUNT_MINUTES = "3"  # an upper bound: the test stops the hunts once the database holds a find
-FIND_TIMEOUT = 150.0
+FIND_TIMEOUT = 240.0
 CHECK_TIMEOUT = 240.0
 ONE_EXAMPLE = {"LEASECHECK_MAX_EXAMPLES": "1"}
 
