@@ -54,7 +54,7 @@ def _require_redis() -> None:
     if importlib.util.find_spec("redis") is None:
         raise SharedDatabaseError(
             f"a shared database needs the 'redis' package, which is not installed; "
-            f"install it with: {FLEET_INSTALL}"
+            f"install it with: pip install redis (or {FLEET_INSTALL}, for hunts too)"
         )
 
 
