@@ -1,4 +1,4 @@
-"""The ``leasecheck`` command: ``check``, ``mutants`` and ``explore``.
+"""The ``leasecheck`` command: ``check``, ``mutants``, ``explore`` and ``hunt``.
 
 ``leasecheck check [--impl PATH] [--jobs-impl PATH] [--profile quick|ci|deep]
 [--seed N] [-n N|auto] [--export DIR] [--junit-xml FILE]`` is a stable interface
@@ -10,12 +10,13 @@ that cannot be loaded, and never 0 when something could not run.
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from leasecheck import __version__
 from leasecheck.counterexample import export
@@ -47,7 +48,7 @@ def _workers(value: str) -> str:
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="leasecheck", description="Verify lease-based retrying job queues.")
     parser.add_argument("--version", action="version", version=f"leasecheck {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="{check,mutants,explore}")
+    commands = parser.add_subparsers(dest="command", metavar="{check,mutants,explore,hunt}")
     commands.required = True
     check = commands.add_parser("check", help="check a target against every property")
     check.add_argument("--impl", metavar="PATH", type=Path, help="a lease worker file (worker.py)")
@@ -58,6 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--report", metavar="DIR", type=Path, help="write DIR/index.html with pictures"
     )
+    check.add_argument("--db", metavar="URL", help=HELP_DB)
     mutants = commands.add_parser("mutants", help="self-check: every planted bug must be caught")
     _add_run_options(mutants)
     mutants.add_argument("--only", metavar="NAME", nargs="+", help="check only these mutants")
@@ -66,9 +68,40 @@ def _parser() -> argparse.ArgumentParser:
         "explore", help="exhaustive model checking", description=explore_doc()
     )
     add_explore_arguments(explore)
-    for sub in (check, mutants, explore):
+    hunt = _add_hunt_parser(commands)
+    for sub in (check, mutants, explore, hunt):
         sub.__class__ = _Parser
     return parser
+
+
+HELP_HUNT_PROFILE = "the check profile whose programs to generate (its check replays every find)"
+HELP_DB = "shared example database, redis://HOST:PORT/N (replayed first; read-only in ci)"
+
+
+def _add_hunt_parser(commands: Any) -> argparse.ArgumentParser:
+    hunt: argparse.ArgumentParser = commands.add_parser(
+        "hunt", help="long bug hunt under HypoFuzz, sharing finds through --db"
+    )
+    hunt.add_argument("--impl", metavar="PATH", type=Path, help="a lease worker file (worker.py)")
+    hunt.add_argument("--jobs-impl", metavar="PATH", type=Path, help="a file defining JobQueue")
+    hunt.add_argument("--adapter", metavar="NAME|PATH", help="a queue library adapter (to pytest)")
+    hunt.add_argument("--db", metavar="URL", help="shared example database, redis://HOST:PORT/N")
+    hunt.add_argument("--minutes", metavar="M", type=_minutes, default=60.0)
+    profiles = ("quick", "ci", "deep")
+    hunt.add_argument("--profile", choices=profiles, default="ci", help=HELP_HUNT_PROFILE)
+    hunt.add_argument("-n", dest="workers", metavar="N|auto", type=_workers, default="auto")
+    hunt.add_argument("--dashboard", metavar="PORT", type=int, help="serve HypoFuzz's dashboard")
+    return hunt
+
+
+def _minutes(value: str) -> float:
+    try:
+        minutes = float(value)
+    except ValueError:
+        minutes = -1.0
+    if minutes <= 0:
+        raise argparse.ArgumentTypeError(f"--minutes takes a positive number, not {value!r}")
+    return minutes
 
 
 def _add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -101,6 +134,8 @@ def _run(args: argparse.Namespace) -> int:
         from leasecheck.explore import explore_command
 
         return explore_command(args)
+    if args.command == "hunt":
+        return _hunt(args)
     from leasecheck.selfcheck import mutants_command
 
     return mutants_command(args)
@@ -159,8 +194,39 @@ def _options(args: argparse.Namespace) -> CheckOptions:
         raise UsageError(f"--junit-xml {str(args.junit_xml)!r} is a directory; pass a file path")
     return CheckOptions(
         impl=impl, jobs_impl=jobs, profile=args.profile, seed=args.seed, workers=args.workers,
-        junit_xml=args.junit_xml.resolve() if args.junit_xml else None,
+        junit_xml=args.junit_xml.resolve() if args.junit_xml else None, db=_db(args.db),
     )  # fmt: skip
+
+
+def _db(url: str | None) -> str | None:
+    """``--db`` (or ``$LEASECHECK_DB``), checked now: a bad URL or no Redis is exit 2."""
+    from leasecheck.shared_db import DB_ENV, SharedDatabaseError, ping
+
+    where = "--db" if url else f"${DB_ENV}"
+    url = url or os.environ.get(DB_ENV)
+    if not url:
+        return None
+    try:
+        ping(url, where)
+    except SharedDatabaseError as error:
+        raise UsageError(str(error)) from None
+    return url
+
+
+def _hunt(args: argparse.Namespace) -> int:
+    from leasecheck.hunt import HuntOptions, hunt_command
+    from leasecheck.shared_db import SharedDatabaseError
+
+    options = HuntOptions(
+        impl=preflight("--impl", args.impl) if args.impl else None,
+        jobs_impl=preflight("--jobs-impl", args.jobs_impl) if args.jobs_impl else None,
+        adapter=args.adapter, db=_db(args.db), minutes=args.minutes,
+        workers=args.workers, dashboard_port=args.dashboard, profile=args.profile,
+    )  # fmt: skip
+    try:
+        return hunt_command(options)
+    except SharedDatabaseError as error:
+        raise UsageError(str(error)) from None
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -200,7 +266,7 @@ def _print_header(options: CheckOptions) -> None:
 
 
 def _progress(nodeid: str, result: PropertyResult) -> None:
-    test = nodeid.rsplit("::", 1)[-1]
+    test = nodeid.removesuffix("::runTest").rsplit("::", 1)[-1]  # a TestCase: its class
     print(f"  {result.verdict:<9} {result.name:<22} {test}", flush=True)
 
 
@@ -246,6 +312,8 @@ def replay_command(options: CheckOptions) -> str:
     if options.jobs_impl:
         words += ["--jobs-impl", str(options.jobs_impl)]
     words += ["--profile", options.profile, "--seed", str(options.seed)]
+    if options.db:
+        words += ["--db", options.db]
     return " ".join(shlex.quote(word) for word in words)
 
 

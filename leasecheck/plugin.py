@@ -23,6 +23,7 @@ from hypothesis import settings
 from hypothesis.internal.conjecture import engine as shrinking_engine
 
 from leasecheck import profiles
+from leasecheck.shared_db import SharedDatabaseError
 from targets.loader import TargetError, load_jobs_target, load_worker
 from targets.scratch import scratch_dir
 
@@ -30,6 +31,7 @@ HELP_IMPL = "lease worker target file to check (default: the bundled queue_impl/
 HELP_JOBS_IMPL = "file defining JobQueue to check (default: the bundled queue_impl/job_queue.py)"
 HELP_PROFILE = "how hard to try: quick (seconds), ci (deterministic gate), deep (long hunts)"
 HELP_SEED = "seed for every random choice outside Hypothesis (default 0)"
+HELP_DB = "shared example database, redis://HOST:PORT/N (default: $LEASECHECK_DB)"
 HELP_EXAMPLES = "example database directory (default: $LEASECHECK_EXAMPLES or .leasecheck/examples)"
 MARKER = "leasecheck(name): a leasecheck property, e.g. lease.agreement or jobs.threads"
 HELP_SERVERS = (
@@ -50,6 +52,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--profile", choices=sorted(profiles.PROFILES), default=None, help=HELP_PROFILE)
     group.addoption("--leasecheck-seed", metavar="N", type=int, default=None, help=HELP_SEED)
     group.addoption("--leasecheck-examples", metavar="DIR", default=None, help=HELP_EXAMPLES)
+    group.addoption("--leasecheck-db", metavar="URL", default=None, help=HELP_DB)
     group.addoption("--servers", action="store_true", default=False, help=HELP_SERVERS)
 
 
@@ -62,15 +65,27 @@ class RunSettings:
     seeded: bool
     """A seed was chosen (option or environment): every test draws from it."""
     examples: Path
+    db: str | None
+    """A shared example database (``--leasecheck-db``, ``$LEASECHECK_DB``), or None."""
 
 
 RUN_SETTINGS = pytest.StashKey[RunSettings]()
+_ACTIVE: dict[str, RunSettings] = {}
+
+
+def active_run() -> RunSettings:
+    """This run's settings, for property modules that build their Hypothesis settings when
+    pytest imports them (after ``pytest_configure``)."""
+    if "run" not in _ACTIVE:
+        raise RuntimeError("leasecheck's pytest plugin is not configured in this process")
+    return _ACTIVE["run"]
 
 
 def _run_settings(config: pytest.Config) -> RunSettings:
     seed = config.getoption("--leasecheck-seed")
     return RunSettings(
         profile=profiles.current_profile(config.getoption("--profile")),
+        db=profiles.db_url(config.getoption("--leasecheck-db")),
         seed=profiles.current_seed(seed),
         seeded=seed is not None or profiles.SEED_ENV in os.environ,
         examples=profiles.examples_path(config.getoption("--leasecheck-examples")),
@@ -80,12 +95,18 @@ def _run_settings(config: pytest.Config) -> RunSettings:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
     config.addinivalue_line("markers", SERVERS_MARKER)
-    run = config.stash[RUN_SETTINGS] = _run_settings(config)
-    settings.register_profile("leasecheck", profiles.hypothesis_settings(run.profile, run.examples))
+    try:
+        run = _run_settings(config)
+        chosen = profiles.hypothesis_settings(run.profile, run.examples, run.db)
+    except (SharedDatabaseError, ValueError) as error:  # a bad option or LEASECHECK_* variable
+        raise pytest.UsageError(str(error)) from None
+    config.stash[RUN_SETTINGS] = _ACTIVE["run"] = run
+    settings.register_profile("leasecheck", chosen)
     settings.load_profile("leasecheck")
     # Hypothesis reads this bound when shrinking starts; the default is 300 s.
     shrinking_engine.MAX_SHRINKING_SECONDS = run.profile.shrink_seconds
-    if (run.profile.name == "ci" or run.seeded) and hypothesis_core.global_force_seed is None:
+    forced = (run.profile.name == "ci" or run.seeded) and not profiles.hunting()  # HypoFuzz
+    if forced and hypothesis_core.global_force_seed is None:
         # What Hypothesis' own --hypothesis-seed does: every test draws from this seed,
         # so the ci verdict depends only on the target, the seed and the example database.
         hypothesis_core.global_force_seed = run.seed  # type: ignore[assignment]

@@ -11,17 +11,23 @@ the seed and the committed example database.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase, ReadOnlyDatabase
+
+from leasecheck.shared_db import DB_ENV, open_database
 
 __all__ = ["PROFILES", "Profile", "current_profile", "current_seed", "hypothesis_settings"]
 
 PROFILE_ENV = "LEASECHECK_PROFILE"
 SEED_ENV = "LEASECHECK_SEED"
 EXAMPLES_ENV = "LEASECHECK_EXAMPLES"
+HUNT_ENV = "LEASECHECK_HUNT"
+"""Set to 1 by ``leasecheck hunt`` only: the example database is writable in every profile."""
+MAX_EXAMPLES_ENV = "LEASECHECK_MAX_EXAMPLES"
+"""Overrides the profile's Hypothesis example count (e.g. 1: replay the database, barely search)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,7 +81,17 @@ def current_profile(name: str | None = None) -> Profile:
     name = name if name is not None else os.environ.get(PROFILE_ENV, "ci")
     if name not in PROFILES:
         raise ValueError(f"unknown profile {name!r} from {where}; use one of quick, ci, deep")
-    return PROFILES[name]
+    return max_examples_from_env(PROFILES[name])
+
+
+def max_examples_from_env(profile: Profile) -> Profile:
+    """``profile`` with ``$LEASECHECK_MAX_EXAMPLES`` examples, if that is set."""
+    raw = os.environ.get(MAX_EXAMPLES_ENV)
+    if raw is None:
+        return profile
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"${MAX_EXAMPLES_ENV}={raw!r} is not a positive integer; set e.g. 1")
+    return replace(profile, max_examples=int(raw))
 
 
 def current_seed(seed: int | None = None) -> int:
@@ -94,13 +110,35 @@ def examples_path(path: str | Path | None = None) -> Path:
     return Path(path if path is not None else os.environ.get(EXAMPLES_ENV, ".leasecheck/examples"))
 
 
-def example_database(read_only: bool, path: Path | None = None) -> ExampleDatabase:
-    """Failing examples are kept here and replayed first (share it by committing it)."""
-    database: ExampleDatabase = DirectoryBasedExampleDatabase(examples_path(path))
+def db_url(url: str | None = None) -> str | None:
+    """``url``, else ``$LEASECHECK_DB`` (a shared ``redis://`` example database), else None."""
+    return url if url is not None else (os.environ.get(DB_ENV) or None)
+
+
+def example_database(
+    read_only: bool, path: Path | None = None, url: str | None = None
+) -> ExampleDatabase:
+    """Failing examples are kept here and replayed first (share it by committing it).
+
+    ``url`` (a ``redis://`` URL, from ``--db``) names a database shared by a fleet
+    (``leasecheck.shared_db``); otherwise the local example directory is used.
+    """
+    database: ExampleDatabase
+    if url:
+        database = open_database(url, where="--db")
+    else:
+        database = DirectoryBasedExampleDatabase(examples_path(path))
     return ReadOnlyDatabase(database) if read_only else database
 
 
-def hypothesis_settings(profile: Profile, examples: Path | None = None) -> settings:
+def hunting() -> bool:
+    """``leasecheck hunt`` writes its finds even with the ``ci`` profile's settings."""
+    return os.environ.get(HUNT_ENV) == "1"
+
+
+def hypothesis_settings(
+    profile: Profile, examples: Path | None = None, url: str | None = None
+) -> settings:
     """The Hypothesis settings of ``profile`` (never time-based: no deadline)."""
     return settings(
         max_examples=profile.max_examples,
@@ -109,8 +147,12 @@ def hypothesis_settings(profile: Profile, examples: Path | None = None) -> setti
         # Explicit: with CI=true in the environment Hypothesis' own default profile turns
         # derandomize on, which would ignore the seed and change the verdict under CI.
         derandomize=False,
-        database=example_database(read_only=profile.name == "ci", path=examples),
-        suppress_health_check=list(HealthCheck),
+        database=example_database(
+            read_only=profile.name == "ci" and not hunting(), path=examples, url=url
+        ),
+        # Every health check but nested_given: no property nests @given, and HypoFuzz
+        # refuses to fuzz a test whose settings suppress it (``leasecheck hunt``).
+        suppress_health_check=[check for check in HealthCheck if check != HealthCheck.nested_given],
         # The explain phase re-runs the failing program many times to annotate lines; on
         # a state machine that opens SQLite files it can take minutes for little gain.
         phases=[phase for phase in Phase if phase is not Phase.explain],

@@ -63,6 +63,8 @@ class CheckOptions:
     """Seconds a property may run; default from the profile."""
     examples: Path | None = None
     """The example database directory (default: ``$LEASECHECK_EXAMPLES`` or .leasecheck/)."""
+    db: str | None = None
+    """A shared example database URL (``redis://HOST:PORT/N``; ``$LEASECHECK_DB``)."""
 
 
 @dataclass
@@ -120,6 +122,8 @@ def pytest_command(options: CheckOptions) -> list[str]:
         command += ["-x"]
     if options.examples is not None:
         command += ["--leasecheck-examples", str(options.examples)]
+    if options.db is not None:
+        command += ["--leasecheck-db", options.db]
     return command
 
 

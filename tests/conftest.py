@@ -81,3 +81,16 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if kills:
         terminalreporter.section("mutant kill table (ci profile, seed 0)")
         terminalreporter.write_line(kill_table(sorted(kills, key=lambda k: k.mutant.name)))
+
+
+@pytest.fixture(autouse=True)
+def _isolated_example_database(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every ``leasecheck check`` a test starts saves and replays examples in a fresh
+    directory (never the developer's ``.leasecheck/examples`` or ``$LEASECHECK_DB``), so
+    no test's verdict depends on what an earlier test found."""
+    from leasecheck.scratch import scratch_dir
+
+    monkeypatch.delenv("LEASECHECK_DB", raising=False)
+    with scratch_dir("leasecheck-test-examples-") as directory:
+        monkeypatch.setenv("LEASECHECK_EXAMPLES", str(directory))
+        yield

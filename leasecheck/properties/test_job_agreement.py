@@ -9,6 +9,10 @@ bugs (a capped backoff after a job's second failure, two dead letters in order)
 need programs that long to be reached on every seed. A disagreement fails with the
 shrunk program and a message naming the comparison that failed, both sides side
 by side.
+
+The property is a ``TestCase`` (``leasecheck.machine_property``) so that
+``leasecheck hunt`` fuzzes it under HypoFuzz with the example-database key that
+``check`` replays.
 """
 
 from __future__ import annotations
@@ -17,26 +21,30 @@ from typing import Any
 
 import pytest
 from hypothesis import settings
-from hypothesis.stateful import run_state_machine_as_test
 
-from leasecheck.plugin import Checked
-from leasecheck.profiles import Profile
+from leasecheck.machine_property import machine_test_case
+from leasecheck.plugin import Checked, active_run
 from stateful_tests.job_machine import JobAgreement
 
 MIN_STEPS = 40
+PROFILE = active_run().profile  # the plugin chose it before pytest imports this module
+EXAMPLES = PROFILE.max_examples * 6 // 5
+STEPS = max(PROFILE.step_count, MIN_STEPS)
 
 
-@pytest.mark.leasecheck("jobs.agreement")
-def test_job_agreement(jobs_target: type[Any], lc_profile: Profile, checked: Checked) -> None:
-    examples = lc_profile.max_examples * 6 // 5
-    steps = max(lc_profile.step_count, MIN_STEPS)
+@pytest.fixture(autouse=True)
+def _bind_target(jobs_target: type[Any], checked: Checked) -> None:
     JobAgreement.bind(jobs_target)
-    run_state_machine_as_test(
+    checked(f"{EXAMPLES} programs of up to {STEPS} steps", programs=EXAMPLES, steps=STEPS)
+
+
+TestJobAgreement = pytest.mark.leasecheck("jobs.agreement")(
+    machine_test_case(
+        "TestJobAgreement",
         JobAgreement,
-        settings=settings(
-            settings.get_profile("leasecheck"),
-            max_examples=examples,
-            stateful_step_count=steps,
+        settings(
+            settings.get_profile("leasecheck"), max_examples=EXAMPLES, stateful_step_count=STEPS
         ),
+        __name__,
     )
-    checked(f"{examples} programs of up to {steps} steps", programs=examples, steps=steps)
+)

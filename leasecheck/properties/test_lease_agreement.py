@@ -3,8 +3,12 @@
 Runs ``stateful_tests.lease_machine.LeaseAgreement`` against the target chosen by
 ``--impl`` (default: the bundled worker), with the Hypothesis settings of the
 active profile (``quick``, ``ci`` or ``deep``): its example count and steps per
-example come from ``lc_profile``. A disagreement fails with the shrunk program and
+example come from the profile. A disagreement fails with the shrunk program and
 a message naming the comparison that failed, both sides side by side.
+
+The property is a ``TestCase`` (``leasecheck.machine_property``) so that
+``leasecheck hunt`` fuzzes it under HypoFuzz with the example-database key that
+``check`` replays.
 """
 
 from __future__ import annotations
@@ -13,26 +17,33 @@ from types import ModuleType
 
 import pytest
 from hypothesis import settings
-from hypothesis.stateful import run_state_machine_as_test
 
-from leasecheck.plugin import Checked
-from leasecheck.profiles import Profile
+from leasecheck.machine_property import machine_test_case
+from leasecheck.plugin import Checked, active_run
 from stateful_tests.lease_machine import LeaseAgreement
 
+PROFILE = active_run().profile  # the plugin chose it before pytest imports this module
 
-@pytest.mark.leasecheck("lease.agreement")
-def test_lease_agreement(worker_target: ModuleType, lc_profile: Profile, checked: Checked) -> None:
+
+@pytest.fixture(autouse=True)
+def _bind_target(worker_target: ModuleType, checked: Checked) -> None:
     LeaseAgreement.bind(worker_target)
-    run_state_machine_as_test(
-        LeaseAgreement,
-        settings=settings(
-            settings.get_profile("leasecheck"),  # explain phase already off (profiles.py)
-            max_examples=lc_profile.max_examples,
-            stateful_step_count=lc_profile.step_count,
-        ),
-    )
     checked(
-        f"{lc_profile.max_examples} programs of up to {lc_profile.step_count} steps",
-        programs=lc_profile.max_examples,
-        steps=lc_profile.step_count,
+        f"{PROFILE.max_examples} programs of up to {PROFILE.step_count} steps",
+        programs=PROFILE.max_examples,
+        steps=PROFILE.step_count,
     )
+
+
+TestLeaseAgreement = pytest.mark.leasecheck("lease.agreement")(
+    machine_test_case(
+        "TestLeaseAgreement",
+        LeaseAgreement,
+        settings(
+            settings.get_profile("leasecheck"),  # explain phase already off (profiles.py)
+            max_examples=PROFILE.max_examples,
+            stateful_step_count=PROFILE.step_count,
+        ),
+        __name__,
+    )
+)

@@ -1,0 +1,166 @@
+"""Fleet hunts: ``leasecheck hunt`` under HypoFuzz and ``check --db`` on one real Redis.
+
+The main test starts a throw-away Redis (``adapters.servers``, from the OS package),
+runs two hunting processes at once against a planted bug, and shows that a fresh
+``leasecheck check`` that barely searches (one example per property, proven unable to
+find the bug by a control run against an empty database) replays their counterexample
+and reports VIOLATED. The other tests cover the messages users read.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+from hypothesis.stateful import get_state_machine_test
+from redis import Redis
+
+from adapters import servers
+from leasecheck.hunt import HuntOptions, fuzz_command, pytest_args
+from leasecheck.machine_property import database_key
+from leasecheck.mutants import by_name, materialize
+from leasecheck.runner import CheckOptions, pytest_command
+from leasecheck.scratch import scratch_dir
+from stateful_tests.job_machine import JobAgreement
+
+MUTANT = "jobs-stale-token-accepted"  # caught_by jobs.agreement in the catalogue
+HUNT_MINUTES = "3"  # an upper bound: the test stops the hunts once the database holds a find
+FIND_TIMEOUT = 240.0
+CHECK_TIMEOUT = 240.0
+ONE_EXAMPLE = {"LEASECHECK_MAX_EXAMPLES": "1"}
+
+
+def leasecheck(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "leasecheck", *args], capture_output=True, text=True,
+        timeout=CHECK_TIMEOUT, stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})},
+    )  # fmt: skip
+
+
+def verdict(output: str, prop: str) -> str:
+    """The verdict of ``prop`` in check's summary table."""
+    for line in output.splitlines():
+        words = line.split()
+        if len(words) >= 2 and words[0] == prop:
+            return words[1]
+    raise AssertionError(f"{prop} is not in the summary:\n{output}")
+
+
+@pytest.fixture
+def mutant() -> Iterator[Path]:
+    with scratch_dir("leasecheck-fleet-test-") as directory:
+        yield materialize(by_name(MUTANT), directory)
+
+
+def _db_holds_a_find(url: str) -> bool:
+    key = database_key(get_state_machine_test(JobAgreement, settings=settings()))
+    prefix = b"hypothesis-example:"  # RedisExampleDatabase's default key prefix
+    with Redis.from_url(url) as client:
+        return bool(client.scard(prefix + key) or client.scard(prefix + key + b".secondary"))
+
+
+def _stop(hunts: list[subprocess.Popen[str]]) -> list[tuple[int, str]]:
+    """SIGINT each hunt (it stops HypoFuzz and reports), bounded; SIGKILL what is left."""
+    for hunt in hunts:
+        if hunt.poll() is None:
+            hunt.send_signal(signal.SIGINT)
+    results = []
+    for hunt in hunts:
+        try:
+            out, err = hunt.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(hunt.pid, signal.SIGKILL)
+            out, err = hunt.communicate(timeout=30)
+        results.append((hunt.returncode, out + err))
+    return results
+
+
+def _hunt(mutant: Path, url: str) -> subprocess.Popen[str]:
+    command = [sys.executable, "-m", "leasecheck", "hunt", "--jobs-impl", str(mutant)]
+    command += ["--db", url, "--minutes", HUNT_MINUTES, "-n", "1"]
+    return subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdin=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+
+
+@pytest.mark.usefixtures("no_leaked_children")
+def test_two_hunts_share_a_counterexample_that_check_replays(mutant: Path) -> None:
+    with servers.redis() as server:
+        shared, empty = server.url, server.url.removesuffix("/0") + "/1"
+        control = leasecheck("check", "--jobs-impl", str(mutant), "--db", empty, env=ONE_EXAMPLE)
+        assert verdict(control.stdout, "jobs.agreement") == "holds", control.stdout
+        hunts = [_hunt(mutant, shared), _hunt(mutant, shared)]
+        try:
+            deadline = time.monotonic() + FIND_TIMEOUT
+            while not _db_holds_a_find(shared):
+                assert all(h.poll() is None for h in hunts), "a hunt ended before any find"
+                assert time.monotonic() < deadline, f"no find within {FIND_TIMEOUT:.0f} s"
+                time.sleep(1.0)
+        finally:
+            ended = _stop(hunts)
+        for code, output in ended:
+            assert code == 1 and "FOUND  jobs.agreement" in output, output
+        replay = leasecheck("check", "--jobs-impl", str(mutant), "--db", shared, env=ONE_EXAMPLE)
+    assert replay.returncode == 1, replay.stdout + replay.stderr
+    assert verdict(replay.stdout, "jobs.agreement") == "VIOLATED", replay.stdout
+    assert f"--db {shared}" in replay.stdout  # the replay command names the database
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("http://127.0.0.1:6379/0", "is not a Redis URL; pass e.g. redis://127.0.0.1:6379/0"),
+        ("redis://127.0.0.1:6379/zero", "a Redis database is a number"),
+        ("redis://127.0.0.1:FREE_PORT/0", "no Redis answered within"),
+    ],
+)
+@pytest.mark.parametrize("command", ["check", "hunt"])
+def test_a_bad_database_url_is_a_usage_error(command: str, url: str, says: str) -> None:
+    url = url.replace("FREE_PORT", str(servers.free_port()))  # nothing listens there
+    done = leasecheck(command, "--db", url)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert says in done.stderr and repr(url) in done.stderr
+
+
+def test_a_bad_database_variable_is_named() -> None:
+    done = leasecheck("check", env={"LEASECHECK_DB": "x"})
+    assert done.returncode == 2
+    assert "$LEASECHECK_DB 'x' is not a Redis URL" in done.stderr
+
+
+@pytest.mark.parametrize("package", ["hypofuzz", "redis"])
+def test_a_missing_fleet_package_names_the_install_command(package: str) -> None:
+    block = f"import sys; sys.modules[{package!r}] = None; from leasecheck.cli import main; "
+    done = subprocess.run(
+        [sys.executable, "-c", block + "sys.exit(main(sys.argv[1:]))", "hunt", "--minutes", "1"]
+        + (["--db", "redis://127.0.0.1:1/0"] if package == "redis" else []),
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        env={**os.environ, "HYPOTHESIS_NO_PLUGINS": "1"},  # no hypofuzz entry point either
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"needs the {package!r} package" in done.stderr or f"needs {package}" in done.stderr
+    assert "pip install 'leasecheck[fleet]'" in done.stderr
+
+
+def test_hunt_minutes_must_be_positive() -> None:
+    done = leasecheck("hunt", "--minutes", "0")
+    assert done.returncode == 2 and "--minutes takes a positive number, not '0'" in done.stderr
+
+
+def test_hunt_selects_the_properties_check_runs_with_the_same_node_ids() -> None:
+    options = HuntOptions(impl=Path("w.py"), adapter="rq", db="redis://h:1/0", profile="ci")
+    check = pytest_command(CheckOptions(impl=Path("w.py"), profile="ci"))
+    selection = pytest_args(options)
+    assert selection[:5] == check[3:8]  # the properties folder, -c check.ini, --rootdir
+    assert selection[selection.index("--impl") :][:2] == ["--impl", "w.py"]
+    assert selection[-2:] == ["--adapter", "rq"]  # forwarded to pytest as given
+    command = fuzz_command(options)
+    assert command[3:] == ["fuzz", "--no-dashboard", "--", *selection]
