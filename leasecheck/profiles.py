@@ -11,7 +11,7 @@ the seed and the committed example database.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, settings
@@ -48,6 +48,10 @@ class Profile:
     """Scope name for the model checker (see ``models.explorer``)."""
     shrink_seconds: int = 30
     """How long Hypothesis may shrink one failure (every attempt runs real SQLite)."""
+    power_histories: int = 3
+    """Histories traced by lease.power-loss (each cut at every write, sync and unlink)."""
+    power_states: int = 64
+    """Most crash states per cut point of lease.power-loss (all of them when fewer)."""
 
 
 PROFILES = {
@@ -55,6 +59,10 @@ PROFILES = {
     "ci": Profile("ci", 1000, 15, 10, 120, 200, 3, 100, 2.0, "ci", shrink_seconds=30),
     "deep": Profile("deep", 2000, 80, 20, 1000, 500, 6, 1000, 20.0, "deep", shrink_seconds=300),
 }
+
+# lease.power-loss scale (ci keeps the field defaults; measured in benchmarks/bench_power_loss.py)
+PROFILES["quick"] = replace(PROFILES["quick"], power_histories=1)
+PROFILES["deep"] = replace(PROFILES["deep"], power_histories=30, power_states=512)
 
 
 def current_profile() -> Profile:
