@@ -196,7 +196,7 @@ def check_power_loss(
     rng = random.Random(f"{PROPERTY}:{seed}")
     report = PowerReport()
     with Engine() as engine:
-        (directory / "files").mkdir(exist_ok=True)
+        (directory / "files").mkdir(parents=True, exist_ok=True)
         files = QueueFiles(engine, module, directory / "files")
         for number in range(1, histories + 1):
             trial = _random_trial(rng)
