@@ -57,6 +57,6 @@ def test_records_a_real_process(tmp_path: Path) -> None:
 
 
 def test_missing_strace_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_syscalls.shutil, "which", lambda name: None)
+    monkeypatch.setattr("shutil.which", lambda name: None)
     with pytest.raises(TraceError, match="apt-get install -y strace"):
         _syscalls.strace_command(Path("log"), ["true"])
