@@ -396,7 +396,8 @@ def _counterexample(
     mode = " (strict)" if strict else ""
     return AssertionError(
         f"{PROPERTY}{mode}: after a power cut, {_headline(shrunk)}\nscenario:\n"
-        f"{shrunk.explain()}\nreplay with --leasecheck-seed {seed} (property {PROPERTY})"
+        f"{shrunk.explain()}\nreplay with {'LEASECHECK_POWER_LOSS=strict ' if strict else ''}"
+        f"--leasecheck-seed {seed} (property {PROPERTY})"
     )
 
 
