@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -9,6 +11,7 @@ import pytest
 
 from crash_harness.power_loss import Settings, check_power_loss
 from leasecheck.mutants import by_name, materialize
+from leasecheck.runner import PROPERTIES_DIR
 from leasecheck.targets import BUNDLED_WORKER, load_worker
 
 
@@ -72,3 +75,27 @@ def test_same_seed_same_states(scratch: Path) -> None:
 )
 def test_remedy_names_the_pragma(settings: Settings, remedy: str) -> None:
     assert remedy in settings.remedy()
+
+
+def test_missing_strace_exits_2_with_the_install_command(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(sys.executable)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(PROPERTIES_DIR / "test_power_loss.py"),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+        ],
+        env={"PATH": str(bin_dir), "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "apt-get install -y strace" in done.stdout + done.stderr

@@ -11,12 +11,14 @@ documented loss is printed as a finding about the spec, and
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from crash_harness._syscalls import STRACE_INSTALL
 from crash_harness.power_loss import check_power_loss
 from leasecheck.profiles import Profile
 
@@ -40,6 +42,12 @@ def test_power_loss(
     no_leaked_children: None,
     record_property: Callable[[str, object], None],
 ) -> None:
+    if shutil.which("strace") is None:  # a missing tool is a usage error, never a verdict
+        pytest.exit(
+            f"lease.power-loss records system calls with strace, which is not on PATH; "
+            f"install it with `{STRACE_INSTALL}`",
+            returncode=2,
+        )
     report = check_power_loss(
         worker_target,
         scratch,
