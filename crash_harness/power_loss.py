@@ -32,6 +32,7 @@ import json
 import pickle
 import random
 import shutil
+import sqlite3
 import sys
 import time
 from dataclasses import dataclass, field
@@ -167,7 +168,10 @@ class PowerLoss:
     outcomes: tuple[Outcome, ...]
 
     def explain(self) -> str:
-        lines = [f"the queue file holds {len(self.trial.states[0].jobs)} jobs (durable)"]
+        count = len(self.trial.states[0].jobs)
+        rows = [line.strip() for line in self.trial.states[0].describe().splitlines()]
+        held = f"the queue file holds {count} job{'' if count == 1 else 's'} (durable)"
+        lines = [held + (": " + "; ".join(rows) if count else "")]
         lines.append("a child opens it with open_queue and runs, acknowledging each result:")
         shown = zip(self.trial.ops, self.outcomes, strict=True)
         for index, (op, outcome) in enumerate(list(shown)[: self.cut.acked + 1]):
@@ -380,6 +384,8 @@ def _read_files(scratch: Path, state: CrashState) -> Snapshot | str:
         return read_stored(scratch / DB, "after the power cut")
     except AssertionError as error:
         return str(error)
+    except sqlite3.DatabaseError as error:
+        return f"PRAGMA integrity_check cannot even run: {error} (the file is corrupt)"
 
 
 def _counterexample(
@@ -402,7 +408,7 @@ def _counterexample(
 
 
 def _headline(loss: PowerLoss) -> str:
-    if "integrity" in loss.found and "ok" not in loss.found.split("integrity")[1][:4]:
+    if "integrity_check" in loss.found:
         return "the reopened file fails PRAGMA integrity_check"
     return "an operation that had returned to its caller is not in the reopened file"
 
@@ -428,5 +434,34 @@ def _shrink(
         rng = random.Random(f"{PROPERTY}:{seed}:shrink")
         found = run_trial(module, start, root, small, limit, rng, strict, PowerReport())
         if found is not None:
-            return found
+            return _fewer_jobs(module, files, directory / f"fewer-{candidate}", found,
+                               limit, seed, strict)  # fmt: skip
     return None
+
+
+def _fewer_jobs(
+    module: ModuleType,
+    files: QueueFiles,
+    directory: Path,
+    loss: PowerLoss,
+    limit: int,
+    seed: int,
+    strict: bool,
+) -> PowerLoss:
+    """Drop start jobs one at a time while the single op still changes state and still loses."""
+    (op,) = loss.trial.ops
+    for job in loss.trial.states[0].jobs:
+        start = loss.trial.states[0]
+        smaller = Snapshot(
+            tuple(row for row in start.jobs if row is not job),
+            tuple(row for row in start.redrives if row.id != job.id),
+        )
+        trial = Trial.of(smaller, [op])
+        if trial.states[0] == trial.states[1]:
+            continue
+        rng = random.Random(f"{PROPERTY}:{seed}:shrink")
+        root = directory / f"without-{job.id}"
+        found = run_trial(module, files.fresh(smaller), root, trial, limit, rng, strict,
+                          PowerReport())  # fmt: skip
+        loss = found or loss
+    return loss
