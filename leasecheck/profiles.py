@@ -54,13 +54,17 @@ class Profile:
     """Scope name for the model checker (``models.lease_explorer``, ``models.job_explorer``)."""
     shrink_seconds: int = 30
     """How long Hypothesis may shrink one failure (every attempt runs real SQLite)."""
+    power_histories: int = 3
+    """Histories traced by lease.power-loss (each cut at every write, sync and unlink)."""
+    power_states: int = 64
+    """Most crash states per cut point of lease.power-loss (all of them when fewer)."""
 
 
 PROFILES = {
     "quick": Profile(
         name="quick", max_examples=100, step_count=20, crash_states=2, random_kills=20,
         race_rounds=20, race_processes=3, parallel_histories=25, thread_seconds=1.0,
-        explore_scope="small", shrink_seconds=15,
+        explore_scope="small", shrink_seconds=15, power_histories=1,
     ),
     "ci": Profile(
         name="ci", max_examples=1000, step_count=15, crash_states=10, random_kills=120,
@@ -70,7 +74,7 @@ PROFILES = {
     "deep": Profile(
         name="deep", max_examples=2000, step_count=80, crash_states=20, random_kills=1000,
         race_rounds=500, race_processes=6, parallel_histories=1000, thread_seconds=20.0,
-        explore_scope="deep", shrink_seconds=300,
+        explore_scope="deep", shrink_seconds=300, power_histories=30, power_states=512,
     ),
 }  # fmt: skip
 

@@ -9,7 +9,7 @@ from typing import Literal
 
 __all__ = ["CATALOGUE", "Mutant", "by_name", "materialize"]
 
-_FAMILIES = ("worker_bugs", "crash_bugs", "jobs_bugs", "explore_bugs", "race_bugs")
+_FAMILIES = ("worker_bugs", "crash_bugs", "jobs_bugs", "explore_bugs", "race_bugs", "power_bugs")
 
 
 @dataclass(frozen=True)
