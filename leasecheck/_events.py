@@ -59,8 +59,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """Attach the failure as data, built from the exception in the process that raised it."""
     outcome = yield
     report: pytest.TestReport = outcome.get_result()
-    if call.when == "call" and call.excinfo is not None and report.failed:
-        example = Counterexample.from_error(call.excinfo.value)
+    if call.when != "call" or call.excinfo is None:
+        return
+    error: BaseException | None = call.excinfo.value
+    if hasattr(report, "wasxfail"):
+        # A "not promised" property calls pytest.xfail while handling its counterexample.
+        error = error.__context__ if error is not None else None
+    elif not report.failed:
+        return
+    if error is not None:
+        example = Counterexample.from_error(error)
         report.user_properties.append((FAILURE_KEY, example.record()))
 
 

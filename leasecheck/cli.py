@@ -20,7 +20,14 @@ from typing import Any, NoReturn
 
 from leasecheck import __version__
 from leasecheck.counterexample import export
-from leasecheck.runner import VIOLATED, CheckOptions, CheckResult, PropertyResult, run_check
+from leasecheck.runner import (
+    NOT_PROMISED,
+    VIOLATED,
+    CheckOptions,
+    CheckResult,
+    PropertyResult,
+    run_check,
+)
 
 __all__ = ["main"]
 
@@ -267,7 +274,7 @@ def _print_header(options: CheckOptions) -> None:
 
 def _progress(nodeid: str, result: PropertyResult) -> None:
     test = nodeid.removesuffix("::runTest").rsplit("::", 1)[-1]  # a TestCase: its class
-    print(f"  {result.verdict:<9} {result.name:<22} {test}", flush=True)
+    print(f"  {result.verdict:<12} {result.name:<22} {test}", flush=True)
 
 
 def _print_summary(result: CheckResult) -> None:
@@ -276,10 +283,10 @@ def _print_summary(result: CheckResult) -> None:
     runs = {row.name: "; ".join(row.runs) if row.verdict != VIOLATED else "" for row in rows}
     runs = {name: text or "-" for name, text in runs.items()}
     width = max([len("checked"), *(len(text) for text in runs.values())])
-    print(f"\n  {'property':<22} {'verdict':<9} {'checked':<{width}} {'time':>8}")
+    print(f"\n  {'property':<22} {'verdict':<12} {'checked':<{width}} {'time':>8}")
     for row in rows:
-        print(f"  {row.name:<22} {row.verdict:<9} {runs[row.name]:<{width}} {row.seconds:>7.1f}s")
-    print(f"  {'total':<22} {'':<9} {'':<{width}} {result.seconds:>7.1f}s\n")
+        print(f"  {row.name:<22} {row.verdict:<12} {runs[row.name]:<{width}} {row.seconds:>7.1f}s")
+    print(f"  {'total':<22} {'':<12} {'':<{width}} {result.seconds:>7.1f}s\n")
 
 
 def _print_failure(prop: PropertyResult, options: CheckOptions, directory: Path | None) -> None:
@@ -321,7 +328,12 @@ def replay_command(options: CheckOptions) -> str:
 
 def _conclude(result: CheckResult) -> int:
     if result.exit_code == 0:
-        print(f"every property holds ({len(result.properties)} checked)")
+        unpromised = sorted(r.name for r in result.properties.values() if r.verdict == NOT_PROMISED)
+        if unpromised:
+            held = len(result.properties) - len(unpromised)
+            print(f"{held} properties hold; not promised: {', '.join(unpromised)}")
+        else:
+            print(f"every property holds ({len(result.properties)} checked)")
     elif result.exit_code == VIOLATION_EXIT:
         failed = [r.name for r in result.properties.values() if r.verdict != "holds"]
         print(f"violated: {', '.join(sorted(failed))}")

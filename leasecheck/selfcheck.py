@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from leasecheck.mutants import CATALOGUE, Mutant, materialize
-from leasecheck.runner import HOLDS, CheckOptions, run_check
+from leasecheck.runner import HOLDS, NOT_PROMISED, NOT_RUN, CheckOptions, run_check
 from targets.scratch import scratch_dir
 
 __all__ = ["Kill", "check_mutant", "kill_table", "mutants_command"]
@@ -47,7 +47,9 @@ def check_mutant(mutant: Mutant, profile: str, seed: int = 0) -> Kill:
             **option,  # type: ignore[arg-type]
         )  # fmt: skip
         result = run_check(options)
-    failed = [p for p in result.properties.values() if p.verdict not in (HOLDS, "not run")]
+    failed = [
+        p for p in result.properties.values() if p.verdict not in (HOLDS, NOT_RUN, NOT_PROMISED)
+    ]
     if not failed:
         note = result.problem or ("" if result.exit_code == 0 else f"exit {result.exit_code}")
         return Kill(mutant, False, "-", time.monotonic() - started, 0, note)

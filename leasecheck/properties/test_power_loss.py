@@ -18,7 +18,7 @@ from types import ModuleType
 import pytest
 
 from crash_harness._syscalls import STRACE_INSTALL
-from crash_harness.power_loss import check_power_loss
+from crash_harness.power_loss import PowerReport, check_power_loss, spec_finding
 from leasecheck.plugin import Checked
 from leasecheck.profiles import Profile
 
@@ -56,12 +56,29 @@ def test_power_loss(
         lc_seed,
         strict_mode(),
     )
-    finding = f"; spec FINDING: {report.spec_losses} lose a commit" if report.spec_losses else ""
     checked(
-        f"{report.states} crash states, {report.cuts} cuts{finding}",
+        f"{report.states} crash states, {report.cuts} cuts",
         states=report.states,
         cuts=report.cuts,
         spec_losses=report.spec_losses,
     )
     print(f"lease.power-loss: {report.render()}")
     assert report.histories == lc_profile.power_histories
+    if report.spec_losses:
+        _not_promised_by_the_spec(worker_target, scratch / "strict", lc_profile, lc_seed, report)
+
+
+def _not_promised_by_the_spec(
+    module: ModuleType, directory: Path, profile: Profile, seed: int, report: PowerReport
+) -> None:
+    """The spec's own setting lost an acknowledged commit: a finding about the spec, not the
+    target. Shown as "not promised" with the shrunk counterexample (the same histories run
+    strictly), so it is visible at a glance and changes no exit status unless strict."""
+    directory.mkdir()
+    try:
+        check_power_loss(
+            module, directory, profile.power_histories, profile.power_states, seed, True
+        )
+    except AssertionError as error:  # the xfail carries it: its context is the counterexample
+        pytest.xfail(f"not promised by lease-worker.md's own journal setting: {error}")
+    pytest.xfail(spec_finding(report.spec_losses))
