@@ -48,12 +48,26 @@ class Profile:
     """Scope name for the model checker (see ``models.explorer``)."""
     shrink_seconds: int = 30
     """How long Hypothesis may shrink one failure (every attempt runs real SQLite)."""
+    queue_examples: int = 500
+    """Programs per generic agreement property (``queue.no-loss``, ``queue.stale-ack``)."""
+    queue_rounds: int = 40
+    """Kill rounds of ``queue.ack-final`` and rounds per history of ``queue.linearizable``."""
 
 
 PROFILES = {
-    "quick": Profile("quick", 100, 20, 2, 20, 20, 3, 25, 1.0, "small", shrink_seconds=15),
+    "quick": Profile(
+        *("quick", 100, 20, 2, 20, 20, 3, 25, 1.0, "small"),
+        shrink_seconds=15,
+        queue_examples=50,
+        queue_rounds=10,
+    ),
     "ci": Profile("ci", 1000, 15, 10, 120, 200, 3, 100, 2.0, "ci", shrink_seconds=30),
-    "deep": Profile("deep", 2000, 80, 20, 1000, 500, 6, 1000, 20.0, "deep", shrink_seconds=300),
+    "deep": Profile(
+        *("deep", 2000, 80, 20, 1000, 500, 6, 1000, 20.0, "deep"),
+        shrink_seconds=300,
+        queue_examples=2000,
+        queue_rounds=400,
+    ),
 }
 
 
