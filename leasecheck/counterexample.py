@@ -23,6 +23,7 @@ __all__ = ["Counterexample", "export", "parse"]
 _MACHINES = {
     "LeaseAgreement": ("stateful_tests.lease_machine", "load_worker"),
     "JobAgreement": ("stateful_tests.job_machine", "load_jobs_target"),
+    "QueueMachine": ("stateful_tests.queue_machine", "load_library"),  # parsed, not exported
 }
 _START = re.compile(r"^state = (\w+)\(\)\s*$")
 _STEP = re.compile(r"^\s*\d+\.\s")

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -96,7 +96,7 @@ class QueueMachine(RuleBasedStateMachine):
             self.last = what
         if mismatch is not None and mismatch.prop in self.enforce:
             self.failed = True
-            raise AssertionError(
+            _disagree(
                 f"{mismatch.prop} violated by {self.library.name}: at {what} after {self.last}, "
                 f"{mismatch.text}\nthe model's state before it:\n{self.states[0].describe()}"
             )
@@ -198,7 +198,7 @@ class QueueMachine(RuleBasedStateMachine):
         stuck = [job for job in self.states[0].jobs if job.state == "ready" or job.expired(now)]
         if stuck and "queue.no-loss" in self.enforce:
             names = ", ".join(job.describe(now) for job in stuck)
-            raise AssertionError(
+            _disagree(
                 f"queue.no-loss violated by {self.library.name}: every lease expired and "
                 f"recover() ran, but claim returns None while these jobs are neither done nor "
                 f"failed: {names}"
@@ -213,6 +213,12 @@ class QueueMachine(RuleBasedStateMachine):
                 connection.close()
             self.clock.close()
             shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _disagree(message: str) -> NoReturn:
+    # Raised at module level: pytest indents the report by the raise's indentation, and
+    # leasecheck.counterexample reads the program from lines indented as Hypothesis prints.
+    raise AssertionError(message)
 
 
 def _scratch_root() -> str | None:
