@@ -53,16 +53,27 @@ class AdapterLoadError(AdapterError):
 def load_library(spec: str) -> QueueLibrary:
     """The library ``spec`` names (bundled name, ``planted:NAME`` or a .py path), ready to use."""
     if spec.startswith(PLANTED_PREFIX):
-        return _planted(spec.removeprefix(PLANTED_PREFIX))
+        return _supported(_planted(spec.removeprefix(PLANTED_PREFIX)), spec)
     if spec in BUNDLED:
-        return _bundled(spec)
+        return _supported(_bundled(spec), spec)
     if spec.endswith(".py") or Path(spec).exists():
-        return _from_file(Path(spec))
+        return _supported(_from_file(Path(spec)), spec)
     names = ", ".join(BUNDLED)
     raise AdapterLoadError(
         f"--adapter {spec!r} is neither a bundled adapter ({names}) nor a Python file; "
         f"run `leasecheck adapters` to list them, or pass the path of your adapter file"
     )
+
+
+def _supported(library: QueueLibrary, spec: str) -> QueueLibrary:
+    """Refuse what the generic properties cannot judge yet, instead of a false verdict."""
+    if library.capabilities.clock == "real":
+        raise AdapterLoadError(
+            f"adapter {spec!r} declares clock='real': the generic model moves time only when "
+            f"the harness advances the shared clock, so real-time leases would give false "
+            f"verdicts; make the library read the clock it is given (clock='patched')"
+        )
+    return library
 
 
 def _bundled(name: str) -> QueueLibrary:

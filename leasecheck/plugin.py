@@ -157,6 +157,18 @@ def queue_library(request: pytest.FixtureRequest) -> QueueLibrary:
 
 
 @pytest.fixture
+def multiprocess_library(queue_library: QueueLibrary) -> QueueLibrary:
+    """The library, for a property that needs several processes on one store: one that
+    cannot share its store is reported "not run" (exit 2), never passed."""
+    if not queue_library.capabilities.multiprocess:
+        pytest.skip(
+            f"{queue_library.name} declares multiprocess=False: this property needs several "
+            f"processes on one store, so it was not checked"
+        )
+    return queue_library
+
+
+@pytest.fixture
 def judged(
     queue_library: QueueLibrary, request: pytest.FixtureRequest, record_property: Any
 ) -> Callable[[str], AbstractContextManager[None]]:

@@ -176,3 +176,30 @@ def test_queue_properties_never_run_without_adapter() -> None:
     assert done.returncode == 0, done.stdout
     assert "test_queue_" not in done.stdout
     assert "test_lease_agreement" in done.stdout
+
+
+def _variant(tmp_path: Path, capabilities: str) -> Path:
+    """The user adapter above with other declared capabilities."""
+    path = tmp_path / "variant_queue.py"
+    path.write_text(
+        USER_ADAPTER.replace(
+            "capabilities = LeaseWorker.capabilities",
+            f"capabilities = replace(LeaseWorker.capabilities, {capabilities})",
+        )
+    )
+    return path
+
+
+def test_a_real_time_clock_is_refused_with_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["check", "--adapter", str(_variant(tmp_path, "clock='real'"))]) == 2
+    assert "declares clock='real'" in capsys.readouterr().err
+
+
+def test_a_single_process_library_is_not_run_and_never_passes(tmp_path: Path) -> None:
+    path = _variant(tmp_path, "multiprocess=False")
+    result = run_check(CheckOptions(adapter=str(path), profile="quick", workers="0"))
+    not_run = {name for name, prop in result.properties.items() if prop.verdict == "not run"}
+    assert not_run == {"queue.ack-final", "queue.exclusive", "queue.linearizable"}
+    assert result.exit_code == 2

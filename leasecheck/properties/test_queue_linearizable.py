@@ -30,7 +30,7 @@ HISTORY_EVERY = 20
 
 @pytest.mark.leasecheck("queue.linearizable")
 def test_queue_linearizable(
-    queue_library: QueueLibrary,
+    multiprocess_library: QueueLibrary,
     judged: Callable[[str], AbstractContextManager[None]],
     scratch: Path,
     lc_profile: Profile,
@@ -39,10 +39,9 @@ def test_queue_linearizable(
     checked: Callable[[str], None],
 ) -> None:
     histories = max(1, lc_profile.parallel_histories // HISTORY_EVERY)
-    unpromised = frozenset(
-        prop for prop in GENERIC_PROPERTIES if not queue_library.promises.of(prop).promised
-    )
-    spec = QueueSpec(queue_library.capabilities.ack_deletes, unpromised - {"queue.linearizable"})
+    library = multiprocess_library
+    unpromised = frozenset(p for p in GENERIC_PROPERTIES if not library.promises.of(p).promised)
+    spec = QueueSpec(library.capabilities.ack_deletes, unpromised - {"queue.linearizable"})
     operations = 0
     with judged("queue.linearizable"):
         for number in range(histories):
@@ -50,12 +49,12 @@ def test_queue_linearizable(
             directory.mkdir()
             seed = lc_seed * 1000 + number
             history = linear_history(
-                queue_library, directory, lc_profile.race_processes, lc_profile.queue_rounds, seed
+                library, directory, lc_profile.race_processes, lc_profile.queue_rounds, seed
             )
             operations += len(history)
             verdict = check(history, spec, QueueState())
             assert verdict.linearizable, (
-                f"queue.linearizable violated by {queue_library.name} (history {number}, "
+                f"queue.linearizable violated by {library.name} (history {number}, "
                 f"seed {seed}):\n{verdict.report()}"
             )
     checked(f"{histories} histories, {operations} operations")
