@@ -24,6 +24,7 @@ failing property's verdict: VIOLATED where promised, "not promised" otherwise.
 
 from __future__ import annotations
 
+import math
 import mmap
 import struct
 import time
@@ -129,6 +130,11 @@ class Capabilities:
     """The server its store needs (started by ``adapters.servers``)."""
     lease_granularity: float = 0.001
     """The smallest lease, in seconds, the library can express."""
+
+    def time_scale(self) -> int:
+        """How much the generic properties stretch every lease and clock move (>= 1), so
+        that each lease is a whole number of the library's smallest lease (50 ms units)."""
+        return max(1, math.ceil(self.lease_granularity / 0.05))
 
 
 @dataclass(frozen=True)

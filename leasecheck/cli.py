@@ -1,10 +1,13 @@
-"""The ``leasecheck`` command: ``check``, ``mutants``, ``explore`` and ``hunt``.
+"""The ``leasecheck`` command: ``check``, ``mutants``, ``explore``, ``hunt`` and ``adapters``.
 
 ``leasecheck check [--impl PATH] [--jobs-impl PATH] [--profile quick|ci|deep]
 [--seed N] [-n N|auto] [--export DIR] [--junit-xml FILE]`` is a stable interface
 (suite.md): exit 0 when every property holds, 1 when one is violated (or the
 target hangs, exits or crashes while checked), 2 for a usage error or a target
-that cannot be loaded, and never 0 when something could not run.
+that cannot be loaded, and never 0 when something could not run. ``--adapter
+NAME|PATH`` (an addition) checks a real queue library: exit 1 only when a property
+the library promises is violated; one it does not promise is reported as "not
+promised" and changes the exit status only with ``--strict``.
 """
 
 from __future__ import annotations
@@ -55,11 +58,14 @@ def _workers(value: str) -> str:
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="leasecheck", description="Verify lease-based retrying job queues.")
     parser.add_argument("--version", action="version", version=f"leasecheck {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="{check,mutants,explore,hunt}")
+    commands = parser.add_subparsers(
+        dest="command", metavar="{check,mutants,explore,hunt,adapters}"
+    )
     commands.required = True
     check = commands.add_parser("check", help="check a target against every property")
     check.add_argument("--impl", metavar="PATH", type=Path, help="a lease worker file (worker.py)")
     check.add_argument("--jobs-impl", metavar="PATH", type=Path, help="a file defining JobQueue")
+    _add_adapter_options(check)
     _add_run_options(check)
     check.add_argument("--export", metavar="DIR", type=Path, help="write counterexamples here")
     check.add_argument("--junit-xml", metavar="FILE", type=Path, help="write a JUnit XML report")
@@ -76,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_explore_arguments(explore)
     hunt = _add_hunt_parser(commands)
+    commands.add_parser("adapters", help="list the bundled queue-library adapters and promises")
     for sub in (check, mutants, explore, hunt):
         sub.__class__ = _Parser
     return parser
@@ -117,6 +124,17 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-n", dest="workers", metavar="N|auto", type=_workers, default="auto")
 
 
+def _add_adapter_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--adapter", metavar="NAME|PATH",
+        help="check a queue library: a bundled adapter name or your adapter file",
+    )  # fmt: skip
+    parser.add_argument(
+        "--strict", action="store_true",
+        help="with --adapter: a property the library does not promise fails too (exit 1)",
+    )  # fmt: skip
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(words)
@@ -143,6 +161,10 @@ def _run(args: argparse.Namespace) -> int:
         return explore_command(args)
     if args.command == "hunt":
         return _hunt(args)
+    if args.command == "adapters":
+        from leasecheck.adapters_cli import adapters_command
+
+        return adapters_command()
     from leasecheck.selfcheck import mutants_command
 
     return mutants_command(args)
@@ -202,6 +224,7 @@ def _options(args: argparse.Namespace) -> CheckOptions:
     return CheckOptions(
         impl=impl, jobs_impl=jobs, profile=args.profile, seed=args.seed, workers=args.workers,
         junit_xml=args.junit_xml.resolve() if args.junit_xml else None, db=_db(args.db),
+        adapter=_adapter(args), strict=args.strict,
     )  # fmt: skip
 
 
@@ -236,6 +259,26 @@ def _hunt(args: argparse.Namespace) -> int:
         raise UsageError(str(error)) from None
 
 
+def _adapter(args: argparse.Namespace) -> str | None:
+    """The ``--adapter`` value, loaded once (exit 2 with a sentence if it cannot be)."""
+    from leasecheck.adapters_cli import AdapterUsageError, preflight_adapter
+
+    if args.strict and not args.adapter:
+        raise UsageError("--strict applies to --adapter; add --adapter NAME|PATH or drop it")
+    if not args.adapter:
+        return None
+    spec = str(Path(args.adapter).resolve()) if args.adapter.endswith(".py") else args.adapter
+    try:
+        _ADAPTER_SEEN[spec] = preflight_adapter(spec)
+    except AdapterUsageError as error:
+        raise UsageError(str(error)) from None
+    return spec
+
+
+_ADAPTER_SEEN: dict[str, str] = {}
+"""--adapter value -> "name version", from the preflight, for the header."""
+
+
 def _check(args: argparse.Namespace) -> int:
     options = _options(args)
     _print_header(options)
@@ -264,9 +307,11 @@ def _print_header(options: CheckOptions) -> None:
         f"leasecheck {__version__}: profile {options.profile}, seed {options.seed}, "
         f"-n {options.workers}"
     )
-    if options.impl or not options.jobs_impl:
+    if options.adapter:
+        print(f"  queue library: {_ADAPTER_SEEN.get(options.adapter, '')} ({options.adapter})")
+    if options.impl or not (options.jobs_impl or options.adapter):
         print(f"  lease worker: {_describe_target(options.impl, 'queue_impl/worker.py', '--impl')}")
-    if options.jobs_impl or not options.impl:
+    if options.jobs_impl or not (options.impl or options.adapter):
         jobs = _describe_target(options.jobs_impl, "queue_impl/job_queue.py", "--jobs-impl")
         print(f"  job queue:    {jobs}")
     print(flush=True)
@@ -283,20 +328,43 @@ def _print_summary(result: CheckResult) -> None:
     runs = {row.name: "; ".join(row.runs) if row.verdict != VIOLATED else "" for row in rows}
     runs = {name: text or "-" for name, text in runs.items()}
     width = max([len("checked"), *(len(text) for text in runs.values())])
-    print(f"\n  {'property':<22} {'verdict':<12} {'checked':<{width}} {'time':>8}")
+    verdict = max([9, *(len(row.verdict) for row in rows)])  # "not promised" is wider
+    print(f"\n  {'property':<22} {'verdict':<{verdict}} {'checked':<{width}} {'time':>8}")
     for row in rows:
-        print(f"  {row.name:<22} {row.verdict:<12} {runs[row.name]:<{width}} {row.seconds:>7.1f}s")
-    print(f"  {'total':<22} {'':<12} {'':<{width}} {result.seconds:>7.1f}s\n")
+        print(
+            f"  {row.name:<22} {row.verdict:<{verdict}} {runs[row.name]:<{width}} "
+            f"{row.seconds:>7.1f}s"
+        )
+    print(f"  {'total':<22} {'':<{verdict}} {'':<{width}} {result.seconds:>7.1f}s\n")
+
+
+def _print_not_promised(prop: PropertyResult, options: CheckOptions) -> None:
+    """A failure the library does not promise: its reason and counterexample, plainly."""
+    lines = "\n".join(prop.details).splitlines()
+    shown = lines[:40] + ([f"... ({len(lines) - 40} more lines)"] if len(lines) > 40 else [])
+    print(f"{NOT_PROMISED}: {prop.name} (a documented limitation, not a violation)")
+    print("\n".join(f"    {line}" for line in shown))
+    print(f"  replay: {replay_command(options)}\n")
 
 
 def _print_failure(prop: PropertyResult, options: CheckOptions, directory: Path | None) -> None:
+    if prop.verdict == NOT_PROMISED:
+        _print_not_promised(prop, options)
+        return
     example = prop.counterexample
     steps = f" ({example.steps} steps)" if example and example.steps else ""
     print(f"{prop.verdict}: {prop.name}{steps}")
     if example is not None:
         print("\n".join(f"    {line}" for line in example.text().splitlines()))
     print(f"  replay: {replay_command(options)}")
-    if directory is not None and example and prop.verdict == VIOLATED and prop.nodeids:
+    exportable = not prop.name.startswith("queue.")  # adapters replay with the command above
+    if (
+        directory is not None
+        and example
+        and prop.verdict == VIOLATED
+        and prop.nodeids
+        and exportable
+    ):
         target, option = _target_of(prop.name, options)
         path = export(
             directory, prop.name, example, target=target, option=option,
@@ -320,6 +388,8 @@ def replay_command(options: CheckOptions) -> str:
         words += ["--impl", str(options.impl)]
     if options.jobs_impl:
         words += ["--jobs-impl", str(options.jobs_impl)]
+    if options.adapter:
+        words += ["--adapter", options.adapter] + (["--strict"] if options.strict else [])
     words += ["--profile", options.profile, "--seed", str(options.seed)]
     if options.db:
         words += ["--db", options.db]
@@ -327,15 +397,19 @@ def replay_command(options: CheckOptions) -> str:
 
 
 def _conclude(result: CheckResult) -> int:
-    if result.exit_code == 0:
-        unpromised = sorted(r.name for r in result.properties.values() if r.verdict == NOT_PROMISED)
-        if unpromised:
-            held = len(result.properties) - len(unpromised)
-            print(f"{held} properties hold; not promised: {', '.join(unpromised)}")
-        else:
-            print(f"every property holds ({len(result.properties)} checked)")
+    unpromised = sorted(r.name for r in result.properties.values() if r.verdict == NOT_PROMISED)
+    if result.exit_code == 0 and unpromised:
+        held = len(result.properties) - len(unpromised)
+        print(
+            f"no promised property is violated ({held} hold); not promised by the library "
+            f"and failing: {', '.join(unpromised)} (exit 0; --strict makes these fail)"
+        )
+    elif result.exit_code == 0:
+        print(f"every property holds ({len(result.properties)} checked)")
     elif result.exit_code == VIOLATION_EXIT:
-        failed = [r.name for r in result.properties.values() if r.verdict != "holds"]
+        failed = [
+            r.name for r in result.properties.values() if r.verdict not in ("holds", NOT_PROMISED)
+        ]
         print(f"violated: {', '.join(sorted(failed))}")
     else:
         print(f"leasecheck: not everything could be checked: {_why(result)}", file=sys.stderr)

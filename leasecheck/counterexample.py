@@ -27,6 +27,7 @@ __all__ = ["Counterexample", "export"]
 _MACHINES = {
     "LeaseAgreement": ("stateful_tests.lease_machine", "load_worker"),
     "JobAgreement": ("stateful_tests.job_machine", "load_jobs_target"),
+    "QueueMachine": ("stateful_tests.queue_machine", "load_library"),  # parsed, not exported
 }
 
 

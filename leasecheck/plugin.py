@@ -1,16 +1,19 @@
-"""The pytest plugin: ``--impl``, ``--jobs-impl``, ``--profile`` and the target fixtures.
+"""The pytest plugin: ``--impl``, ``--jobs-impl``, ``--adapter``, ``--profile``, the fixtures.
 
 Loaded through the ``pytest11`` entry point, so ``pytest --impl path/to/worker.py``
 and ``pytest -n auto`` run the same properties as ``leasecheck check``. A property
 is a test marked ``@pytest.mark.leasecheck("lease.agreement")``; the name's prefix
 (``lease.`` or ``jobs.``) says which contract it checks, so that ``--impl`` alone
 runs only lease-worker properties and ``--jobs-impl`` alone only JobQueue ones.
+``--adapter NAME|PATH`` selects the generic ``queue.*`` properties, which check a
+real queue library through its adapter; they never run without it.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -22,7 +25,10 @@ from hypothesis import core as hypothesis_core
 from hypothesis import settings
 from hypothesis.internal.conjecture import engine as shrinking_engine
 
+from adapters.protocol import AdapterError, QueueLibrary
+from adapters.registry import load_library
 from leasecheck import profiles
+from leasecheck.promises import judge
 from leasecheck.shared_db import SharedDatabaseError
 from targets.loader import TargetError, load_jobs_target, load_worker
 from targets.scratch import scratch_dir
@@ -33,6 +39,11 @@ HELP_PROFILE = "how hard to try: quick (seconds), ci (deterministic gate), deep 
 HELP_SEED = "seed for every random choice outside Hypothesis (default 0)"
 HELP_DB = "shared example database, redis://HOST:PORT/N (default: $LEASECHECK_DB)"
 HELP_EXAMPLES = "example database directory (default: $LEASECHECK_EXAMPLES or .leasecheck/examples)"
+HELP_ADAPTER = (
+    "a queue library to check through its adapter: a bundled name (leasecheck adapters "
+    "lists them) or the path of your adapter file; only the queue.* properties run"
+)
+HELP_STRICT = "with --adapter: a property the library does not promise fails instead of xfail"
 MARKER = "leasecheck(name): a leasecheck property, e.g. lease.agreement or jobs.threads"
 HELP_SERVERS = (
     "also run the properties that start real PostgreSQL/Redis servers (marked 'servers'; "
@@ -54,6 +65,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--leasecheck-examples", metavar="DIR", default=None, help=HELP_EXAMPLES)
     group.addoption("--leasecheck-db", metavar="URL", default=None, help=HELP_DB)
     group.addoption("--servers", action="store_true", default=False, help=HELP_SERVERS)
+    group.addoption("--adapter", metavar="NAME|PATH", default=None, help=HELP_ADAPTER)
+    group.addoption("--strict-promises", action="store_true", default=False, help=HELP_STRICT)
 
 
 @dataclass(frozen=True)
@@ -128,14 +141,32 @@ def _deselect(config: pytest.Config, items: list[pytest.Item], drop: list[pytest
         items[:] = [item for item in items if item not in drop]
 
 
+def selected_families(config: pytest.Config) -> tuple[str, ...]:
+    """The property name prefixes a run checks: each target option selects its family;
+    no option checks the bundled worker and job queue (``queue.*`` needs ``--adapter``)."""
+    chosen = {
+        "lease.": config.getoption("--impl"),
+        "jobs.": config.getoption("--jobs-impl"),
+        "queue.": config.getoption("--adapter"),
+    }
+    wanted = tuple(prefix for prefix, value in chosen.items() if value)
+    return wanted or ("lease.", "jobs.")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not servers_wanted(config):
+    servers = servers_wanted(config)
+    if not servers:
         _deselect(config, items, [item for item in items if item.get_closest_marker("servers")])
-    impl, jobs_impl = config.getoption("--impl"), config.getoption("--jobs-impl")
-    if bool(impl) == bool(jobs_impl):
-        return
-    unwanted = "jobs." if impl else "lease."
-    keep = [item for item in items if not (property_name(item) or "").startswith(unwanted)]
+    wanted = selected_families(config)
+    families = ("lease.", "jobs.", "queue.")
+
+    def unwanted(item: pytest.Item) -> bool:
+        if servers and item.get_closest_marker("servers"):
+            return False  # asked for by --servers; they choose their own libraries
+        name = property_name(item) or ""
+        return name.startswith(families) and not name.startswith(wanted)
+
+    keep = [item for item in items if not unwanted(item)]
     dropped = [item for item in items if item not in keep]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
@@ -181,6 +212,40 @@ def jobs_target(jobs_path: Path | None) -> type[Any]:
         return load_jobs_target(jobs_path)
     except TargetError as error:
         pytest.exit(str(error), returncode=2)
+
+
+@pytest.fixture(scope="session")
+def queue_library(request: pytest.FixtureRequest) -> QueueLibrary:
+    """The queue library chosen by ``--adapter`` (bundled name, planted:NAME or a file)."""
+    spec = request.config.getoption("--adapter")
+    if not spec:
+        pytest.exit("the queue.* properties need --adapter NAME|PATH", returncode=2)
+    try:
+        return load_library(str(spec))
+    except AdapterError as error:
+        pytest.exit(str(error), returncode=2)
+
+
+@pytest.fixture
+def multiprocess_library(queue_library: QueueLibrary) -> QueueLibrary:
+    """The library, for a property that needs several processes on one store: one that
+    cannot share its store is reported "not run" (exit 2), never passed."""
+    if not queue_library.capabilities.multiprocess:
+        pytest.skip(
+            f"{queue_library.name} declares multiprocess=False: this property needs several "
+            f"processes on one store, so it was not checked"
+        )
+    return queue_library
+
+
+@pytest.fixture
+def judged(
+    queue_library: QueueLibrary, request: pytest.FixtureRequest, record_property: Any
+) -> Callable[[str], AbstractContextManager[None]]:
+    """``with judged("queue.exclusive"):`` turns a failure the library does not promise
+    into an xfail "not promised" with its counterexample (a failure with --strict-promises)."""
+    strict = bool(request.config.getoption("--strict-promises"))
+    return lambda prop: judge(queue_library, prop, strict, record_property)
 
 
 @pytest.fixture

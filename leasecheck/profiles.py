@@ -58,13 +58,18 @@ class Profile:
     """Histories traced by lease.power-loss (each cut at every write, sync and unlink)."""
     power_states: int = 64
     """Most crash states per cut point of lease.power-loss (all of them when fewer)."""
+    queue_examples: int = 500
+    """Programs per generic agreement property (``queue.no-loss``, ``queue.stale-ack``)."""
+    queue_rounds: int = 40
+    """Kill rounds of ``queue.ack-final`` and rounds per history of ``queue.linearizable``."""
 
 
 PROFILES = {
     "quick": Profile(
         name="quick", max_examples=100, step_count=20, crash_states=2, random_kills=20,
         race_rounds=20, race_processes=3, parallel_histories=25, thread_seconds=1.0,
-        explore_scope="small", shrink_seconds=15, power_histories=1,
+        explore_scope="small", shrink_seconds=15, power_histories=1, queue_examples=50,
+        queue_rounds=10,
     ),
     "ci": Profile(
         name="ci", max_examples=1000, step_count=15, crash_states=10, random_kills=120,
@@ -75,6 +80,7 @@ PROFILES = {
         name="deep", max_examples=2000, step_count=80, crash_states=20, random_kills=1000,
         race_rounds=500, race_processes=6, parallel_histories=1000, thread_seconds=20.0,
         explore_scope="deep", shrink_seconds=300, power_histories=30, power_states=512,
+        queue_examples=2000, queue_rounds=400,
     ),
 }  # fmt: skip
 

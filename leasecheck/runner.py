@@ -46,6 +46,8 @@ HOLDS, VIOLATED, NOT_RUN, HUNG, CRASHED = "holds", "VIOLATED", "not run", "HUNG"
 NOT_PROMISED = "not promised"
 """A property the library under test does not promise failed: reported with its
 counterexample, exit 0 unless ``--strict`` (the property marks the test xfail)."""
+NOT_PROMISED_KEY = "not_promised"
+"""The ``record_property`` key of a not-promised failure's structured record."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,10 @@ class CheckOptions:
     """The example database directory (default: ``$LEASECHECK_EXAMPLES`` or .leasecheck/)."""
     db: str | None = None
     """A shared example database URL (``redis://HOST:PORT/N``; ``$LEASECHECK_DB``)."""
+    adapter: str | None = None
+    """A queue library to check (``--adapter NAME|PATH``): only ``queue.*`` properties."""
+    strict: bool = False
+    """With ``adapter``: a property the library does not promise fails too (exit 1)."""
 
 
 @dataclass
@@ -114,6 +120,10 @@ def pytest_command(options: CheckOptions) -> list[str]:
         command += ["--impl", str(options.impl)]
     if options.jobs_impl:
         command += ["--jobs-impl", str(options.jobs_impl)]
+    if options.adapter:
+        command += ["--adapter", options.adapter]
+    if options.strict:
+        command += ["--strict-promises"]
     if options.junit_xml:
         command += ["--junit-xml", str(options.junit_xml)]
     if options.first:
@@ -186,7 +196,7 @@ class _Run:
             result.failed_at = result.failed_at or time.monotonic() - self.started
         elif outcome == "skipped" and event.get("wasxfail") is not None:
             result.verdict = NOT_PROMISED if result.verdict != VIOLATED else VIOLATED
-            result.details.append(event["longrepr"] or str(event["wasxfail"]))
+            result.details.append(str(event["wasxfail"]) or event["longrepr"])
         elif outcome == "skipped" and result.verdict != VIOLATED:
             result.verdict = NOT_RUN
             result.details.append(event["longrepr"])
@@ -305,4 +315,4 @@ def _exit_code(returncode: int, run: _Run, problem: str) -> int:
         return 2  # never 0 when something could not run
     if not run.results or NOT_RUN in verdicts or returncode != 0:
         return 2
-    return 0
+    return 0  # NOT_PROMISED too: reported, not a violation (--strict turns it into VIOLATED)

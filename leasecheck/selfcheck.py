@@ -85,6 +85,8 @@ def mutants_command(args: argparse.Namespace) -> int:
         for m in chosen:
             print(f"{m.name}  [{m.target}, caught by {m.caught_by}]")
             print(f"    bug: {m.bug_class}\n    e.g. {m.real_world}")
+        if not args.only:
+            _list_planted_adapters()
         return 0
     workers = _parallelism(args.workers)
     print(
@@ -102,6 +104,16 @@ def mutants_command(args: argparse.Namespace) -> int:
     if survivors:
         print(f"survived: {', '.join(survivors)}")
     return 1 if survivors else 0
+
+
+def _list_planted_adapters() -> None:
+    """The planted-bug adapters (``adapters.planted``), checked with ``--adapter planted:NAME``."""
+    from adapters.planted import PLANTED
+
+    print("\nplanted-bug adapters (leasecheck check --adapter planted:NAME):")
+    for bug in PLANTED:
+        print(f"planted:{bug.name}  [adapter, caught by {bug.caught_by}]")
+        print(f"    bug: {bug.bug_class}\n    e.g. {bug.real_world}")
 
 
 def _parallelism(workers: str) -> int:

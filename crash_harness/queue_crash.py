@@ -1,0 +1,158 @@
+"""queue.ack-final under SIGKILL: an acknowledged job is never delivered again and ends done.
+
+Round after round, worker processes forked by the engine (``crash_harness.engine``)
+claim and ack jobs of one store as fast as they can, and report each ack the library
+accepted. At a random instant (seeded) every worker is SIGKILLed, wherever it is:
+inside the library's claim, its ack, its commit. Then the harness lets every lease
+run out, runs the library's own recovery, and claims until nothing is left. No job
+whose ack was reported may be delivered again, and each must read ``done`` (or be
+gone where acking deletes). A job whose ack was in flight at the kill is unknown
+and not judged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from adapters.protocol import QueueAdapter, QueueLibrary, SharedClock
+from crash_harness.engine import Channel, Child, ChildDied, Engine, Message
+
+__all__ = ["AckFinalReport", "check_ack_final"]
+
+JOBS_PER_ROUND = 12
+WORKERS = 2
+LEASE_S = 30.0
+KILL_WINDOW_S = 0.03
+"""Kills fall uniformly in this window after the workers start (they ack jobs in ~ms)."""
+
+
+@dataclass
+class AckFinalReport:
+    rounds: int = 0
+    kills: int = 0
+    acked: int = 0
+    redelivered_checked: int = 0
+
+    def render(self) -> str:
+        return (
+            f"{self.rounds} rounds, {self.kills} SIGKILLs, {self.acked} acks reported before the "
+            f"kills, {self.redelivered_checked} jobs delivered after recovery (none acked)"
+        )
+
+
+def _worker_body(
+    library: QueueLibrary, location: str, clock_path: Path, name: str, lease: float
+) -> Callable[[Channel], int]:
+    def body(channel: Channel) -> int:
+        queue = library.connect(location, SharedClock(clock_path))
+        count = 0
+        while (claim := queue.claim(name, lease)) is not None:
+            channel.send("event", ("claimed", claim.job))
+            channel.send("event", ("acked", claim.job, queue.ack(claim) is True))
+            count += 1
+        queue.close()
+        return count
+
+    return body
+
+
+def _events(child: Child) -> list[tuple[object, ...]]:
+    """SIGKILL ``child`` (or collect it, if it already ended) and return its events."""
+    try:
+        left = child.kill()
+    except ChildDied:  # it had finished on its own before the kill
+        left = child.drain()
+    messages: list[Message] = [m for m in left if m.kind == "event"]
+    return [tuple(m.value) for m in messages] + [tuple(v) for v in child.events]
+
+
+def check_ack_final(
+    library: QueueLibrary, directory: Path, rounds: int, seed: int
+) -> AckFinalReport:
+    """Run ``rounds`` kill rounds; raise AssertionError naming the acked job delivered again."""
+    rng = random.Random(f"queue.ack-final:{seed}")
+    report = AckFinalReport()
+    scale = library.capabilities.time_scale()
+    clock_path = directory / "clock"
+    clock = SharedClock(clock_path)
+    location = library.create(directory, None)
+    queue = library.connect(location, clock)
+    try:
+        with Engine() as engine:
+            for number in range(rounds):
+                acked = _round(engine, library, location, clock_path, rng, number, scale)
+                report.acked += len(acked)
+                report.kills += WORKERS
+                clock.advance(LEASE_S * scale + 1)
+                queue.recover()
+                report.redelivered_checked += _drain(queue, acked, number, library.name)
+                _all_done(queue, acked, library)
+                report.rounds += 1
+    finally:
+        queue.close()
+        clock.close()
+    return report
+
+
+def _round(
+    engine: Engine,
+    library: QueueLibrary,
+    location: str,
+    clock_path: Path,
+    rng: random.Random,
+    number: int,
+    scale: int,
+) -> set[str]:
+    """Enqueue jobs, start the workers, SIGKILL them at a random instant; the acked jobs."""
+    producer = library.connect(location, SharedClock(clock_path))
+    for index in range(JOBS_PER_ROUND):
+        producer.enqueue(f"r{number}j{index}", f"round {number} job {index}")
+    producer.close()
+    lease = LEASE_S * scale
+    workers = [
+        engine.fork(f"w{i}", _worker_body(library, location, clock_path, f"w{i}", lease))
+        for i in range(WORKERS)
+    ]
+    time.sleep(rng.uniform(0, KILL_WINDOW_S))
+    acked: set[str] = set()
+    for worker in workers:
+        for event in _events(worker):
+            if event[0] == "acked" and event[2] is True:
+                acked.add(str(event[1]))
+    return acked
+
+
+def _drain(queue: QueueAdapter, acked: set[str], number: int, name: str) -> int:
+    """Claim (and ack) until the library has nothing; no acked job may come back."""
+    delivered = 0
+    for _ in range(JOBS_PER_ROUND * (number + 1) + 1):
+        claim = queue.claim("drainer", 1.0)
+        if claim is None:
+            return delivered
+        delivered += 1
+        if claim.job in acked:
+            raise AssertionError(
+                f"queue.ack-final violated by {name}: job {claim.job!r} was acknowledged "
+                f"(ack returned True) before its worker was SIGKILLed in round {number}, yet "
+                f"after every lease expired and recover() ran, claim delivered it again"
+            )
+        with contextlib.suppress(Exception):
+            queue.ack(claim)
+    return delivered
+
+
+def _all_done(queue: QueueAdapter, acked: set[str], library: QueueLibrary) -> None:
+    views = {view.job: view.state for view in queue.observe()}
+    ok = {"done", "gone"} if library.capabilities.ack_deletes else {"done"}
+    for job in sorted(acked):
+        state = views.get(job, "gone")
+        if state not in ok:
+            raise AssertionError(
+                f"queue.ack-final violated by {library.name}: job {job!r} was acknowledged "
+                f"before a SIGKILL, but after recovery the store holds it as {state!r}"
+            )

@@ -1,0 +1,61 @@
+"""The three-way verdict of a generic property: holds, VIOLATED, or not promised.
+
+A library is judged by its own promises (suite.md): when a ``queue.*`` property
+fails, the adapter's ``Promises`` decide. Promised: the failure propagates (VIOLATED,
+exit 1). Not promised: the counterexample is recorded (``record_property``, a
+structured dict) and the test is marked xfail with the counterexample in its
+reason, which ``leasecheck check`` reports as "not promised" without changing the
+exit status; ``--strict`` (``--strict-promises`` under pytest) makes it a failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from adapters.protocol import AdapterError, QueueLibrary
+from leasecheck.runner import NOT_PROMISED_KEY
+
+__all__ = ["NOT_PROMISED_KEY", "counterexample_text", "judge"]
+
+
+def counterexample_text(error: BaseException) -> str:
+    """The error's message and the notes Hypothesis added (the shrunk program)."""
+    notes = [str(note) for note in getattr(error, "__notes__", [])]
+    return "\n".join([f"{type(error).__name__}: {error}", *notes])
+
+
+def _version(library: QueueLibrary) -> str:
+    try:
+        return library.version()
+    except AdapterError:
+        return "(version unknown)"
+
+
+@contextlib.contextmanager
+def judge(
+    library: QueueLibrary,
+    prop: str,
+    strict: bool,
+    record_property: Callable[[str, object], None],
+) -> Iterator[None]:
+    """Run a property's body; judge an ``AssertionError`` by ``library``'s promise of ``prop``."""
+    try:
+        yield
+    except AssertionError as error:
+        promise = library.promises.of(prop)
+        if promise.promised:
+            raise
+        where = f"{library.name} {_version(library)}"
+        text = counterexample_text(error)
+        record_property(
+            NOT_PROMISED_KEY,
+            {"property": prop, "library": where, "source": promise.source,
+             "note": promise.note, "counterexample": text},
+        )  # fmt: skip
+        said = f"{prop} is not promised by {where} ({promise.source})"
+        if strict:
+            pytest.fail(f"{said}, and --strict makes that a failure:\n{text}", pytrace=False)
+        pytest.xfail(f"{said}\n{text}")

@@ -1,0 +1,36 @@
+"""queue.ack-final: an acknowledged job is never delivered again and ends done, under SIGKILL.
+
+Issue 11: "an acknowledged job is never delivered again and ends done, even when any
+process is SIGKILLed at any instant". Worker processes claim and ack; all are
+SIGKILLed at a random instant (seeded); after every lease expires and the library's
+recovery runs, no job whose ack returned True may be delivered again, and each must
+read done (``crash_harness.queue_crash``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+import pytest
+
+from adapters.protocol import QueueLibrary
+from crash_harness.queue_crash import check_ack_final
+from leasecheck.profiles import Profile
+
+
+@pytest.mark.leasecheck("queue.ack-final")
+def test_queue_ack_final(
+    multiprocess_library: QueueLibrary,
+    judged: Callable[[str], AbstractContextManager[None]],
+    scratch: Path,
+    lc_profile: Profile,
+    lc_seed: int,
+    no_leaked_children: None,
+    checked: Callable[[str], None],
+) -> None:
+    with judged("queue.ack-final"):
+        report = check_ack_final(multiprocess_library, scratch, lc_profile.queue_rounds, lc_seed)
+    print(f"queue.ack-final: {report.render()}")
+    checked(f"{report.kills} kills, {report.acked} acks")

@@ -1,0 +1,36 @@
+"""queue.exclusive: no job ever has two live leases, with real processes racing.
+
+Issue 11: "lease exclusion: no job ever has two live leases (checked with real
+processes racing)". ``crash_harness.queue_races.check_exclusive`` releases the racer
+processes' claims together from a gate, round after round, and checks every claim
+against the leases still live by the shared clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+import pytest
+
+from adapters.protocol import QueueLibrary
+from crash_harness.queue_races import check_exclusive
+from leasecheck.profiles import Profile
+
+
+@pytest.mark.leasecheck("queue.exclusive")
+def test_queue_exclusive(
+    multiprocess_library: QueueLibrary,
+    judged: Callable[[str], AbstractContextManager[None]],
+    scratch: Path,
+    lc_profile: Profile,
+    lc_seed: int,
+    no_leaked_children: None,
+    checked: Callable[[str], None],
+) -> None:
+    processes, rounds = lc_profile.race_processes, lc_profile.race_rounds
+    with judged("queue.exclusive"):
+        report = check_exclusive(multiprocess_library, scratch, processes, rounds, lc_seed)
+    print(f"queue.exclusive: {report.render()}")
+    checked(f"{report.rounds} race rounds of {processes} processes")

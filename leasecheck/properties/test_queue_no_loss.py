@@ -1,0 +1,42 @@
+"""queue.no-loss: the generic agreement machine, enforcing queue.no-loss.
+
+Issue 11: "no job is lost: after every lease expires and recovery runs, every
+enqueued job is done, failed or claimable". After each step the store must hold
+every job the model holds; at the end the machine expires every lease, runs the
+library's recovery and claims until nothing is left: no job may stay behind.
+
+``stateful_tests.queue_machine.QueueMachine`` drives the library (two connections on
+one store) and ``models.queue_model`` side by side and enforces only this property;
+what the library does about the others is adopted, so a failure here is this one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+
+import pytest
+from hypothesis import settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from adapters.protocol import QueueLibrary
+from leasecheck.profiles import Profile
+from stateful_tests.queue_machine import QueueMachine
+
+
+@pytest.mark.leasecheck("queue.no-loss")
+def test_queue_no_loss(
+    queue_library: QueueLibrary,
+    judged: Callable[[str], AbstractContextManager[None]],
+    lc_profile: Profile,
+    checked: Callable[[str], None],
+) -> None:
+    machine = QueueMachine.bound(queue_library, frozenset({"queue.no-loss"}))
+    chosen = settings(
+        settings.get_profile("leasecheck"),
+        max_examples=lc_profile.queue_examples,
+        stateful_step_count=lc_profile.step_count,
+    )
+    with judged("queue.no-loss"):
+        run_state_machine_as_test(machine, settings=chosen)
+    checked(f"{lc_profile.queue_examples} programs of up to {lc_profile.step_count} steps")

@@ -1,0 +1,89 @@
+"""The generic lease-queue model as a ``SequentialSpec`` for the linearizability checker.
+
+Operations (``Operation.name`` and ``args``), as the race harness records them:
+
+- ``enqueue(job)``, ``advance(ms)``, ``recover()`` -> count: the harness's own calls;
+- ``claim(cid, lease_ms)`` -> the job key or None;
+- ``ack(cid, job)`` / ``nack(cid, job)`` -> True (taken) or False / raised (refused);
+- ``observe()`` -> a tuple of (job, state) pairs read from the store.
+
+Every ``Mismatch`` of ``models.queue_model`` means "no explanation" here: a history
+is linearizable only if some order respects real time and keeps every generic
+property, except those named in ``tolerate`` (what the library does not promise is
+judged by that property alone, and adopted here). An unknown outcome (a process
+killed mid-call) may or may not have had its effect; a raised ack is a refusal.
+Claims read every job, so histories are never split per key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from models import queue_model as qm
+from models._history import Operation, Raised, Returned, SequentialSpec
+
+__all__ = ["QueueSpec"]
+
+
+class QueueSpec(SequentialSpec[qm.QueueState]):
+    """``models.queue_model`` for the checker; ``ack_deletes`` from the adapter's capabilities."""
+
+    def __init__(self, ack_deletes: bool = False, tolerate: frozenset[str] = frozenset()) -> None:
+        self.ack_deletes = ack_deletes
+        self.tolerate = tolerate
+        """Properties whose mismatches are adopted (the library does not promise them:
+        they are judged by their own property, not counted again here)."""
+
+    def _step(self, state: qm.QueueState, op: Operation, value: Any) -> qm.Step:
+        args = op.args
+        if op.name == "claim":
+            return qm.claim(state, args["cid"], args["lease_ms"], value)
+        if op.name in ("ack", "nack"):
+            verb = qm.ack if op.name == "ack" else qm.nack
+            return verb(state, args["cid"], args["job"], value is True)
+        if op.name == "enqueue":
+            return qm.enqueue(state, args["job"])
+        if op.name == "advance":
+            return qm.advance(state, args["ms"])
+        if op.name == "recover":
+            return qm.recover(state, int(value))
+        if op.name == "observe":
+            return qm.observe(state, value, self.ack_deletes)
+        raise ValueError(f"QueueSpec: unknown operation {op.name!r}")
+
+    def _value(self, op: Operation) -> Any:
+        if isinstance(op.outcome, Returned):
+            return op.outcome.value
+        if isinstance(op.outcome, Raised) and op.name in ("ack", "nack"):
+            return False
+        return None
+
+    def step(self, state: qm.QueueState, op: Operation) -> Sequence[qm.QueueState]:
+        if isinstance(op.outcome, Raised) and op.name not in ("ack", "nack"):
+            return [state]  # a claim or sweep that raised (e.g. busy) took no effect
+        if op.outcome is None:
+            return self._unknown(state, op)
+        after, mismatch = self._step(state, op, self._value(op))
+        return [] if mismatch is not None and mismatch.prop not in self.tolerate else after
+
+    def _unknown(self, state: qm.QueueState, op: Operation) -> list[qm.QueueState]:
+        """A killed call: no effect, or the effect of any outcome it could have had."""
+        found = [state]
+        if op.name in ("ack", "nack"):
+            found += self._step(state, op, True)[0]
+        elif op.name == "claim":
+            for job in state.jobs:
+                after, mismatch = self._step(state, op, job.key)
+                found += [] if mismatch is not None else after
+        return list(dict.fromkeys(found))
+
+    def explain(self, state: qm.QueueState, op: Operation) -> str:
+        if isinstance(op.outcome, Returned):
+            _, mismatch = self._step(state, op, op.outcome.value)
+            if mismatch is not None:
+                return f"{mismatch.prop}: {mismatch.text}"
+        return "the generic model does not allow this outcome here"
+
+    def describe_state(self, state: qm.QueueState) -> str:
+        return state.describe()

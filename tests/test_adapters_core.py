@@ -1,0 +1,205 @@
+"""Real queue libraries through adapters: the generic properties, their verdicts, the CLI.
+
+- the bundled lease worker, through its adapter, passes every generic property;
+- each planted-bug adapter (``adapters/planted.py``) is caught by the property it names;
+- a user's adapter file works, and what its library does not promise is reported as
+  "not promised" with its counterexample (exit 0; 1 with ``--strict``);
+- a broken adapter file, an unknown name and a library that is not installed exit 2
+  with a sentence saying what to do.
+
+Every check runs as ``leasecheck check`` does (``run_check``: pytest in a child
+process, the ``ci`` profile, seed 0).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from adapters import registry
+from adapters.planted import PLANTED, PlantedBug
+from adapters.protocol import GENERIC_PROPERTIES
+from leasecheck.cli import main
+from leasecheck.runner import HOLDS, NOT_PROMISED, VIOLATED, CheckOptions, run_check
+
+USER_ADAPTER = '''
+"""A team's in-house queue: acks by job id, and says so (it does not promise fencing)."""
+from dataclasses import replace
+from pathlib import Path
+from typing import ClassVar
+
+from adapters.lease_worker import LeaseWorker
+from adapters.planted import AckIgnoresLease
+from adapters.protocol import Clock, Promise, Promises, QueueAdapter
+
+
+class ByIdQueue:
+    name: ClassVar[str] = "by-id-queue"
+    capabilities = LeaseWorker.capabilities
+    promises: ClassVar[Promises] = replace(
+        LeaseWorker.promises,
+        properties={
+            **LeaseWorker.promises.properties,
+            "queue.stale-ack": Promise(False, "README: ack(job_id) completes the job by id"),
+        },
+    )
+
+    def version(self) -> str:
+        return "1.0"
+
+    def create(self, directory: Path, server: str | None) -> str:
+        return LeaseWorker().create(directory, server)
+
+    def connect(self, location: str, clock: Clock) -> QueueAdapter:
+        return AckIgnoresLease(location, clock)
+'''
+
+
+def _check(adapter: str, **options: object) -> dict[str, str]:
+    result = run_check(CheckOptions(adapter=adapter, profile="ci", workers="0", **options))  # type: ignore[arg-type]
+    return {name: prop.verdict for name, prop in result.properties.items()} | {
+        "exit": str(result.exit_code)
+    }
+
+
+def test_the_lease_worker_adapter_passes_every_generic_property() -> None:
+    verdicts = _check("lease-worker")
+    assert verdicts == {**dict.fromkeys(GENERIC_PROPERTIES, HOLDS), "exit": "0"}
+
+
+@pytest.mark.parametrize("bug", PLANTED, ids=[bug.name for bug in PLANTED])
+def test_each_planted_bug_is_caught_by_the_property_it_names(bug: PlantedBug) -> None:
+    verdicts = _check(f"planted:{bug.name}", first=bug.caught_by, stop_at_first_failure=True)
+    assert verdicts[bug.caught_by] == VIOLATED, verdicts
+    assert verdicts["exit"] == "1"
+
+
+def test_every_generic_property_has_a_planted_bug() -> None:
+    assert {bug.caught_by for bug in PLANTED} == set(GENERIC_PROPERTIES)
+
+
+def test_a_user_adapter_file_is_judged_by_its_own_promises(tmp_path: Path) -> None:
+    path = tmp_path / "by_id_queue.py"
+    path.write_text(USER_ADAPTER)
+    done = subprocess.run(
+        [sys.executable, "-m", "leasecheck", "check", "--adapter", str(path), "-n", "0"],
+        capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "queue library: by-id-queue 1.0" in done.stdout
+    assert "queue.stale-ack        not promised" in done.stdout
+    assert "not promised: queue.stale-ack (a documented limitation, not a violation)" in (
+        done.stdout
+    )
+    assert "README: ack(job_id) completes the job by id" in done.stdout
+    assert "state.ack(" in done.stdout  # the shrunk program
+    assert "not promised by the library and failing: queue.stale-ack" in done.stdout
+
+
+def test_strict_turns_a_not_promised_failure_into_exit_1(tmp_path: Path) -> None:
+    path = tmp_path / "by_id_queue.py"
+    path.write_text(USER_ADAPTER)
+    result = run_check(
+        CheckOptions(adapter=str(path), strict=True, profile="ci", workers="0",
+                     first="queue.stale-ack", stop_at_first_failure=True)
+    )  # fmt: skip
+    assert result.properties["queue.stale-ack"].verdict == VIOLATED
+    assert result.exit_code == 1
+    assert result.properties["queue.stale-ack"].verdict != NOT_PROMISED
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("class Queue:\n    name = 'q'\n", "class Queue is not a QueueLibrary: it has no"),
+        ("x = 1\n", "defines no class; define one class with name, capabilities"),
+        ("import leasecheck_no_such_package\n", "failed to import: ModuleNotFoundError"),
+    ],
+)
+def test_a_broken_adapter_file_exits_2_naming_the_file(
+    tmp_path: Path, source: str, expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "broken_adapter.py"
+    path.write_text(source)
+    assert main(["check", "--adapter", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and expected in err
+
+
+def test_an_unknown_adapter_name_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "--adapter", "rabbit"]) == 2
+    assert "run `leasecheck adapters` to list them" in capsys.readouterr().err
+
+
+def test_a_library_that_is_not_installed_exits_2_with_the_pip_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "leasecheck_fake_adapter.py").write_text(
+        "import leasecheck_absent_library\n\nclass Fake:\n    pass\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(registry.BUNDLED, "fakelib", "leasecheck_fake_adapter:Fake")
+    assert main(["check", "--adapter", "fakelib"]) == 2
+    err = capsys.readouterr().err
+    assert "needs the Python package 'leasecheck_absent_library'" in err
+    assert "pip install 'leasecheck[real]'" in err
+
+
+def test_leasecheck_adapters_lists_names_with_their_promises(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["adapters"]) == 0
+    out = capsys.readouterr().out
+    for name in registry.BUNDLED:
+        assert out.count(f"{name}") >= 1
+    assert "queue.stale-ack      promised      docs/lease-worker.md" in out
+
+
+def test_mutants_list_shows_the_planted_adapters(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["mutants", "--list"]) == 0
+    out = capsys.readouterr().out
+    for bug in PLANTED:
+        assert f"planted:{bug.name}  [adapter, caught by {bug.caught_by}]" in out
+
+
+def test_queue_properties_never_run_without_adapter() -> None:
+    from leasecheck.runner import CHECK_INI, PROPERTIES_DIR
+
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", str(PROPERTIES_DIR), "-c", str(CHECK_INI),
+         "--rootdir", str(PROPERTIES_DIR), "--collect-only", "-q"],
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout
+    assert "test_queue_" not in done.stdout
+    assert "test_lease_agreement" in done.stdout
+
+
+def _variant(tmp_path: Path, capabilities: str) -> Path:
+    """The user adapter above with other declared capabilities."""
+    path = tmp_path / "variant_queue.py"
+    path.write_text(
+        USER_ADAPTER.replace(
+            "capabilities = LeaseWorker.capabilities",
+            f"capabilities = replace(LeaseWorker.capabilities, {capabilities})",
+        )
+    )
+    return path
+
+
+def test_a_real_time_clock_is_refused_with_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["check", "--adapter", str(_variant(tmp_path, "clock='real'"))]) == 2
+    assert "declares clock='real'" in capsys.readouterr().err
+
+
+def test_a_single_process_library_is_not_run_and_never_passes(tmp_path: Path) -> None:
+    path = _variant(tmp_path, "multiprocess=False")
+    result = run_check(CheckOptions(adapter=str(path), profile="quick", workers="0"))
+    not_run = {name for name, prop in result.properties.items() if prop.verdict == "not run"}
+    assert not_run == {"queue.ack-final", "queue.exclusive", "queue.linearizable"}
+    assert result.exit_code == 2
