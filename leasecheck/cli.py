@@ -287,9 +287,10 @@ def _check(args: argparse.Namespace) -> int:
     except ValueError as error:  # a bad setting in the environment
         raise UsageError(str(error)) from None
     _print_summary(result)
-    for prop in result.properties.values():
-        if prop.verdict != "holds":
-            _print_failure(prop, options, args.export)
+    # Violations first: a limitation the target does not promise is read after them.
+    failed = [prop for prop in result.properties.values() if prop.verdict != "holds"]
+    for prop in sorted(failed, key=lambda prop: prop.verdict == NOT_PROMISED):
+        _print_failure(prop, options, args.export)
     if args.report is not None:
         from leasecheck.report import write_report
 

@@ -16,9 +16,12 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from adapters.protocol import AdapterError, QueueLibrary
-from leasecheck.runner import NOT_PROMISED_KEY
 
 __all__ = ["NOT_PROMISED_KEY", "counterexample_text", "judge"]
+
+NOT_PROMISED_KEY = "leasecheck:not-promised"
+"""The ``user_properties`` key of which promise a not-promised failure was judged by
+(the counterexample itself travels as the xfail's context, see ``leasecheck._events``)."""
 
 
 def counterexample_text(error: BaseException) -> str:

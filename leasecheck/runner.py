@@ -46,8 +46,6 @@ HOLDS, VIOLATED, NOT_RUN, HUNG, CRASHED = "holds", "VIOLATED", "not run", "HUNG"
 NOT_PROMISED = "not promised"
 """A property the library under test does not promise failed: reported with its
 counterexample, exit 0 unless ``--strict`` (the property marks the test xfail)."""
-NOT_PROMISED_KEY = "not_promised"
-"""The ``record_property`` key of a not-promised failure's structured record."""
 
 
 @dataclass(frozen=True)

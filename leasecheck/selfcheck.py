@@ -15,9 +15,18 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 from leasecheck.mutants import CATALOGUE, Mutant, materialize
-from leasecheck.runner import HOLDS, NOT_PROMISED, NOT_RUN, CheckOptions, run_check
+from leasecheck.runner import (
+    HOLDS,
+    NOT_PROMISED,
+    NOT_RUN,
+    CheckOptions,
+    CheckResult,
+    PropertyResult,
+    run_check,
+)
 from targets.scratch import scratch_dir
 
 __all__ = ["Kill", "check_mutant", "kill_table", "mutants_command"]
@@ -35,9 +44,9 @@ class Kill:
     note: str = ""
 
 
-def check_mutant(mutant: Mutant, profile: str, seed: int = 0) -> Kill:
-    """Check one mutant as a user's target; killed means some property was violated."""
-    started = time.monotonic()
+def run_mutant(mutant: Mutant, profile: str, seed: int = 0) -> tuple[CheckResult, Path]:
+    """Check ``mutant`` as a user's target, its expected killer first, stopping at the first
+    failure; the result and the (removed) path the mutant's file had."""
     with scratch_dir("leasecheck-mutant-") as directory:
         path = materialize(mutant, directory)
         option = {"impl": path} if mutant.target == "worker" else {"jobs_impl": path}
@@ -46,14 +55,27 @@ def check_mutant(mutant: Mutant, profile: str, seed: int = 0) -> Kill:
             stop_at_first_failure=True, examples=directory / "examples",
             **option,  # type: ignore[arg-type]
         )  # fmt: skip
-        result = run_check(options)
+        return run_check(options), path
+
+
+def violations(result: CheckResult) -> list[PropertyResult]:
+    """The properties a run found broken (not those that hold, did not run, or are not
+    promised), the first to fail first."""
     failed = [
         p for p in result.properties.values() if p.verdict not in (HOLDS, NOT_RUN, NOT_PROMISED)
     ]
+    return sorted(failed, key=lambda p: p.failed_at or 0.0)
+
+
+def check_mutant(mutant: Mutant, profile: str, seed: int = 0) -> Kill:
+    """Check one mutant as a user's target; killed means some property was violated."""
+    started = time.monotonic()
+    result, _ = run_mutant(mutant, profile, seed)
+    failed = violations(result)
     if not failed:
         note = result.problem or ("" if result.exit_code == 0 else f"exit {result.exit_code}")
         return Kill(mutant, False, "-", time.monotonic() - started, 0, note)
-    killer = min(failed, key=lambda p: p.failed_at or 0.0)
+    killer = failed[0]
     example = killer.counterexample
     steps = example.steps if example else 0
     seconds = killer.failed_at or time.monotonic() - started

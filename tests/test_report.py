@@ -111,6 +111,7 @@ FAMILIES = {
     "quarantine-deadline-strict": "scenario",
     "jobs-ready-boundary": "scenario",
     "jobs-unlocked-poll": "scenario",
+    "synchronous-off": "scenario",
 }
 
 
@@ -299,16 +300,18 @@ def test_the_report_of_a_planted_bug_shows_lanes_and_the_marked_step(planted_rep
     page.feed(dom.stdout)
     rows = {a.get("data-property") for tag, a in page.elements if tag == "tr"}
     assert {"lease.agreement", "lease.crash-points", "lease.single-winner"} <= rows
-    (section,) = [a for a in page.having("lc-property")]
-    assert section.get("data-property") == "lease.agreement"
+    sections = [a.get("data-property") for a in page.having("lc-property")]
+    # lease.power-loss is there too: "not promised" by the spec's own journal setting.
+    assert sections[0] == "lease.agreement" and set(sections) <= {"lease.agreement", *rows}
     lanes = [a.get("data-lane") for a in page.having("lc-lane")]
     assert lanes[:1] == ["queue"] and "w1" in lanes
     leases = [a for a in page.having("lc-interval") if a.get("data-kind") == "lease"]
     assert any((a.get("data-label") or "").startswith("a · token 1") for a in leases)
-    (marked,) = page.having("lc-disagreement")
     refused = [a for a in page.having("lc-mark") if a.get("data-kind") == "refused"]
-    assert refused and refused[-1].get("data-step") == marked.get("data-step")
-    assert marked.get("data-lane") == refused[-1].get("data-lane")
+    assert refused
+    where = (refused[-1].get("data-lane"), refused[-1].get("data-step"))
+    marked = [a for a in page.having("lc-disagreement")]
+    assert [(a.get("data-lane"), a.get("data-step")) for a in marked].count(where) == 1
     assert any("on the target but" in text for text in page.text)
 
 

@@ -17,12 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from leasecheck.mutants import Mutant, by_name, materialize
+from leasecheck.mutants import Mutant, by_name
 from leasecheck.report.svg import render_svg
 from leasecheck.report.timeline import build_timeline
 from leasecheck.report.trace import Trace, trace_from_result
-from leasecheck.runner import HOLDS, NOT_PROMISED, NOT_RUN, CheckOptions, PropertyResult, run_check
-from leasecheck.scratch import scratch_dir
+from leasecheck.runner import PropertyResult
+from leasecheck.selfcheck import run_mutant, violations
 
 __all__ = ["INVARIANTS", "Invariant", "main", "write_docs"]
 
@@ -96,24 +96,14 @@ INVARIANTS: tuple[Invariant, ...] = (
 def check_planted(mutant: Mutant, profile: str, seed: int) -> PropertyResult:
     """Check ``mutant`` as ``leasecheck mutants`` does; the property that caught it (the
     scratch path of the mutant's file is replaced by its name in the report text)."""
-    with scratch_dir("leasecheck-teach-") as directory:
-        path = materialize(mutant, directory)
-        option = {"impl": path} if mutant.target == "worker" else {"jobs_impl": path}
-        options = CheckOptions(
-            profile=profile, seed=seed, workers="0", first=mutant.caught_by,
-            stop_at_first_failure=True, examples=directory / "examples",
-            **option,  # type: ignore[arg-type]
-        )  # fmt: skip
-        result = run_check(options)
-    failed = [
-        r for r in result.properties.values() if r.verdict not in (HOLDS, NOT_RUN, NOT_PROMISED)
-    ]
+    result, path = run_mutant(mutant, profile, seed)
+    failed = violations(result)
     if not failed:
         raise RuntimeError(
             f"mutant {mutant.name!r} survived profile {profile} seed {seed}; the teaching page "
             f"needs its counterexample (try --profile ci)"
         )
-    caught = min(failed, key=lambda r: r.failed_at or 0.0)
+    caught = failed[0]
     caught.details = [text.replace(str(path), path.name) for text in caught.details]
     caught.failures = [
         replace(
@@ -122,6 +112,12 @@ def check_planted(mutant: Mutant, profile: str, seed: int) -> PropertyResult:
         for failure in caught.failures
     ]
     return caught
+
+
+def _renamed(text: str, names: dict[str, str]) -> str:
+    for old, new in names.items():
+        text = text.replace(old, new)
+    return text
 
 
 def _section(invariant: Invariant, trace: Trace, mutant: Mutant, image: str) -> str:
