@@ -106,8 +106,10 @@ def test_two_hunts_share_a_counterexample_that_check_replays(mutant: Path) -> No
                 time.sleep(1.0)
         finally:
             ended = _stop(hunts)
-        for code, output in ended:
-            assert code == 1 and "FOUND  jobs.agreement" in output, output
+        # Each hunt ends cleanly, and the one that found the bug reports it. (A hunt stopped
+        # seconds after the other's find may list nothing yet: seen once under CI load.)
+        assert all(code in (0, 1) for code, _ in ended), ended
+        assert any(code == 1 and "FOUND  jobs.agreement" in out for code, out in ended), ended
         replay = leasecheck("check", "--jobs-impl", str(mutant), "--db", shared, env=ONE_EXAMPLE)
     assert replay.returncode == 1, replay.stdout + replay.stderr
     assert verdict(replay.stdout, "jobs.agreement") == "VIOLATED", replay.stdout
