@@ -25,8 +25,8 @@ INSTALL = "pip install 'leasecheck[real]'"
 """The command that installs every first-wave library (the ``real`` extra)."""
 
 
-def installed_version(distribution: str, module: str) -> str:
-    """The installed version of ``distribution``, or ``AdapterError`` naming the install command.
+def installed_version(distribution: str, module: str, install: str = INSTALL) -> str:
+    """The installed version of ``distribution``, or ``AdapterError`` naming ``install``.
 
     ``module`` is the import name (``persistqueue`` for the ``persist-queue`` distribution);
     both must be present, so a half-removed install is reported the same way.
@@ -37,7 +37,7 @@ def installed_version(distribution: str, module: str) -> str:
     except importlib.metadata.PackageNotFoundError:
         found = False
     if not found:
-        raise AdapterError(f"{distribution} is not installed; install it with: {INSTALL}")
+        raise AdapterError(f"{distribution} is not installed; install it with: {install}")
     return version
 
 

@@ -28,9 +28,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, ClassVar
 
+from adapters._libs import installed_version
 from adapters._postgres import PG_EXTRA, PgSession, new_database
 from adapters.protocol import (
-    AdapterError,
     Capabilities,
     Claim,
     Clock,
@@ -110,14 +110,7 @@ class Pgqueuer:
     promises: ClassVar[Promises] = PROMISES
 
     def version(self) -> str:
-        try:
-            from importlib.metadata import version
-
-            return version("pgqueuer")
-        except Exception as missing:
-            raise AdapterError(
-                f"pgqueuer is not installed; install it with: {PG_EXTRA}"
-            ) from missing
+        return installed_version("pgqueuer", "pgqueuer", PG_EXTRA)
 
     def create(self, directory: Path, server: str | None) -> str:
         url = new_database(server, self.name)

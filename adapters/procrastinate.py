@@ -22,9 +22,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
+from adapters._libs import installed_version
 from adapters._postgres import PG_EXTRA, PgSession, new_database
 from adapters.protocol import (
-    AdapterError,
     Capabilities,
     Claim,
     Clock,
@@ -102,14 +102,7 @@ class Procrastinate:
     promises: ClassVar[Promises] = PROMISES
 
     def version(self) -> str:
-        try:
-            from importlib.metadata import version
-
-            return version("procrastinate")
-        except Exception as missing:
-            raise AdapterError(
-                f"procrastinate is not installed; install it with: {PG_EXTRA}"
-            ) from missing
+        return installed_version("procrastinate", "procrastinate", PG_EXTRA)
 
     def create(self, directory: Path, server: str | None) -> str:
         url = new_database(server, self.name)
