@@ -240,12 +240,12 @@ def multiprocess_library(queue_library: QueueLibrary) -> QueueLibrary:
 
 @pytest.fixture
 def judged(
-    queue_library: QueueLibrary, request: pytest.FixtureRequest, record_property: Any
+    queue_library: QueueLibrary, request: pytest.FixtureRequest
 ) -> Callable[[str], AbstractContextManager[None]]:
     """``with judged("queue.exclusive"):`` turns a failure the library does not promise
     into an xfail "not promised" with its counterexample (a failure with --strict-promises)."""
     strict = bool(request.config.getoption("--strict-promises"))
-    return lambda prop: judge(queue_library, prop, strict, record_property)
+    return lambda prop: judge(queue_library, prop, strict)
 
 
 @pytest.fixture

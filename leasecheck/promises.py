@@ -2,26 +2,23 @@
 
 A library is judged by its own promises (suite.md): when a ``queue.*`` property
 fails, the adapter's ``Promises`` decide. Promised: the failure propagates (VIOLATED,
-exit 1). Not promised: the counterexample is recorded (``record_property``, a
-structured dict) and the test is marked xfail with the counterexample in its
-reason, which ``leasecheck check`` reports as "not promised" without changing the
-exit status; ``--strict`` (``--strict-promises`` under pytest) makes it a failure.
+exit 1). Not promised: the test is marked xfail while the failure is being handled,
+so the failure reaches the CLI as the xfail's context (``leasecheck._events`` records
+it as data) and its text is the xfail's reason. ``leasecheck check`` reports it as
+"not promised" without changing the exit status; ``--strict`` (``--strict-promises``
+under pytest) makes it a failure.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
 from adapters.protocol import AdapterError, QueueLibrary
 
-__all__ = ["NOT_PROMISED_KEY", "counterexample_text", "judge"]
-
-NOT_PROMISED_KEY = "leasecheck:not-promised"
-"""The ``user_properties`` key of which promise a not-promised failure was judged by
-(the counterexample itself travels as the xfail's context, see ``leasecheck._events``)."""
+__all__ = ["counterexample_text", "judge"]
 
 
 def counterexample_text(error: BaseException) -> str:
@@ -42,7 +39,6 @@ def judge(
     library: QueueLibrary,
     prop: str,
     strict: bool,
-    record_property: Callable[[str, object], None],
 ) -> Iterator[None]:
     """Run a property's body; judge an ``AssertionError`` by ``library``'s promise of ``prop``."""
     try:
@@ -53,11 +49,6 @@ def judge(
             raise
         where = f"{library.name} {_version(library)}"
         text = counterexample_text(error)
-        record_property(
-            NOT_PROMISED_KEY,
-            {"property": prop, "library": where, "source": promise.source,
-             "note": promise.note, "counterexample": text},
-        )  # fmt: skip
         said = f"{prop} is not promised by {where} ({promise.source})"
         if strict:
             pytest.fail(f"{said}, and --strict makes that a failure:\n{text}", pytrace=False)

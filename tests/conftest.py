@@ -14,6 +14,7 @@ from typing import Any
 import psutil
 import pytest
 
+from crash_harness.engine import Engine
 from queue_impl import worker
 
 
@@ -94,3 +95,10 @@ def _isolated_example_database(monkeypatch: pytest.MonkeyPatch) -> Iterator[None
     with scratch_dir("leasecheck-test-examples-") as directory:
         monkeypatch.setenv("LEASECHECK_EXAMPLES", str(directory))
         yield
+
+
+@pytest.fixture
+def engine(no_leaked_children: None) -> Iterator[Engine]:
+    """The fork engine with its default deadline; every child reaped and checked with psutil."""
+    with Engine() as running:
+        yield running

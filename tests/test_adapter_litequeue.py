@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -92,12 +91,6 @@ def test_extend_is_unsupported(store: Store) -> None:
         queue.enqueue("a", "x")
         with pytest.raises(Unsupported, match="litequeue has no call"):
             queue.extend(claim_one(queue, "w1"), 10.0)
-
-
-@pytest.fixture
-def engine(no_leaked_children: None) -> Iterator[Engine]:
-    with Engine() as engine:
-        yield engine
 
 
 def test_two_processes_share_the_file(store: Store, engine: Engine) -> None:

@@ -6,7 +6,6 @@ fraction of a second (``SHORT_LEASE``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -91,12 +90,6 @@ def test_a_fake_clock_is_refused_with_the_fix(store: Store, scratch: Path) -> No
             Localqueue().connect(store.location, clock)
     finally:
         clock.close()
-
-
-@pytest.fixture
-def engine(no_leaked_children: None) -> Iterator[Engine]:
-    with Engine() as engine:
-        yield engine
 
 
 def test_two_processes_share_the_store(store: Store, engine: Engine) -> None:

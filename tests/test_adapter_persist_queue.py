@@ -8,7 +8,6 @@ tests below pin that mapping, as the adapter's docstring states it.
 from __future__ import annotations
 
 import importlib.metadata
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -88,12 +87,6 @@ def test_extend_is_unsupported(store: Store) -> None:
         queue.enqueue("a", "x")
         with pytest.raises(Unsupported, match="no lease"):
             queue.extend(claim_one(queue, "w1"), 10.0)
-
-
-@pytest.fixture
-def engine(no_leaked_children: None) -> Iterator[Engine]:
-    with Engine() as engine:
-        yield engine
 
 
 def test_two_processes_share_the_store(store: Store, engine: Engine) -> None:
