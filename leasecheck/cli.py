@@ -397,14 +397,29 @@ def replay_command(options: CheckOptions) -> str:
     return " ".join(shlex.quote(word) for word in words)
 
 
+def _unpromised(names: list[str]) -> str:
+    """Which failing properties nobody promised, and the switch that makes each fail: the
+    spec's own power-loss setting (a ``lease.`` property) or a library's (``--strict``)."""
+    spec = [name for name in names if name.startswith("lease.")]
+    library = [name for name in names if name not in spec]
+    parts = (
+        [
+            f"not promised by the spec and failing: {', '.join(spec)} "
+            "(exit 0; LEASECHECK_POWER_LOSS=strict makes it fail)"
+        ]
+        if spec
+        else []
+    )
+    parts += [f"not promised by the library and failing: {', '.join(library)} "
+              "(exit 0; --strict makes these fail)"] if library else []  # fmt: skip
+    return "; ".join(parts)
+
+
 def _conclude(result: CheckResult) -> int:
     unpromised = sorted(r.name for r in result.properties.values() if r.verdict == NOT_PROMISED)
     if result.exit_code == 0 and unpromised:
         held = len(result.properties) - len(unpromised)
-        print(
-            f"no promised property is violated ({held} hold); not promised by the library "
-            f"and failing: {', '.join(unpromised)} (exit 0; --strict makes these fail)"
-        )
+        print(f"no promised property is violated ({held} hold); " + _unpromised(unpromised))
     elif result.exit_code == 0:
         print(f"every property holds ({len(result.properties)} checked)")
     elif result.exit_code == VIOLATION_EXIT:
