@@ -7,6 +7,7 @@ it, and the next run removes the directories of a run that was killed.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -47,12 +48,16 @@ def test_a_directory_being_made_is_not_taken_for_an_orphan(temp_root: Path) -> N
     assert young.exists()
 
 
-def test_a_server_dies_with_the_process_that_started_it() -> None:
+def test_a_server_dies_with_the_process_that_started_it(temp_root: Path) -> None:
     code = (
         "import time\nfrom adapters import servers\n"
         "with servers.redis() as r:\n    print(r.pid, flush=True)\n    time.sleep(60)\n"
     )
-    harness = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    # The SIGKILLed harness cannot remove its server's directory: keep it under temp_root.
+    env = {**os.environ, "TMPDIR": str(temp_root)}
+    harness = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env
+    )
     try:
         assert harness.stdout is not None
         pid = int(harness.stdout.readline())
