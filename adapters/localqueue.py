@@ -30,7 +30,9 @@ What maps to what:
 Time: localqueue reads the system clock inside its Rust engine (``SystemTime::now``), which
 no Python patch reaches, so this adapter runs on real time with short leases: ``connect``
 requires a real clock (``SharedClock(path, real=True)``, whose ``advance`` sleeps), and
-``Claim.lease_until`` is localqueue's own ``lease_expires_at`` (Unix seconds).
+``Claim.lease_until`` is localqueue's own ``lease_expires_at`` (Unix seconds). The
+generic properties then keep every call clear of the instants a lease may end
+(``adapters.timing``).
 
 Settings (README, 'Delivery guarantees'): ``DurabilityMode.RELAXED`` by default, i.e.
 ``journal_mode=WAL`` and ``synchronous=NORMAL``; claims use ``BEGIN IMMEDIATE``.

@@ -10,8 +10,10 @@ directly, as said here).
 
 Time: pgqueuer compares the ``heartbeat`` column with the server's ``NOW()``, which no
 client can move, so ``clock="real"``: leases are real seconds and the adapter's clock is
-not read by the library. The lease is the claimer's ``heartbeat_timeout``; recovery is
-lazy (the next ``dequeue`` re-picks stale rows), so ``recover()`` returns ``-1``.
+not read by the library. The lease is the claimer's ``heartbeat_timeout``: a later
+claimer re-picks a row once its heartbeat is older than *its own* timeout, so a lease
+means what the model says only when every claim uses the same (``one_lease=True``).
+Recovery is lazy (the next ``dequeue`` re-picks stale rows), so ``recover()`` returns ``-1``.
 
 Observation: pgqueuer deletes a finished row and logs it in ``pgqueuer_log`` by id, so
 the adapter keeps a side table ``leasecheck_jobs(job, id)`` written at enqueue; state is
@@ -105,7 +107,7 @@ class Pgqueuer:
 
     name: ClassVar[str] = "pgqueuer"
     capabilities: ClassVar[Capabilities] = Capabilities(
-        clock="real", extend=True, server="postgres", lease_granularity=0.001
+        clock="real", extend=True, server="postgres", lease_granularity=0.001, one_lease=True
     )
     promises: ClassVar[Promises] = PROMISES
 

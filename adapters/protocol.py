@@ -130,6 +130,11 @@ class Capabilities:
     """The server its store needs (started by ``adapters.servers``)."""
     lease_granularity: float = 0.001
     """The smallest lease, in seconds, the library can express."""
+    one_lease: bool = False
+    """A lease is the *claimer's* staleness threshold, compared with the job's last
+    heartbeat (pgqueuer's ``heartbeat_timeout``), not a deadline stamped on the job: it
+    means one thing only when every claim asks for the same, so the engines then give
+    every claim and extend of a run one lease."""
 
     def time_scale(self) -> int:
         """How much the generic properties stretch every lease and clock move (>= 1), so

@@ -23,6 +23,7 @@ from types import ModuleType
 from typing import Any
 
 from adapters.protocol import AdapterError, Capabilities, Promises, QueueLibrary
+from adapters.server_adapters import SERVER_ADAPTERS
 
 __all__ = [
     "BUNDLED",
@@ -38,11 +39,14 @@ BUNDLED: dict[str, str] = {
     "litequeue": "adapters.litequeue:Litequeue",
     "persist-queue": "adapters.persist_queue:PersistQueue",
     "localqueue": "adapters.localqueue:Localqueue",
+    **SERVER_ADAPTERS,
 }
-"""Bundled adapters: name -> "module:attribute"."""
+"""Bundled adapters: name -> "module:attribute" (the server-backed ones last)."""
 
 INSTALL_REAL = "pip install 'leasecheck[real]'"
 PLANTED_PREFIX = "planted:"
+REAL_GRANULARITY = 0.01
+"""The coarsest lease a real-clock library may have (the shortest real lease is 15 ms)."""
 MEMBERS = ("name", "capabilities", "promises", "version", "create", "connect")
 
 
@@ -66,12 +70,14 @@ def load_library(spec: str) -> QueueLibrary:
 
 
 def _supported(library: QueueLibrary, spec: str) -> QueueLibrary:
-    """Refuse what the generic properties cannot judge yet, instead of a false verdict."""
-    if library.capabilities.clock == "real":
+    """Refuse an adapter whose declarations the engines cannot honour, naming the fix."""
+    capabilities = library.capabilities
+    if capabilities.clock == "real" and capabilities.lease_granularity > REAL_GRANULARITY:
         raise AdapterLoadError(
-            f"adapter {spec!r} declares clock='real': the generic model moves time only when "
-            f"the harness advances the shared clock, so real-time leases would give false "
-            f"verdicts; make the library read the clock it is given (clock='patched')"
+            f"adapter {spec!r} declares clock='real' with leases of at least "
+            f"{capabilities.lease_granularity} s: on real time the generic properties lease "
+            f"for as little as 15 ms, so they need a library that can lease for "
+            f"{REAL_GRANULARITY * 1000:.0f} ms or less (or one whose clock can be patched)"
         )
     return library
 

@@ -8,6 +8,8 @@ run out, runs the library's own recovery, and claims until nothing is left. No j
 whose ack was reported may be delivered again, and each must read ``done`` (or be
 gone where acking deletes). A job whose ack was in flight at the kill is unknown
 and not judged.
+On a real clock (``clock="real"``) the workers lease for ``REAL_LEASE_S`` and letting
+leases run out is a sleep.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ __all__ = ["AckFinalReport", "check_ack_final"]
 JOBS_PER_ROUND = 12
 WORKERS = 2
 LEASE_S = 30.0
+REAL_LEASE_S = 0.1
+"""On real time: long beside a worker's claim and ack (about a millisecond)."""
 KILL_WINDOW_S = 0.03
 """Kills fall uniformly in this window after the workers start (they ack jobs in ~ms)."""
 
@@ -45,11 +49,22 @@ class AckFinalReport:
         )
 
 
+def _clock(library: QueueLibrary, path: Path) -> SharedClock:
+    return SharedClock(path, real=library.capabilities.clock == "real")
+
+
+def _lease(library: QueueLibrary) -> float:
+    """Every worker's lease (s): short on real time, else stretched by the time scale."""
+    if library.capabilities.clock == "real":
+        return REAL_LEASE_S
+    return LEASE_S * library.capabilities.time_scale()
+
+
 def _worker_body(
     library: QueueLibrary, location: str, clock_path: Path, name: str, lease: float
 ) -> Callable[[Channel], int]:
     def body(channel: Channel) -> int:
-        queue = library.connect(location, SharedClock(clock_path))
+        queue = library.connect(location, _clock(library, clock_path))
         count = 0
         while (claim := queue.claim(name, lease)) is not None:
             channel.send("event", ("claimed", claim.job))
@@ -72,25 +87,26 @@ def _events(child: Child) -> list[tuple[object, ...]]:
 
 
 def check_ack_final(
-    library: QueueLibrary, directory: Path, rounds: int, seed: int
+    library: QueueLibrary, directory: Path, rounds: int, seed: int, server: str | None = None
 ) -> AckFinalReport:
-    """Run ``rounds`` kill rounds; raise AssertionError naming the acked job delivered again."""
+    """Run ``rounds`` kill rounds on a store in ``directory`` (or on ``server``); raise
+    AssertionError naming the acked job delivered again."""
     rng = random.Random(f"queue.ack-final:{seed}")
     report = AckFinalReport()
-    scale = library.capabilities.time_scale()
     clock_path = directory / "clock"
-    clock = SharedClock(clock_path)
-    location = library.create(directory, None)
+    clock = _clock(library, clock_path)
+    lease = _lease(library)
+    location = library.create(directory, server)
     queue = library.connect(location, clock)
     try:
         with Engine() as engine:
             for number in range(rounds):
-                acked = _round(engine, library, location, clock_path, rng, number, scale)
+                acked = _round(engine, library, location, clock_path, rng, number)
                 report.acked += len(acked)
                 report.kills += WORKERS
-                clock.advance(LEASE_S * scale + 1)
+                clock.advance(lease * 1.1 + 0.01)
                 queue.recover()
-                report.redelivered_checked += _drain(queue, acked, number, library.name)
+                report.redelivered_checked += _drain(queue, acked, number, library.name, lease)
                 _all_done(queue, acked, library)
                 report.rounds += 1
     finally:
@@ -106,14 +122,13 @@ def _round(
     clock_path: Path,
     rng: random.Random,
     number: int,
-    scale: int,
 ) -> set[str]:
     """Enqueue jobs, start the workers, SIGKILL them at a random instant; the acked jobs."""
-    producer = library.connect(location, SharedClock(clock_path))
+    producer = library.connect(location, _clock(library, clock_path))
     for index in range(JOBS_PER_ROUND):
         producer.enqueue(f"r{number}j{index}", f"round {number} job {index}")
     producer.close()
-    lease = LEASE_S * scale
+    lease = _lease(library)
     workers = [
         engine.fork(f"w{i}", _worker_body(library, location, clock_path, f"w{i}", lease))
         for i in range(WORKERS)
@@ -127,11 +142,11 @@ def _round(
     return acked
 
 
-def _drain(queue: QueueAdapter, acked: set[str], number: int, name: str) -> int:
+def _drain(queue: QueueAdapter, acked: set[str], number: int, name: str, lease: float) -> int:
     """Claim (and ack) until the library has nothing; no acked job may come back."""
     delivered = 0
     for _ in range(JOBS_PER_ROUND * (number + 1) + 1):
-        claim = queue.claim("drainer", 1.0)
+        claim = queue.claim("drainer", lease)
         if claim is None:
             return delivered
         delivered += 1

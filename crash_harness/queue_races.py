@@ -16,6 +16,12 @@ clock and runs the library's recovery on its own connection, stamped the same wa
 
 The interleaving is up to the OS, so a run on a correct library can only pass (every
 check accepts every order), and a race bug is caught by repetition: ``rounds``.
+
+On a real clock (``clock="real"``) leases last ``REAL.lease`` ms and a clock move
+sleeps. A claim then counts as a second live lease only if it returned before the
+first lease could have ended (its start plus the lease, less ``MARGIN_MS``); the
+history keeps every call clear of lease ends (``adapters.timing.Pacer``) and stops
+before a step whose call was descheduled across one.
 """
 
 from __future__ import annotations
@@ -30,13 +36,27 @@ from pathlib import Path
 from typing import Any
 
 from adapters.protocol import Claim, QueueAdapter, QueueLibrary, SharedClock
+from adapters.timing import MARGIN_MS, Pacer
 from crash_harness.engine import Channel, Child, Engine
 from models._history import Operation, Raised, Returned
 
 __all__ = ["ExclusiveReport", "Racers", "check_exclusive", "linear_history"]
 
-LEASE_MS = 10_050
-"""A lease that stays live for the whole step (the clock only moves between steps)."""
+
+@dataclass(frozen=True)
+class RaceTime:
+    """The lease of every claim, a move that leaves it live and one past it (ms)."""
+
+    lease: int
+    short: int
+    past: int
+
+
+SHARED = RaceTime(lease=10_050, short=1000, past=10_100)
+"""On a clock the harness moves: the lease stays live for the whole step (the clock only
+moves between steps); times are stretched by the library's ``time_scale``."""
+REAL = RaceTime(lease=80, short=15, past=95)
+"""On real time: a step takes a few ms, so an 80 ms lease outlives it."""
 
 Command = tuple[str, str, int]
 """(verb, claim id, lease ms): ``("claim", "P1#3", 10050)``, ``("ack", "P1#3", 0)``."""
@@ -71,8 +91,10 @@ def _run(
 def _racer_body(
     library: QueueLibrary, location: str, clock_path: Path, who: str, gate: int
 ) -> Callable[[Channel], None]:
+    real = library.capabilities.clock == "real"
+
     def body(channel: Channel) -> None:
-        queue = library.connect(location, SharedClock(clock_path))
+        queue = library.connect(location, SharedClock(clock_path, real=real))
         held: dict[str, Claim] = {}
         try:
             while (commands := channel.receive()) is not None:
@@ -94,13 +116,23 @@ class Racers:
     engine: Engine
     directory: Path
     processes: int
+    server: str | None = None
+    """The URL of the server the library keeps its store on, if it needs one."""
     history: list[Operation] = field(default_factory=list)
     counter: int = 0
 
     def __post_init__(self) -> None:
-        self.scale = self.library.capabilities.time_scale()
-        self.clock = SharedClock(self.directory / "clock")
-        self.location = self.library.create(self.directory, None)
+        real = self.library.capabilities.clock == "real"
+        self.pacer = Pacer() if real else None
+        scale = 1 if real else self.library.capabilities.time_scale()
+        base = REAL if real else SHARED
+        self.time = RaceTime(base.lease * scale, base.short * scale, base.past * scale)
+        self.now = 0
+        """The time the harness moved the shared clock to (ms); unused on a real clock."""
+        self.disturbed = False
+        """Real clock: whether a call has run across a lease's end (``Pacer.ambiguous``)."""
+        self.clock = SharedClock(self.directory / "clock", real=real)
+        self.location = self.library.create(self.directory, self.server)
         self.queue = self.library.connect(self.location, self.clock)
         self.gate_r, self.gate_w = os.pipe()
         self.children: list[Child] = [
@@ -115,8 +147,32 @@ class Racers:
         self.counter += 1
         return f"P{racer + 1}#{self.counter}"
 
+    def window(self, op: Operation) -> tuple[int, int]:
+        """When ``op`` ran (ms): its real interval, or the shared clock's time."""
+        if self.pacer is None or op.returned_ns is None:
+            return self.now, self.now
+        return self.pacer.since_start(op.invoked_ns), self.pacer.since_start(op.returned_ns)
+
+    def clear(self) -> None:
+        """Real clock: wait until no lease ends within the next call."""
+        if self.pacer is not None:
+            self.pacer.clear()
+
+    def _timed(self, made: list[Operation]) -> None:
+        """Real clock: note whether a call of ``made`` ran across a lease's end
+        (``disturbed``), and the ends of the leases ``made`` took."""
+        if self.pacer is None:
+            return
+        pacer = self.pacer
+        if any(pacer.ambiguous(*self.window(op)) for op in made):
+            self.disturbed = True
+        for op in made:
+            if op.name == "claim" and _job(op) is not None:
+                pacer.leased(*self.window(op), int(op.args["lease_ms"]))
+
     def step(self, commands: list[list[Command]]) -> list[Operation]:
         """Release every racer with its commands at once; their operations."""
+        self.clear()
         for child, mine in zip(self.children, commands, strict=True):
             child.answer(mine)
         os.write(self.gate_w, b"g" * len(self.children))
@@ -124,16 +180,19 @@ class Racers:
         for child in self.children:
             made += child.next(f"racer {child.name} to finish its step").value
         self.history += made
+        self._timed(made)
         return made
 
     def harness(self, name: str, call: Callable[[], Any], **args: Any) -> Any:
         """One call on the harness's own connection, recorded in the history."""
         self.counter += 1
+        self.clear()
         started = time.monotonic_ns()
         value = call()
-        self.history.append(
-            Operation("H", self.counter, name, args, started, time.monotonic_ns(), Returned(value))
-        )
+        op = Operation("H", self.counter, name, args, started, time.monotonic_ns(), Returned(value))
+        self.history.append(op)
+        if name != "advance":  # a sleep, not a call to the library
+            self._timed([op])
         return value
 
     def enqueue(self, job: str) -> None:
@@ -141,6 +200,7 @@ class Racers:
 
     def advance(self, ms: int) -> None:
         self.harness("advance", lambda: self.clock.advance(ms / 1000), ms=ms)
+        self.now += ms
 
     def recover(self) -> int:
         returned: int = self.harness("recover", self.queue.recover)
@@ -172,26 +232,29 @@ class ExclusiveReport:
 
 
 def check_exclusive(
-    library: QueueLibrary, directory: Path, processes: int, rounds: int, seed: int
+    library: QueueLibrary,
+    directory: Path,
+    processes: int,
+    rounds: int,
+    seed: int,
+    server: str | None = None,
 ) -> ExclusiveReport:
     """Claim races; raise AssertionError when one job is held under two live leases."""
     rng = random.Random(f"queue.exclusive:{seed}")
     report = ExclusiveReport()
     with Engine() as engine:
-        racers = Racers(library, engine, directory, processes)
+        racers = Racers(library, engine, directory, processes, server)
         try:
             live: dict[str, tuple[str, int]] = {}
-            now = 0
             for number in range(rounds):
                 for index in range(rng.randint(1, max(1, processes - 1))):
                     racers.enqueue(f"r{number}j{index}")
-                lease = LEASE_MS * racers.scale
-                claims = [[("claim", racers.cid(i), lease)] for i in range(processes)]
+                claims = [[("claim", racers.cid(i), racers.time.lease)] for i in range(processes)]
                 made = racers.step(claims)
-                _check_claims(made, live, now, lease, library.name)
+                _check_claims(racers, made, live)
                 report.claims += len(made)
                 report.wins += sum(_job(op) is not None for op in made)
-                now += _between(racers, rng, made, live)
+                _between(racers, rng, made, live)
                 report.rounds += 1
         finally:
             racers.close()
@@ -202,26 +265,29 @@ def _job(op: Operation) -> str | None:
     return op.outcome.value if isinstance(op.outcome, Returned) else None
 
 
-def _check_claims(
-    made: list[Operation], live: dict[str, tuple[str, int]], now: int, lease: int, name: str
-) -> None:
+def _check_claims(racers: Racers, made: list[Operation], live: dict[str, tuple[str, int]]) -> None:
+    """No claim of ``made`` got a job whose earlier lease (``live``: holder, end) was
+    surely still running when the claim returned."""
+    slack = 0 if racers.pacer is None else MARGIN_MS
     for op in made:
         job = _job(op)
         if job is None:
             continue
+        start, end = racers.window(op)
         holder = live.get(job)
-        if holder is not None and now < holder[1]:
+        if holder is not None and end + slack < holder[1]:
             raise AssertionError(
-                f"queue.exclusive violated by {name}: {op.args['cid']} claimed job {job!r} at "
-                f"t={now} ms while {holder[0]}'s lease on it was live until t={holder[1]} ms "
-                f"(both claims are real processes racing: two live leases on one job)"
+                f"queue.exclusive violated by {racers.library.name}: {op.args['cid']} claimed "
+                f"job {job!r} at t={end} ms while {holder[0]}'s lease on it was live until "
+                f"t={holder[1]} ms (both claims are real processes racing: two live leases on "
+                f"one job)"
             )
-        live[job] = (str(op.args["cid"]), now + lease)
+        live[job] = (str(op.args["cid"]), start + racers.time.lease)
 
 
 def _between(
     racers: Racers, rng: random.Random, made: list[Operation], live: dict[str, tuple[str, int]]
-) -> int:
+) -> None:
     """Ack some wins (their jobs are done, not leased), then maybe let leases run out."""
     acks: list[list[Command]] = [[] for _ in racers.children]
     for op in made:
@@ -231,33 +297,41 @@ def _between(
         if op.outcome == Returned(True):
             live.pop(str(op.args["job"]), None)
     if rng.random() < 0.5:
-        return 0
-    moved = (LEASE_MS + 50) * racers.scale
-    racers.advance(moved)
+        return
+    racers.advance(racers.time.past)
     if rng.random() < 0.5:
         racers.recover()
-    return moved
 
 
 def linear_history(
-    library: QueueLibrary, directory: Path, processes: int, rounds: int, seed: int
+    library: QueueLibrary,
+    directory: Path,
+    processes: int,
+    rounds: int,
+    seed: int,
+    server: str | None = None,
 ) -> list[Operation]:
-    """Rounds of mixed concurrent calls and harness steps; the whole recorded history."""
+    """Rounds of mixed concurrent calls and harness steps; the whole recorded history (on a
+    real clock, cut before the first round with a call that ran across a lease's end)."""
     rng = random.Random(f"queue.linearizable:{seed}")
     with Engine() as engine:
-        racers = Racers(library, engine, directory, processes)
+        racers = Racers(library, engine, directory, processes, server)
         try:
             held: list[list[str]] = [[] for _ in range(processes)]
             for number in range(rounds):
+                begun = len(racers.history)
                 for index in range(rng.randint(0, 2)):
                     racers.enqueue(f"r{number}j{index}")
                 racers.step([_mixed(racers, rng, i, held[i]) for i in range(processes)])
                 racers.observe()
                 if rng.random() < 0.4:
-                    racers.advance(rng.choice((1000, LEASE_MS + 50)) * racers.scale)
+                    racers.advance(rng.choice((racers.time.short, racers.time.past)))
                 if rng.random() < 0.3:
                     racers.recover()
                     racers.observe()
+                if racers.disturbed:
+                    del racers.history[begun:]
+                    break
         finally:
             racers.close()
     return racers.history
@@ -273,5 +347,5 @@ def _mixed(racers: Racers, rng: random.Random, racer: int, held: list[str]) -> l
         else:
             cid = racers.cid(racer)
             held.append(cid)
-            commands.append(("claim", cid, LEASE_MS * racers.scale))
+            commands.append(("claim", cid, racers.time.lease))
     return commands

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -25,6 +25,7 @@ from hypothesis import core as hypothesis_core
 from hypothesis import settings
 from hypothesis.internal.conjecture import engine as shrinking_engine
 
+from adapters import servers
 from adapters.protocol import AdapterError, QueueLibrary
 from adapters.registry import load_library
 from leasecheck import profiles
@@ -226,6 +227,26 @@ def queue_library(request: pytest.FixtureRequest) -> QueueLibrary:
         pytest.exit(str(error), returncode=2)
 
 
+@pytest.fixture(scope="session")
+def queue_server(queue_library: QueueLibrary) -> Iterator[str | None]:
+    """The URL of the server the library keeps its stores on (``Capabilities.server``),
+    started for the run on a free port and stopped at its end; ``None`` for a library
+    that needs none. A missing server binary ends the run with exit 2 and its install
+    command. Durability is not what these properties test, so PostgreSQL runs without
+    fsync and Redis without its append-only file."""
+    kind = queue_library.capabilities.server
+    if kind is None:
+        yield None
+        return
+    with ExitStack() as stack:
+        start = servers.postgres(fsync=False) if kind == "postgres" else servers.redis()
+        try:
+            server = stack.enter_context(start)
+        except servers.ServerMissing as missing:
+            pytest.exit(str(missing), returncode=2)
+        yield server.url
+
+
 @pytest.fixture
 def multiprocess_library(queue_library: QueueLibrary) -> QueueLibrary:
     """The library, for a property that needs several processes on one store: one that
@@ -257,9 +278,11 @@ def scratch() -> Iterator[Path]:
 
 @pytest.fixture
 def no_leaked_children() -> Iterator[None]:
-    """Fails the test if it leaves a child process of this one alive."""
+    """Fails the test if it leaves a child process of this one alive (one it started:
+    a server started for the whole run, ``queue_server``, is not the test's)."""
+    before = {child.pid for child in psutil.Process().children(recursive=True)}
     yield
-    left = psutil.Process().children(recursive=True)
+    left = [c for c in psutil.Process().children(recursive=True) if c.pid not in before]
     for child in left:
         child.kill()
     psutil.wait_procs(left, timeout=5)

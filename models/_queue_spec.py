@@ -13,6 +13,12 @@ property, except those named in ``tolerate`` (what the library does not promise 
 judged by that property alone, and adopted here). An unknown outcome (a process
 killed mid-call) may or may not have had its effect; a raised ack is a refusal.
 Claims read every job, so histories are never split per key.
+
+With ``real_time`` (a library on the system clock) time is not moved by ``advance``
+but read from the stamps: an operation runs at its invocation (ms), or at the time
+the previous one in the order ran if that is later. The harness keeps every call
+clear of the instants a lease may end (``adapters.timing``), so any instant of a
+call's interval gives the same verdict.
 """
 
 from __future__ import annotations
@@ -29,11 +35,17 @@ __all__ = ["QueueSpec"]
 class QueueSpec(SequentialSpec[qm.QueueState]):
     """``models.queue_model`` for the checker; ``ack_deletes`` from the adapter's capabilities."""
 
-    def __init__(self, ack_deletes: bool = False, tolerate: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        ack_deletes: bool = False,
+        tolerate: frozenset[str] = frozenset(),
+        real_time: bool = False,
+    ) -> None:
         self.ack_deletes = ack_deletes
         self.tolerate = tolerate
         """Properties whose mismatches are adopted (the library does not promise them:
         they are judged by their own property, not counted again here)."""
+        self.real_time = real_time
 
     def _step(self, state: qm.QueueState, op: Operation, value: Any) -> qm.Step:
         args = op.args
@@ -45,7 +57,7 @@ class QueueSpec(SequentialSpec[qm.QueueState]):
         if op.name == "enqueue":
             return qm.enqueue(state, args["job"])
         if op.name == "advance":
-            return qm.advance(state, args["ms"])
+            return qm.advance(state, 0 if self.real_time else args["ms"])
         if op.name == "recover":
             return qm.recover(state, int(value))
         if op.name == "observe":
@@ -59,7 +71,14 @@ class QueueSpec(SequentialSpec[qm.QueueState]):
             return False
         return None
 
+    def _at(self, state: qm.QueueState, op: Operation) -> qm.QueueState:
+        """Real time: ``state`` read at ``op``'s invocation (never earlier than it is)."""
+        if not self.real_time:
+            return state
+        return qm.advance(state, max(0, op.invoked_ns // 1_000_000 - state.now))[0][0]
+
     def step(self, state: qm.QueueState, op: Operation) -> Sequence[qm.QueueState]:
+        state = self._at(state, op)
         if isinstance(op.outcome, Raised) and op.name not in ("ack", "nack"):
             return [state]  # a claim or sweep that raised (e.g. busy) took no effect
         if op.outcome is None:
@@ -79,6 +98,7 @@ class QueueSpec(SequentialSpec[qm.QueueState]):
         return list(dict.fromkeys(found))
 
     def explain(self, state: qm.QueueState, op: Operation) -> str:
+        state = self._at(state, op)
         if isinstance(op.outcome, Returned):
             _, mismatch = self._step(state, op, op.outcome.value)
             if mismatch is not None:

@@ -13,6 +13,14 @@ so ``queue.stale-ack`` fails only on a stale ack, not on an unrelated limitation
 With ``queue.no-loss`` enforced, teardown expires every lease, runs the library's
 recovery and claims until nothing is left: every job must end done, failed or
 delivered.
+
+A library that reads the system clock itself (``clock="real"``) runs on real time,
+every lease and clock move at ``REAL_SCALE`` of its printed length: the model's
+``now`` is each call's start in real milliseconds, and ``adapters.timing.Pacer``
+keeps every call clear of the instants at which a lease may end. A program whose
+call was descheduled across one is rejected (Hypothesis draws another), and the
+machine counts it in ``set_aside``. A replay on real time need not do what the run did,
+so a disagreement there is kept with the calls as they ran (``failures``), not shrunk.
 """
 
 from __future__ import annotations
@@ -24,8 +32,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, NoReturn
+from typing import Any, ClassVar, NoReturn, TypeVar
 
+from hypothesis import reject
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
@@ -38,16 +47,25 @@ from hypothesis.stateful import (
 )
 
 from adapters.protocol import Claim, QueueAdapter, QueueLibrary, SharedClock, Unsupported
+from adapters.timing import Pacer
 from models import queue_model as qm
 
-__all__ = ["Held", "QueueMachine"]
+__all__ = ["REAL_SCALE", "Held", "QueueMachine"]
+
+T = TypeVar("T")
 
 LEASES_MS = (150, 350, 1050)
 """Lease lengths: each ends 50 ms off the 100 ms grid the clock moves on, so no lease
 ever ends exactly at a reading of the clock (libraries differ at that boundary)."""
+ONE_LEASE_MS = 350
+"""Every claim's lease on a library whose lease is one setting (``one_lease``)."""
 ADVANCES_MS = (100, 200, 500, 1000, 2000)
 MAX_ELAPSED_MS = 40_000
 """Simulated time a program may use (the lease worker gives a job at most 60 s)."""
+REAL_SCALE = 0.1
+"""On a real clock every lease and move lasts this share of its printed length (a
+``lease_ms=150`` claim leases for 15 ms): long beside a call (well under 1 ms), short
+enough that a program sleeps about 0.15 s."""
 
 
 @dataclass(frozen=True)
@@ -66,24 +84,42 @@ class QueueMachine(RuleBasedStateMachine):
 
     library: ClassVar[QueueLibrary]
     enforce: ClassVar[frozenset[str]] = frozenset()
+    set_aside: ClassVar[list[int]] = [0]
+    """Programs rejected because a call ran across a lease's end (real clock only)."""
+    failures: ClassVar[list[str]] = []
+    """Real clock: each disagreement with the calls that led to it, as they ran."""
     claims = Bundle("claims")
 
+    server: ClassVar[str | None] = None
+    """The URL of the server the library keeps its stores on, if it needs one."""
+
     @classmethod
-    def bound(cls, library: QueueLibrary, enforce: frozenset[str]) -> type[QueueMachine]:
-        attributes: dict[str, Any] = {"library": library, "enforce": enforce}
+    def bound(
+        cls, library: QueueLibrary, enforce: frozenset[str], server: str | None = None
+    ) -> type[QueueMachine]:
+        attributes: dict[str, Any] = {
+            "library": library, "enforce": enforce, "server": server, "set_aside": [0],
+            "failures": [],
+        }  # fmt: skip
         return type("QueueMachine", (cls,), attributes)  # the name Hypothesis prints
 
     def __init__(self) -> None:
         super().__init__()
-        self.scale = self.library.capabilities.time_scale()
+        real = self.library.capabilities.clock == "real"
+        self.pacer = Pacer() if real else None
+        self.scale = REAL_SCALE if real else self.library.capabilities.time_scale()
         self.directory = Path(tempfile.mkdtemp(prefix="leasecheck-queue-", dir=_scratch_root()))
-        self.clock = SharedClock(self.directory / "clock")
-        location = self.library.create(self.directory, None)
+        self.clock = SharedClock(self.directory / "clock", real=real)
+        location = self.library.create(self.directory, self.server)
         self.connections: list[QueueAdapter] = [
             self.library.connect(location, self.clock) for _ in range(2)
         ]
         self.states = [qm.QueueState()]
         self.counts = {"jobs": 0, "claims": 0}
+        self.trace: list[str] = []
+        """Every operation so far, as the failure messages name them."""
+        self.held: list[Held] = []
+        """Every claim that got a job, oldest first (``zombie_ack`` picks among them)."""
         self.stepping = False
         self.failed = False
         self.last = "the start"
@@ -94,9 +130,10 @@ class QueueMachine(RuleBasedStateMachine):
         after, mismatch = qm.across(self.states, each)
         if what != "observe()":
             self.last = what
+            self.trace.append(f"t={self.states[0].now} ms: {what}")
         if mismatch is not None and mismatch.prop in self.enforce:
             self.failed = True
-            _disagree(
+            self._disagree(
                 f"{mismatch.prop} violated by {self.library.name}: at {what} after {self.last}, "
                 f"{mismatch.text}\nthe model's state before it:\n{self.states[0].describe()}"
             )
@@ -109,7 +146,33 @@ class QueueMachine(RuleBasedStateMachine):
         self.stepping = False
 
     def _ms(self, ms: int) -> int:
-        return ms * self.scale
+        return round(ms * self.scale)
+
+    def _lease(self, lease_ms: int) -> int:
+        """A claim's or extend's lease (ms): the one lease of the run where the library's
+        lease is its claimer's threshold (``Capabilities.one_lease``)."""
+        return self._ms(ONE_LEASE_MS if self.library.capabilities.one_lease else lease_ms)
+
+    def _call(self, call: Callable[[], T]) -> T:
+        """Run one library call; on a real clock, clear of lease ends and at a known time."""
+        if self.pacer is None:
+            return call()
+        start = self.pacer.clear()
+        self._now(start)
+        result = call()
+        self.window = (start, self.pacer.now())
+        if self.pacer.ambiguous(*self.window):
+            self.set_aside[0] += 1
+            reject()  # the library may have seen a lease live or expired: no verdict here
+        return result
+
+    def _now(self, ms: int) -> None:
+        """Real clock: every possible state reads ``ms`` (the time never runs backwards)."""
+        self.states = [qm.advance(s, max(0, ms - s.now))[0][0] for s in self.states]
+
+    def _leased(self, lease: int) -> None:
+        if self.pacer is not None:
+            self.pacer.leased(*self.window, lease)
 
     # -- rules ------------------------------------------------------------------------------
 
@@ -123,7 +186,7 @@ class QueueMachine(RuleBasedStateMachine):
         with self._step():
             key = f"j{self.counts['jobs']}"
             self.counts["jobs"] += 1
-            self.connections[0].enqueue(key, f"payload of {key}")
+            self._call(lambda: self.connections[0].enqueue(key, f"payload of {key}"))
             self._apply(f"enqueue({key!r})", lambda s: qm.enqueue(s, key))
 
     @rule(target=claims, conn=st.integers(0, 1), lease_ms=st.sampled_from(LEASES_MS))
@@ -131,24 +194,46 @@ class QueueMachine(RuleBasedStateMachine):
         with self._step():
             cid = f"c{self.counts['claims']}"
             self.counts["claims"] += 1
-            got = self.connections[conn].claim(f"w{conn}", self._ms(lease_ms) / 1000)
+            lease = self._lease(lease_ms)
+            got = self._call(lambda: self.connections[conn].claim(f"w{conn}", lease / 1000))
             job = None if got is None else got.job
-            lease = self._ms(lease_ms)
             self._apply(f"claim {cid} -> {job!r}", lambda s: qm.claim(s, cid, lease, job))
-            return multiple() if got is None else Held(cid, got)
+            self._leased(lease)
+            if got is None:
+                return multiple()
+            self.held.append(Held(cid, got))
+            return self.held[-1]
 
     @rule(held=claims, conn=st.integers(0, 1))
     def ack(self, held: Held, conn: int) -> None:
         with self._step():
-            ok = _accepted(lambda: self.connections[conn].ack(held.claim))
+            ok = self._call(lambda: _accepted(lambda: self.connections[conn].ack(held.claim)))
             what = f"ack of {held} -> {ok}"
             self._apply(what, lambda s: qm.ack(s, held.cid, held.claim.job, ok))
+
+    @precondition(lambda self: self._zombie() is not None)
+    @rule(conn=st.integers(0, 1))
+    def zombie_ack(self, conn: int) -> None:
+        """The oldest claim whose job was claimed again since (its lease ran out, or it
+        gave the job back) acks anyway: the worker that came back from the dead."""
+        zombie = self._zombie()
+        assert zombie is not None
+        self.held.remove(zombie)
+        self.ack(zombie, conn)
+
+    def _zombie(self) -> Held | None:
+        state = self.states[0]
+        for held in self.held:
+            job = state.job(held.claim.job)
+            if job is not None and job.state == "leased" and job.holder != held.cid:
+                return held
+        return None
 
     @precondition(lambda self: self.library.capabilities.nack)
     @rule(held=claims, conn=st.integers(0, 1))
     def nack(self, held: Held, conn: int) -> None:
         with self._step():
-            ok = _accepted(lambda: self.connections[conn].nack(held.claim))
+            ok = self._call(lambda: _accepted(lambda: self.connections[conn].nack(held.claim)))
             what = f"nack of {held} -> {ok}"
             self._apply(what, lambda s: qm.nack(s, held.cid, held.claim.job, ok))
 
@@ -156,15 +241,17 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(held=claims, lease_ms=st.sampled_from(LEASES_MS))
     def extend(self, held: Held, lease_ms: int) -> None:
         with self._step():
-            lease = self._ms(lease_ms)
-            ok = _accepted(lambda: self.connections[0].extend(held.claim, lease / 1000))
+            lease = self._lease(lease_ms)
+            extend = self.connections[0].extend
+            ok = self._call(lambda: _accepted(lambda: extend(held.claim, lease / 1000)))
             what = f"extend of {held} by {lease} ms -> {ok}"
             self._apply(what, lambda s: qm.extend(s, held.cid, held.claim.job, lease, ok))
+            self._leased(lease)
 
     @rule()
     def recover(self) -> None:
         with self._step():
-            returned = self.connections[1].recover()
+            returned = self._call(self.connections[1].recover)
             self._apply(f"recover() -> {returned}", lambda s: qm.recover(s, returned))
 
     @precondition(lambda self: self.states[0].now < MAX_ELAPSED_MS * self.scale)
@@ -172,11 +259,16 @@ class QueueMachine(RuleBasedStateMachine):
     def advance_clock(self, ms: int) -> None:
         with self._step():
             self.clock.advance(self._ms(ms) / 1000)
+            if self.pacer is not None:
+                self.last = f"advance_clock({ms})"
+                self.trace.append(f"slept {self._ms(ms)} ms: {self.last}")
+                return  # the next call reads the time it runs at
             self._apply(f"advance_clock({ms})", lambda s: qm.advance(s, self._ms(ms)))
 
     @invariant()
     def observed(self) -> None:
-        seen = [(view.job, view.state) for view in self.connections[0].observe()]
+        views = self._call(self.connections[0].observe)
+        seen = [(view.job, view.state) for view in views]
         deletes = self.library.capabilities.ack_deletes
         self._apply("observe()", lambda s: qm.observe(s, seen, deletes))
 
@@ -184,7 +276,10 @@ class QueueMachine(RuleBasedStateMachine):
 
     def drain(self) -> None:
         """Expire every lease, recover, then claim and ack until the library has nothing."""
-        self.advance_clock(max(LEASES_MS) + 100)
+        if self.pacer is None:
+            self.advance_clock(max(LEASES_MS) + 100)
+        else:
+            self.pacer.wait_out()
         self.recover()
         self.observed()
         for number in range(len(self.states[0].jobs) + 1):
@@ -198,7 +293,7 @@ class QueueMachine(RuleBasedStateMachine):
         stuck = [job for job in self.states[0].jobs if job.state == "ready" or job.expired(now)]
         if stuck and "queue.no-loss" in self.enforce:
             names = ", ".join(job.describe(now) for job in stuck)
-            _disagree(
+            self._disagree(
                 f"queue.no-loss violated by {self.library.name}: every lease expired and "
                 f"recover() ran, but claim returns None while these jobs are neither done nor "
                 f"failed: {names}"
@@ -213,6 +308,14 @@ class QueueMachine(RuleBasedStateMachine):
                 connection.close()
             self.clock.close()
             shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _disagree(self, message: str) -> NoReturn:
+        """Fail; on a real clock also keep the message and the calls as they ran, since a
+        replay on real time need not repeat them (``failures``)."""
+        if self.pacer is not None:
+            steps = "\n".join(f"  {number}. {what}" for number, what in enumerate(self.trace, 1))
+            self.failures.append(f"{message}\nthe calls as they ran, on real time:\n{steps}")
+        _disagree(message)
 
 
 def _disagree(message: str) -> NoReturn:

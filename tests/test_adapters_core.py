@@ -95,7 +95,7 @@ def test_a_user_adapter_file_is_judged_by_its_own_promises(tmp_path: Path) -> No
         done.stdout
     )
     assert "README: ack(job_id) completes the job by id" in done.stdout
-    assert "state.ack(" in done.stdout  # the shrunk program
+    assert "state.zombie_ack(" in done.stdout  # the shrunk program
     assert "not promised by the library and failing: queue.stale-ack" in done.stdout
 
 
@@ -190,11 +190,12 @@ def _variant(tmp_path: Path, capabilities: str) -> Path:
     return path
 
 
-def test_a_real_time_clock_is_refused_with_exit_2(
+def test_a_real_clock_with_whole_second_leases_is_refused_with_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["check", "--adapter", str(_variant(tmp_path, "clock='real'"))]) == 2
-    assert "declares clock='real'" in capsys.readouterr().err
+    variant = _variant(tmp_path, "clock='real', lease_granularity=1.0")
+    assert main(["check", "--adapter", str(variant)]) == 2
+    assert "declares clock='real' with leases of at least 1.0 s" in capsys.readouterr().err
 
 
 def test_a_single_process_library_is_not_run_and_never_passes(tmp_path: Path) -> None:

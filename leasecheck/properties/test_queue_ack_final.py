@@ -23,6 +23,7 @@ from leasecheck.profiles import Profile
 @pytest.mark.leasecheck("queue.ack-final")
 def test_queue_ack_final(
     multiprocess_library: QueueLibrary,
+    queue_server: str | None,
     judged: Callable[[str], AbstractContextManager[None]],
     scratch: Path,
     lc_profile: Profile,
@@ -31,6 +32,8 @@ def test_queue_ack_final(
     checked: Callable[[str], None],
 ) -> None:
     with judged("queue.ack-final"):
-        report = check_ack_final(multiprocess_library, scratch, lc_profile.queue_rounds, lc_seed)
+        report = check_ack_final(
+            multiprocess_library, scratch, lc_profile.queue_rounds, lc_seed, queue_server
+        )
     print(f"queue.ack-final: {report.render()}")
     checked(f"{report.kills} kills, {report.acked} acks")

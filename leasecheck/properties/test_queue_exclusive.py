@@ -22,6 +22,7 @@ from leasecheck.profiles import Profile
 @pytest.mark.leasecheck("queue.exclusive")
 def test_queue_exclusive(
     multiprocess_library: QueueLibrary,
+    queue_server: str | None,
     judged: Callable[[str], AbstractContextManager[None]],
     scratch: Path,
     lc_profile: Profile,
@@ -31,6 +32,8 @@ def test_queue_exclusive(
 ) -> None:
     processes, rounds = lc_profile.race_processes, lc_profile.race_rounds
     with judged("queue.exclusive"):
-        report = check_exclusive(multiprocess_library, scratch, processes, rounds, lc_seed)
+        report = check_exclusive(
+            multiprocess_library, scratch, processes, rounds, lc_seed, queue_server
+        )
     print(f"queue.exclusive: {report.render()}")
     checked(f"{report.rounds} race rounds of {processes} processes")

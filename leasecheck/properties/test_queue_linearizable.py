@@ -31,6 +31,7 @@ HISTORY_EVERY = 20
 @pytest.mark.leasecheck("queue.linearizable")
 def test_queue_linearizable(
     multiprocess_library: QueueLibrary,
+    queue_server: str | None,
     judged: Callable[[str], AbstractContextManager[None]],
     scratch: Path,
     lc_profile: Profile,
@@ -41,7 +42,8 @@ def test_queue_linearizable(
     histories = max(1, lc_profile.parallel_histories // HISTORY_EVERY)
     library = multiprocess_library
     unpromised = frozenset(p for p in GENERIC_PROPERTIES if not library.promises.of(p).promised)
-    spec = QueueSpec(library.capabilities.ack_deletes, unpromised - {"queue.linearizable"})
+    real = library.capabilities.clock == "real"
+    spec = QueueSpec(library.capabilities.ack_deletes, unpromised - {"queue.linearizable"}, real)
     operations = 0
     with judged("queue.linearizable"):
         for number in range(histories):
@@ -49,8 +51,9 @@ def test_queue_linearizable(
             directory.mkdir()
             seed = lc_seed * 1000 + number
             history = linear_history(
-                library, directory, lc_profile.race_processes, lc_profile.queue_rounds, seed
-            )
+                library, directory, lc_profile.race_processes, lc_profile.queue_rounds, seed,
+                queue_server,
+            )  # fmt: skip
             operations += len(history)
             verdict = check(history, spec, QueueState())
             assert verdict.linearizable, (

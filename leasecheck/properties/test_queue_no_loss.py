@@ -16,27 +16,20 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 import pytest
-from hypothesis import settings
-from hypothesis.stateful import run_state_machine_as_test
 
 from adapters.protocol import QueueLibrary
 from leasecheck.profiles import Profile
-from stateful_tests.queue_machine import QueueMachine
+from leasecheck.properties._queue_machine import run_machine
 
 
 @pytest.mark.leasecheck("queue.no-loss")
 def test_queue_no_loss(
     queue_library: QueueLibrary,
+    queue_server: str | None,
     judged: Callable[[str], AbstractContextManager[None]],
     lc_profile: Profile,
     checked: Callable[[str], None],
 ) -> None:
-    machine = QueueMachine.bound(queue_library, frozenset({"queue.no-loss"}))
-    chosen = settings(
-        settings.get_profile("leasecheck"),
-        max_examples=lc_profile.queue_examples,
-        stateful_step_count=lc_profile.step_count,
-    )
     with judged("queue.no-loss"):
-        run_state_machine_as_test(machine, settings=chosen)
-    checked(f"{lc_profile.queue_examples} programs of up to {lc_profile.step_count} steps")
+        text = run_machine(queue_library, "queue.no-loss", lc_profile, queue_server)
+    checked(text)

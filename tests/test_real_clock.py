@@ -1,0 +1,97 @@
+"""Real-clock libraries (``clock="real"``): the pacer, and the generic properties on real time.
+
+localqueue (and a server's ``NOW()``) reads a clock no adapter can move, so the
+engines run such a library on very short real leases and keep every call clear of
+the instants a lease may end (``adapters.timing``). To see that this judges right in
+both directions, the bundled lease worker and each planted-bug adapter are declared
+``clock="real"`` in a user adapter file: the lease worker then reads the real clock
+(its ``now`` argument comes from ``SharedClock(real=True)``), must still hold every
+property, and each planted bug must still be caught by the property it names.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from adapters.planted import PLANTED, PlantedBug
+from adapters.protocol import GENERIC_PROPERTIES
+from adapters.timing import MARGIN_MS, ROOM_MS, Pacer
+from leasecheck.runner import HOLDS, VIOLATED, CheckOptions, run_check
+
+REAL_LEASE_WORKER = '''
+from dataclasses import replace
+from adapters.lease_worker import LeaseWorker
+
+class RealClockLeaseWorker(LeaseWorker):
+    """The bundled lease worker, reading the system clock."""
+    capabilities = replace(LeaseWorker.capabilities, clock="real")
+'''
+
+REAL_PLANTED = '''
+from dataclasses import replace
+from adapters.planted import PLANTED, planted_library
+
+_Base = planted_library(next(bug for bug in PLANTED if bug.name == {name!r}))
+
+class RealClockPlanted(_Base):
+    """A planted bug on the system clock."""
+    name = "real-clock:" + {name!r}
+    capabilities = replace(_Base.capabilities, clock="real")
+'''
+
+
+def _verdicts(adapter: Path, profile: str, **options: object) -> dict[str, str]:
+    result = run_check(CheckOptions(adapter=str(adapter), profile=profile, workers="0", **options))  # type: ignore[arg-type]
+    return {name: prop.verdict for name, prop in result.properties.items()}
+
+
+def test_the_lease_worker_on_the_real_clock_holds_every_property(tmp_path: Path) -> None:
+    adapter = tmp_path / "real_lease_worker.py"
+    adapter.write_text(REAL_LEASE_WORKER)
+    assert _verdicts(adapter, "quick") == dict.fromkeys(GENERIC_PROPERTIES, HOLDS)
+
+
+@pytest.mark.parametrize("bug", PLANTED, ids=[bug.name for bug in PLANTED])
+def test_each_planted_bug_on_the_real_clock_is_caught_by_its_property(
+    bug: PlantedBug, tmp_path: Path
+) -> None:
+    adapter = tmp_path / "real_planted.py"
+    adapter.write_text(REAL_PLANTED.format(name=bug.name))
+    verdicts = _verdicts(adapter, "ci", first=bug.caught_by, stop_at_first_failure=True)
+    assert verdicts[bug.caught_by] == VIOLATED, verdicts
+
+
+# --- the pacer ----------------------------------------------------------------------------
+
+
+def test_the_pacer_sleeps_past_a_lease_end_that_is_about_to_begin() -> None:
+    pacer = Pacer()
+    start = pacer.now()
+    pacer.leased(start, start, 20)
+    assert pacer.clear() == pytest.approx(start, abs=2)  # the end is 17 ms away: no wait
+    time.sleep((20 - MARGIN_MS - ROOM_MS) / 1000)
+    after = pacer.clear()
+    assert after > start + 20 + MARGIN_MS
+    assert not pacer.ambiguous(after, after)
+
+
+def test_a_call_across_a_lease_end_is_ambiguous_and_counted() -> None:
+    pacer = Pacer()
+    pacer.leased(100, 102, 50)  # the lease ends somewhere in 147..155
+    assert not pacer.ambiguous(140, 146)
+    assert pacer.ambiguous(146, 148)
+    assert pacer.ambiguous(150, 151)
+    assert not pacer.ambiguous(156, 170)
+    assert pacer.set_aside == 2
+
+
+def test_wait_out_returns_after_every_lease_has_ended() -> None:
+    pacer = Pacer()
+    now = pacer.now()
+    pacer.leased(now, now + 1, 15)
+    pacer.leased(now, now + 1, 5)
+    assert pacer.wait_out() > now + 1 + 15 + MARGIN_MS
+    assert pacer.ends == []
