@@ -18,8 +18,10 @@ A library that reads the system clock itself (``clock="real"``) runs on real tim
 every lease and clock move at ``REAL_SCALE`` of its printed length: the model's
 ``now`` is each call's start in real milliseconds, and ``adapters.timing.Pacer``
 keeps every call clear of the instants at which a lease may end. A program whose
-call was descheduled across one is rejected (Hypothesis draws another), and the
-machine counts it in ``set_aside``. A replay on real time need not do what the run did,
+call was descheduled across one is judged no further (it runs on, so that Hypothesis
+draws what it drew before), and the machine counts it in ``set_aside``. For the same
+reason a claim that got no job stays in the bundle on a real clock, and ``zombie_ack``
+is always drawable. A replay on real time need not do what the run did,
 so a disagreement there is kept with the calls as they ran (``failures``), not shrunk.
 """
 
@@ -34,7 +36,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, NoReturn, TypeVar
 
-from hypothesis import reject
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
@@ -73,9 +74,12 @@ class Held:
     """A claim the machine holds: ``cid`` is the model's name for that delivery."""
 
     cid: str
-    claim: Claim = field(compare=False)
+    claim: Claim | None = field(compare=False)
+    """``None``: the claim got no job (kept on a real clock only, see ``claim``)."""
 
     def __repr__(self) -> str:
+        if self.claim is None:
+            return f"<claim {self.cid} of no job>"
         return f"<claim {self.cid} of job {self.claim.job!r}>"
 
 
@@ -85,7 +89,7 @@ class QueueMachine(RuleBasedStateMachine):
     library: ClassVar[QueueLibrary]
     enforce: ClassVar[frozenset[str]] = frozenset()
     set_aside: ClassVar[list[int]] = [0]
-    """Programs rejected because a call ran across a lease's end (real clock only)."""
+    """Programs not judged past a call that ran across a lease's end (real clock only)."""
     failures: ClassVar[list[str]] = []
     """Real clock: each disagreement with the calls that led to it, as they ran."""
     claims = Bundle("claims")
@@ -116,6 +120,10 @@ class QueueMachine(RuleBasedStateMachine):
         ]
         self.states = [qm.QueueState()]
         self.counts = {"jobs": 0, "claims": 0}
+        self.advanced = 0
+        """The clock moves of the program so far, as printed (ms before ``scale``)."""
+        self.void = False
+        """Real clock: a call ran across a lease's end, so nothing more is judged."""
         self.trace: list[str] = []
         """Every operation so far, as the failure messages name them."""
         self.held: list[Held] = []
@@ -127,6 +135,8 @@ class QueueMachine(RuleBasedStateMachine):
     # -- the one place target and model are compared --------------------------------------
 
     def _apply(self, what: str, each: Callable[[qm.QueueState], qm.Step]) -> None:
+        if self.void:
+            return
         after, mismatch = qm.across(self.states, each)
         if what != "observe()":
             self.last = what
@@ -161,9 +171,11 @@ class QueueMachine(RuleBasedStateMachine):
         self._now(start)
         result = call()
         self.window = (start, self.pacer.now())
-        if self.pacer.ambiguous(*self.window):
+        if not self.void and self.pacer.ambiguous(*self.window):
+            # The library may have seen a lease live or expired: the rest of the program
+            # still runs (so Hypothesis draws what it drew before) but is not judged.
+            self.void = True
             self.set_aside[0] += 1
-            reject()  # the library may have seen a lease live or expired: no verdict here
         return result
 
     def _now(self, ms: int) -> None:
@@ -200,31 +212,36 @@ class QueueMachine(RuleBasedStateMachine):
             self._apply(f"claim {cid} -> {job!r}", lambda s: qm.claim(s, cid, lease, job))
             self._leased(lease)
             if got is None:
-                return multiple()
+                # On real time whether a claim gets a job depends on timing, and what
+                # Hypothesis draws next must not: an empty claim stays in the bundle.
+                return multiple() if self.pacer is None else Held(cid, None)
             self.held.append(Held(cid, got))
             return self.held[-1]
 
     @rule(held=claims, conn=st.integers(0, 1))
     def ack(self, held: Held, conn: int) -> None:
+        if (claim := held.claim) is None:
+            return
         with self._step():
-            ok = self._call(lambda: _accepted(lambda: self.connections[conn].ack(held.claim)))
+            ok = self._call(lambda: _accepted(lambda: self.connections[conn].ack(claim)))
             what = f"ack of {held} -> {ok}"
-            self._apply(what, lambda s: qm.ack(s, held.cid, held.claim.job, ok))
+            self._apply(what, lambda s: qm.ack(s, held.cid, claim.job, ok))
 
-    @precondition(lambda self: self._zombie() is not None)
+    @precondition(lambda self: self.pacer is not None or self._zombie() is not None)
     @rule(conn=st.integers(0, 1))
     def zombie_ack(self, conn: int) -> None:
         """The oldest claim whose job was claimed again since (its lease ran out, or it
-        gave the job back) acks anyway: the worker that came back from the dead."""
+        gave the job back) acks anyway: the worker that came back from the dead. (On real
+        time the rule is always drawable, and does nothing when there is no zombie.)"""
         zombie = self._zombie()
-        assert zombie is not None
-        self.held.remove(zombie)
-        self.ack(zombie, conn)
+        if zombie is not None:
+            self.held.remove(zombie)
+            self.ack(zombie, conn)
 
     def _zombie(self) -> Held | None:
         state = self.states[0]
         for held in self.held:
-            job = state.job(held.claim.job)
+            job = None if held.claim is None else state.job(held.claim.job)
             if job is not None and job.state == "leased" and job.holder != held.cid:
                 return held
         return None
@@ -232,20 +249,24 @@ class QueueMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.library.capabilities.nack)
     @rule(held=claims, conn=st.integers(0, 1))
     def nack(self, held: Held, conn: int) -> None:
+        if (claim := held.claim) is None:
+            return
         with self._step():
-            ok = self._call(lambda: _accepted(lambda: self.connections[conn].nack(held.claim)))
+            ok = self._call(lambda: _accepted(lambda: self.connections[conn].nack(claim)))
             what = f"nack of {held} -> {ok}"
-            self._apply(what, lambda s: qm.nack(s, held.cid, held.claim.job, ok))
+            self._apply(what, lambda s: qm.nack(s, held.cid, claim.job, ok))
 
     @precondition(lambda self: self.library.capabilities.extend)
     @rule(held=claims, lease_ms=st.sampled_from(LEASES_MS))
     def extend(self, held: Held, lease_ms: int) -> None:
+        if (claim := held.claim) is None:
+            return
         with self._step():
             lease = self._lease(lease_ms)
             extend = self.connections[0].extend
-            ok = self._call(lambda: _accepted(lambda: extend(held.claim, lease / 1000)))
+            ok = self._call(lambda: _accepted(lambda: extend(claim, lease / 1000)))
             what = f"extend of {held} by {lease} ms -> {ok}"
-            self._apply(what, lambda s: qm.extend(s, held.cid, held.claim.job, lease, ok))
+            self._apply(what, lambda s: qm.extend(s, held.cid, claim.job, lease, ok))
             self._leased(lease)
 
     @rule()
@@ -254,9 +275,10 @@ class QueueMachine(RuleBasedStateMachine):
             returned = self._call(self.connections[1].recover)
             self._apply(f"recover() -> {returned}", lambda s: qm.recover(s, returned))
 
-    @precondition(lambda self: self.states[0].now < MAX_ELAPSED_MS * self.scale)
+    @precondition(lambda self: self.advanced < MAX_ELAPSED_MS)
     @rule(ms=st.sampled_from(ADVANCES_MS))
     def advance_clock(self, ms: int) -> None:
+        self.advanced += ms
         with self._step():
             self.clock.advance(self._ms(ms) / 1000)
             if self.pacer is not None:
@@ -284,7 +306,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.observed()
         for number in range(len(self.states[0].jobs) + 1):
             held = self.claim(number % 2, max(LEASES_MS))
-            if not isinstance(held, Held):
+            if not isinstance(held, Held) or held.claim is None:
                 break
             self.ack(held, number % 2)
             self.observed()
@@ -301,7 +323,8 @@ class QueueMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         try:
-            if not (self.stepping or self.failed) and "queue.no-loss" in self.enforce:
+            judged = not (self.stepping or self.failed or self.void)
+            if judged and "queue.no-loss" in self.enforce:
                 self.drain()
         finally:
             for connection in self.connections:

@@ -42,5 +42,5 @@ def run_machine(library: QueueLibrary, prop: str, profile: Profile, server: str 
         raise AssertionError(machine.failures[0]) from None
     text = f"{examples} programs of up to {profile.step_count} steps"
     if real:
-        text += f" on real time ({machine.set_aside[0]} calls across a lease end, redrawn)"
+        text += f" on real time ({machine.set_aside[0]} cut short: a call across a lease end)"
     return text
