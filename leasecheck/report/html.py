@@ -42,12 +42,18 @@ LEGEND = (
 
 
 def write_report(
-    directory: Path, results: Sequence[PropertyResult], *, heading: str = "", replay: str = ""
+    directory: Path,
+    results: Sequence[PropertyResult],
+    *,
+    heading: str = "",
+    replay: str = "",
+    adapter: str | None = None,
 ) -> Path:
-    """Write ``directory/index.html`` for ``results`` (every property of a run)."""
+    """Write ``directory/index.html`` for ``results`` (every property of a run);
+    ``adapter`` is the run's ``--adapter``, on which a ``queue.*`` program is replayed."""
     directory.mkdir(parents=True, exist_ok=True)
     rows = sorted(results, key=lambda r: r.name)
-    traces = [trace_from_result(r) for r in rows if r.verdict != "holds"]
+    traces = [trace_from_result(r, adapter=adapter) for r in rows if r.verdict != "holds"]
     path = directory / "index.html"
     path.write_text(render_html(rows, traces, heading=heading, replay=replay), encoding="utf-8")
     return path
