@@ -245,6 +245,17 @@ def test_the_report_draws_a_queue_failure(tmp_path: Path) -> None:
     assert len(marked) == 1 and marked[0].get("data-lane") == "j0"
 
 
+def test_a_queue_failure_without_a_history_says_why_it_has_no_picture(tmp_path: Path) -> None:
+    message = (
+        "AssertionError: queue.exclusive violated by planted:claim-picks-outside-lock: P2#5 "
+        "claimed job 'r0j0' at t=0 ms while P1#4's lease on it was live until t=10050 ms",
+    )
+    failure = Counterexample(None, (), message)
+    result = PropertyResult("queue.exclusive", "VIOLATED", failures=[failure], runs=["1 run"])
+    page = write_report(tmp_path, [result]).read_text()
+    assert "No picture: queue.exclusive records only the sentence above" in page
+
+
 def test_text_from_a_run_is_escaped(tmp_path: Path) -> None:
     evil = PropertyResult(
         "lease.<b>x</b>", "VIOLATED", details=["E       AssertionError: <script>alert(1)</script>"]
