@@ -34,6 +34,7 @@ from typing import Any
 
 from hypothesis.stateful import MultipleResults
 
+from adapters.protocol import AdapterError
 from adapters.registry import load_library
 from leasecheck.report.program import Call, ProgramError, parse_line, value_of
 from models.queue_model import QueueState
@@ -174,7 +175,11 @@ def recording(machine: type[QueueMachine]) -> type[QueueMachine]:
 def replay_queue(adapter: str, prop: str, program: Sequence[str]) -> QueueReplay:
     """Run ``program`` (a ``QueueMachine`` counterexample of ``prop``) on ``adapter``."""
     calls = [parse_line(line, {}) for line in program]
-    machine = recording(QueueMachine.bound(load_library(adapter), frozenset({prop})))
+    try:
+        library = load_library(adapter)
+    except AdapterError as error:
+        raise ProgramError(f"the program replays on its library, which fails: {error}") from None
+    machine = recording(QueueMachine.bound(library, frozenset({prop})))
     state: Any = machine()
     log: _Log = state.replay_log
     problem, torn_down = "", False
