@@ -295,7 +295,8 @@ def _check(args: argparse.Namespace) -> int:
         from leasecheck.report import write_report
 
         rows, replay = list(result.properties.values()), replay_command(options)
-        print(f"report: {write_report(args.report, rows, replay=replay)}\n")
+        path = write_report(args.report, rows, replay=replay, adapter=options.adapter)
+        print(f"report: {path}\n")
     return _conclude(result)
 
 
@@ -358,14 +359,7 @@ def _print_failure(prop: PropertyResult, options: CheckOptions, directory: Path 
     if example is not None:
         print("\n".join(f"    {line}" for line in example.text().splitlines()))
     print(f"  replay: {replay_command(options)}")
-    exportable = not prop.name.startswith("queue.")  # adapters replay with the command above
-    if (
-        directory is not None
-        and example
-        and prop.verdict == VIOLATED
-        and prop.nodeids
-        and exportable
-    ):
+    if directory is not None and example and prop.verdict == VIOLATED and prop.nodeids:
         target, option = _target_of(prop.name, options)
         path = export(
             directory, prop.name, example, target=target, option=option,
@@ -375,9 +369,11 @@ def _print_failure(prop: PropertyResult, options: CheckOptions, directory: Path 
     print()
 
 
-def _target_of(name: str, options: CheckOptions) -> tuple[Path, str]:
+def _target_of(name: str, options: CheckOptions) -> tuple[Path | str, str]:
     from targets.loader import BUNDLED_JOBS, BUNDLED_WORKER
 
+    if name.startswith("queue.") and options.adapter:
+        return options.adapter, "--adapter"
     if name.startswith("jobs."):
         return options.jobs_impl or BUNDLED_JOBS, "--jobs-impl"
     return options.impl or BUNDLED_WORKER, "--impl"

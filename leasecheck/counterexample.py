@@ -10,6 +10,14 @@ replays the steps (with the invariant checks between them), so it fails while th
 bug is present and passes once it is fixed. Process-level properties describe their
 scenario as numbered steps; their export re-runs that property at the same profile
 and seed.
+
+A ``queue.*`` failure exports against the run's ``--adapter`` (a bundled name,
+``planted:NAME`` or an adapter file): the generic queue machine's program
+(``queue.no-loss``, ``queue.stale-ack``) is replayed step by step on that library,
+enforcing the same property; the race and kill properties (``queue.exclusive``,
+``queue.linearizable``, ``queue.ack-final``) are scheduled by the OS, so no file can
+replay their interleaving: their export re-runs the property with the same adapter,
+profile and seed, and says so.
 """
 
 from __future__ import annotations
@@ -27,8 +35,8 @@ __all__ = ["Counterexample", "export"]
 _MACHINES = {
     "LeaseAgreement": ("stateful_tests.lease_machine", "load_worker"),
     "JobAgreement": ("stateful_tests.job_machine", "load_jobs_target"),
-    "QueueMachine": ("stateful_tests.queue_machine", "load_library"),  # parsed, not exported
 }
+QUEUE_MACHINE = "QueueMachine"
 
 
 def _numbered(line: str) -> bool:
@@ -124,7 +132,7 @@ _RERUN_TEMPLATE = '''"""Counterexample found by leasecheck: property {prop} on {
 
 Re-runs that property with the same profile and seed; it fails while the bug is
 present and passes once it is fixed.  Run it with:  pytest {filename}
-
+{note}
 What failed:
 {message}
 """
@@ -148,6 +156,41 @@ def test_{slug}() -> None:
 '''
 
 
+_QUEUE_TEMPLATE = '''"""Counterexample found by leasecheck: property {prop} on {adapter}.
+
+Replays the shrunk program of the generic queue machine on the same adapter (ADAPTER:
+a bundled name, planted:NAME or an adapter file), enforcing {prop} after every step
+as the run did. It fails while the bug is present and passes once it is fixed; set
+ADAPTER to another library to run the same program there (a library that hands out
+other jobs may leave a claims_N variable empty: the program no longer applies).
+Run it with:  pytest {filename}
+"""
+
+from adapters.registry import load_library
+from stateful_tests.queue_machine import QueueMachine
+
+ADAPTER = {adapter!r}
+PROPERTY = {prop!r}
+
+
+def test_{slug}() -> None:
+    machine = QueueMachine.bound(load_library(ADAPTER), frozenset({{PROPERTY}}))
+    state = machine()
+    try:
+{steps}
+    finally:
+        state.teardown()
+'''
+
+_RACE_NOTE = """
+Why a re-run and not a replay: this property runs real processes as the OS schedules
+them (racing, or SIGKILLed at a random instant), so no file can replay the
+interleaving that failed. The seed fixes
+what the harness chooses (jobs, kill instants, clock moves), not the schedule, so a
+re-run may need the profile's rounds to meet the bug again.
+"""
+
+
 def _names_used(program: tuple[str, ...], module_name: str) -> set[str]:
     """The helper types a printed program calls (``When(...)``, ``Send(...)``), from the
     machine's module, so the exported file can construct them."""
@@ -165,17 +208,24 @@ def export(
     prop: str,
     example: Counterexample,
     *,
-    target: Path,
+    target: Path | str,
     option: str,
     profile: str,
     seed: int,
     nodeid: str,
 ) -> Path:
-    """Write ``example`` as ``directory/test_<property>.py`` and return its path."""
+    """Write ``example`` as ``directory/test_<property>.py`` and return its path; for a
+    ``queue.*`` property ``option`` is ``--adapter`` and ``target`` the adapter spec."""
     directory.mkdir(parents=True, exist_ok=True)
     slug = _slug(f"{prop}_counterexample")
     path = directory / f"test_{_slug(prop)}.py"
-    if example.machine:
+    if example.machine == QUEUE_MACHINE:
+        body = [line for line in example.program if line.strip() != "state.teardown()"]
+        text = _QUEUE_TEMPLATE.format(
+            prop=prop, adapter=str(target), filename=path.name, slug=slug,
+            steps="\n".join(f"        {line.strip()}" for line in body) or "        pass",
+        )  # fmt: skip
+    elif example.machine:
         module, loader = _MACHINES[example.machine]
         names = ", ".join(sorted({example.machine, *_names_used(example.program, module)}))
         body = [line for line in example.program if line.strip() != "state.teardown()"]
@@ -187,9 +237,10 @@ def export(
     else:
         selector = nodeid.rsplit("::", 1)[-1].split("[", 1)[0]
         message = "\n".join(f"    {line}" for line in example.message[:30])
+        note = _RACE_NOTE if option == "--adapter" else ""
         text = _RERUN_TEMPLATE.format(
             prop=prop, target=str(target), filename=path.name, message=message, option=option,
-            profile=profile, seed=str(seed), selector=selector, slug=slug,
+            profile=profile, seed=str(seed), selector=selector, slug=slug, note=note,
         )  # fmt: skip
     path.write_text(text)
     return path

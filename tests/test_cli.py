@@ -153,3 +153,39 @@ def test_a_violation_is_reported_exported_and_the_export_replays(scratch: Path) 
     fixed = exported.read_text().replace(repr(str(zombie)), repr(str(BUNDLED_WORKER)))
     exported.write_text(fixed)
     assert pytest_on(exported) == 0  # passes once the bug is fixed
+
+
+def test_a_queue_violation_exports_a_replay_that_fails_until_the_library_is_fixed(
+    scratch: Path,
+) -> None:
+    """``--adapter planted:recover-deletes-expired``: queue.no-loss exports the shrunk
+    machine program, queue.linearizable a re-run; both fail on the planted library and
+    pass on the lease-worker adapter; the report draws both failures."""
+    export, report = scratch / "export", scratch / "report"
+    done = subprocess.run(
+        [sys.executable, "-m", "leasecheck", "check", "--adapter",
+         "planted:recover-deletes-expired", "--profile", "quick", "-n", "0",
+         "--export", str(export), "--report", str(report)],
+        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    replayed, rerun = export / "test_queue_no_loss.py", export / "test_queue_linearizable.py"
+    assert f"exported: {replayed}" in done.stdout and f"exported: {rerun}" in done.stdout
+    assert "claims_0 = state.claim(" in replayed.read_text()
+    assert "no file can replay the" in rerun.read_text()
+
+    def pytest_on(path: Path) -> subprocess.CompletedProcess[str]:
+        run = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(path)]
+        return subprocess.run(run, capture_output=True, text=True, timeout=300)
+
+    for path in (replayed, rerun):
+        failed = pytest_on(path)
+        assert failed.returncode == 1 and "queue." in failed.stdout, failed.stdout[-2000:]
+        planted = repr("planted:recover-deletes-expired")
+        path.write_text(path.read_text().replace(planted, repr("lease-worker")))
+        fixed = pytest_on(path)
+        assert fixed.returncode == 0, fixed.stdout[-2000:]
+    page = (report / "index.html").read_text()
+    for prop in ("queue.no-loss", "queue.linearizable"):
+        section = page.split(f'data-property="{prop}" data-verdict')[1].split("</section>")[0]
+        assert "<svg" in section and "lc-disagreement" in section, f"{prop}: no picture"

@@ -4,7 +4,9 @@ headless Chromium (the DOM it shows and a screenshot), on a planted bug.
 
 The samples in ``tests/data/report/`` are real failures as the test process records them
 (the property and ``Counterexample.record()``), each from ``leasecheck check`` on the
-public mutant of the file's name (``python tests/data/report/regenerate.py`` remakes them).
+public mutant of the file's name (``python tests/data/report/regenerate.py`` remakes them);
+``queue-<bug>.json`` from ``leasecheck check --adapter planted:<bug>``, with that adapter,
+on which a queue program is replayed.
 """
 
 from __future__ import annotations
@@ -54,8 +56,13 @@ def sample(name: str) -> PropertyResult:
     )
 
 
+def trace_of(name: str, adapter: str | None = None) -> Trace:
+    """The sample's trace; a queue sample keeps the ``--adapter`` its run checked."""
+    return trace_from_result(sample(name), adapter=adapter or _sample(name).get("adapter"))
+
+
 def timeline_of(name: str) -> Timeline:
-    timeline = build_timeline(trace_from_result(sample(name)))
+    timeline = build_timeline(trace_of(name))
     assert timeline is not None
     return timeline
 
@@ -112,6 +119,9 @@ FAMILIES = {
     "jobs-ready-boundary": "scenario",
     "jobs-unlocked-poll": "scenario",
     "synchronous-off": "scenario",
+    "queue-ack-ignores-lease": "program",
+    "queue-recover-deletes-expired": "program",
+    "queue-lease-truncated-to-minutes": "history",
 }
 
 
@@ -125,7 +135,7 @@ def test_every_property_family_has_a_sample() -> None:
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
 def test_each_sample_reads_as_its_shape_and_draws(name: str) -> None:
-    trace = trace_from_result(sample(name))
+    trace = trace_of(name)
     shape = {"program": bool(trace.program), "history": bool(trace.history)}
     shape["scenario"] = bool(trace.scenario)
     assert [k for k, v in shape.items() if v] == [FAMILIES[name]]
@@ -184,6 +194,66 @@ def test_the_model_checkers_named_step_is_the_marked_one() -> None:
 
 
 # --- HTML -------------------------------------------------------------------------------
+
+
+def test_a_stale_queue_ack_is_drawn_on_its_jobs_lane_next_to_the_new_lease() -> None:
+    """queue.stale-ack on planted:ack-ignores-lease, replayed on that adapter: c0's lease
+    on j0 expires, c2 claims j0, and c0's ack is taken: the red line is at that ack."""
+    timeline = timeline_of("queue-ack-ignores-lease")
+    assert "replayed on planted:ack-ignores-lease" in timeline.title
+    assert timeline.lanes[:3] == ("clock", "queue", "j0")
+    bars = {i.label.split(" · ")[0]: i for i in timeline.intervals if i.lane == "j0"}
+    assert bars["c0"].kind == "expired" and bars["c2"].kind == "lease" and bars["c2"].open_end
+    ack = next(m for m in timeline.marks if m.label.startswith("ack c0"))
+    assert (ack.lane, ack.kind) == ("j0", "commit")
+    assert timeline.disagreement is not None
+    assert (timeline.disagreement.lane, timeline.disagreement.at) == ("j0", ack.at)
+    assert "an ack from a stale claim completed it" in timeline.disagreement.text
+
+
+def test_a_lost_queue_job_is_drawn_with_the_teardowns_drain() -> None:
+    """queue.no-loss on planted:recover-deletes-expired: the teardown expires the lease and
+    recovers (drain columns), and the store no longer holds j0."""
+    timeline = timeline_of("queue-recover-deletes-expired")
+    drained = [tick for tick in timeline.ticks if "drain" in tick.note]
+    assert [m.label for m in timeline.marks if m.at in {t.at for t in drained}] == [
+        "+1150 ms",
+        "recover → 1",
+    ]
+    assert timeline.disagreement is not None and timeline.disagreement.lane == "j0"
+    assert timeline.disagreement.at == drained[-1].at
+    assert "the job was lost" in timeline.disagreement.text
+
+
+def test_a_queue_replay_that_does_not_fail_says_so() -> None:
+    """The same program on the lease-worker adapter (which keeps the lease) draws, and the
+    caption says the replay did not fail where the run did."""
+    timeline = build_timeline(trace_of("queue-ack-ignores-lease", adapter="lease-worker"))
+    assert timeline is not None
+    assert "did not fail where the run did" in timeline.caption
+    assert any(m.label == "ack c0 refused" for m in timeline.marks)
+
+
+def test_the_report_draws_a_queue_failure(tmp_path: Path) -> None:
+    results = [sample("queue-ack-ignores-lease")]
+    page = write_report(tmp_path, results, adapter="planted:ack-ignores-lease").read_text()
+    section = page.split('data-property="queue.stale-ack"', 2)[2].split("</section>")[0]
+    svg = ET.fromstring(section[section.index("<svg") : section.index("</svg>") + 6])
+    lanes = [g.get("data-lane") for g in svg.iter() if g.get("class") == "lc-lane"]
+    assert "j0" in lanes
+    marked = [g for g in svg.iter() if g.get("class") == "lc-disagreement"]
+    assert len(marked) == 1 and marked[0].get("data-lane") == "j0"
+
+
+def test_a_queue_failure_without_a_history_says_why_it_has_no_picture(tmp_path: Path) -> None:
+    message = (
+        "AssertionError: queue.exclusive violated by planted:claim-picks-outside-lock: P2#5 "
+        "claimed job 'r0j0' at t=0 ms while P1#4's lease on it was live until t=10050 ms",
+    )
+    failure = Counterexample(None, (), message)
+    result = PropertyResult("queue.exclusive", "VIOLATED", failures=[failure], runs=["1 run"])
+    page = write_report(tmp_path, [result]).read_text()
+    assert "No picture: queue.exclusive records only the sentence above" in page
 
 
 def test_text_from_a_run_is_escaped(tmp_path: Path) -> None:

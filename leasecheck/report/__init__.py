@@ -3,7 +3,8 @@
 ``trace_from_result`` turns a property's result into a ``Trace``; ``build_timeline``
 turns a trace into a drawing-neutral ``Timeline`` (lanes, intervals, marks, the step
 where it breaks); ``render_svg`` writes it as plain SVG; ``write_report`` writes
-``index.html`` with the summary table and every failed property's picture.
+``index.html`` with the summary table and every failed property's picture. A
+``queue.*`` program is replayed on the run's own library (``queue_replay``).
 """
 
 from __future__ import annotations

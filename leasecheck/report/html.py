@@ -40,14 +40,33 @@ LEGEND = (
     "✕ SIGKILL · ◆ clock move · ▶ send · ■ enqueue · red line: where it breaks"
 )
 
+UNRECORDED = {
+    "queue.exclusive": (
+        "records only the sentence above: its harness keeps the two claims that collided, "
+        "not the race rounds of real processes that led to them, so there is nothing to "
+        "lay out in time"
+    ),
+    "queue.ack-final": (
+        "records only the sentence above: the SIGKILLed workers' claims and acks are "
+        "counted, not kept with their times, so there is nothing to lay out in time"
+    ),
+}
+"""Properties whose failure is one sentence, and why they have no picture."""
+
 
 def write_report(
-    directory: Path, results: Sequence[PropertyResult], *, heading: str = "", replay: str = ""
+    directory: Path,
+    results: Sequence[PropertyResult],
+    *,
+    heading: str = "",
+    replay: str = "",
+    adapter: str | None = None,
 ) -> Path:
-    """Write ``directory/index.html`` for ``results`` (every property of a run)."""
+    """Write ``directory/index.html`` for ``results`` (every property of a run);
+    ``adapter`` is the run's ``--adapter``, on which a ``queue.*`` program is replayed."""
     directory.mkdir(parents=True, exist_ok=True)
     rows = sorted(results, key=lambda r: r.name)
-    traces = [trace_from_result(r) for r in rows if r.verdict != "holds"]
+    traces = [trace_from_result(r, adapter=adapter) for r in rows if r.verdict != "holds"]
     path = directory / "index.html"
     path.write_text(render_html(rows, traces, heading=heading, replay=replay), encoding="utf-8")
     return path
@@ -134,6 +153,8 @@ def _picture(trace: Trace) -> tuple[str, str]:
             f"No picture: drawing this counterexample failed ({type(error).__name__}: {error}); "
             "the text above is complete. Please report this with the text."
         )
+    if timeline is None and trace.property in UNRECORDED:
+        return "", f"No picture: {trace.property} {UNRECORDED[trace.property]}."
     if timeline is None:
         return "", "No picture: this result carries no counterexample to draw."
     return render_svg(timeline), timeline.caption

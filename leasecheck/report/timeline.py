@@ -93,6 +93,10 @@ class Timeline:
 
 def build_timeline(trace: Trace) -> Timeline | None:
     """The picture of ``trace``'s counterexample, or None when it has nothing to draw."""
+    if trace.machine == "QueueMachine" and trace.program:
+        from leasecheck.report._from_queue import queue_timeline
+
+        return queue_timeline(trace)
     if trace.machine and trace.program:
         from leasecheck.report._from_program import program_timeline
 

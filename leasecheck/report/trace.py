@@ -58,15 +58,20 @@ class Trace:
     """The counterexample as text, exactly as the command line printed it."""
     checked: tuple[str, ...] = field(default=())
     seconds: float = 0.0
+    adapter: str | None = None
+    """The run's ``--adapter`` (a ``queue.*`` program is replayed on that library)."""
 
 
-def trace_from_result(result: PropertyResult, example: Counterexample | None = None) -> Trace:
+def trace_from_result(
+    result: PropertyResult, example: Counterexample | None = None, adapter: str | None = None
+) -> Trace:
     """Build a ``Trace`` from the runner's result and its recorded counterexample."""
     example = example or result.counterexample
     if example is None:
         return Trace(
-            result.name, result.verdict, checked=tuple(result.runs), seconds=result.seconds
-        )
+            result.name, result.verdict, checked=tuple(result.runs), seconds=result.seconds,
+            adapter=adapter,
+        )  # fmt: skip
     lines = [_unprefixed(line) for line in example.message]
     if lines and lines[0].split(": ", 1)[0].endswith(("Error", "Exception")):
         lines[0] = lines[0].split(": ", 1)[-1]  # the message as the harness wrote it
@@ -82,6 +87,7 @@ def trace_from_result(result: PropertyResult, example: Counterexample | None = N
         text=example.text(limit=200),
         checked=tuple(result.runs),
         seconds=result.seconds,
+        adapter=adapter,
     )
 
 
@@ -96,14 +102,18 @@ def _first_error(lines: Sequence[str]) -> list[str]:
 
 
 def _history(lines: Sequence[str]) -> tuple[str, ...]:
-    """The last printed linearizability account: its interval lines and reasons."""
+    """The last printed linearizability account: its interval lines and reasons (dedented
+    by the account's own indent: pytest indents a multi-line ``assert`` message)."""
     start = max(
-        (i for i, line in enumerate(lines) if line.startswith("not linearizable")), default=-1
+        (i for i, line in enumerate(lines) if line.lstrip().startswith("not linearizable")),
+        default=-1,
     )
     if start < 0:
         return ()
+    indent = len(lines[start]) - len(lines[start].lstrip())
     kept: list[str] = []
     for line in lines[start + 1 :]:
+        line = line[indent:] if line[:indent].isspace() else line
         if line.startswith("Replay:") or not line.strip():
             break
         kept.append(line.rstrip())

@@ -4,7 +4,9 @@
 
 Each ``<mutant>.json`` holds the property that caught the mutant and the structured
 counterexample the test process sent (``Counterexample.record()``), exactly what
-``leasecheck check --report`` draws from.
+``leasecheck check --report`` draws from. ``queue-<bug>.json`` is the planted-bug
+adapter ``planted:<bug>`` checked with ``--adapter``; it also keeps the adapter, on
+which the report replays a queue program.
 """
 
 from __future__ import annotations
@@ -14,12 +16,35 @@ import sys
 from pathlib import Path
 
 from leasecheck.mutants import by_name
+from leasecheck.runner import CheckOptions, run_check
+from leasecheck.scratch import scratch_dir
 from leasecheck.selfcheck import run_mutant
 
 HERE = Path(__file__).parent
+QUEUE_PREFIX = "queue-"
+
+
+def regenerate_planted(name: str) -> None:
+    from adapters.planted import PLANTED
+
+    bug = next(bug for bug in PLANTED if bug.name == name.removeprefix(QUEUE_PREFIX))
+    adapter = f"planted:{bug.name}"
+    with scratch_dir("leasecheck-sample-") as directory:
+        options = CheckOptions(
+            profile="ci", workers="0", first=bug.caught_by, adapter=adapter,
+            examples=directory / "examples",
+        )  # fmt: skip
+        result = run_check(options).properties[bug.caught_by]
+    assert result.failures, f"{adapter}: {bug.caught_by} recorded no failure"
+    record = result.failures[0].record()
+    sample = {"property": result.name, "adapter": adapter, "record": record}
+    (HERE / f"{name}.json").write_text(json.dumps(sample, indent=1) + "\n")
 
 
 def regenerate(name: str) -> None:
+    if name.startswith(QUEUE_PREFIX):
+        regenerate_planted(name)
+        return
     mutant = by_name(name)
     result = run_mutant(mutant, "ci")[0].properties[mutant.caught_by]
     assert result.failures, f"{name}: {mutant.caught_by} recorded no failure"
