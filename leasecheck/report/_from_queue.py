@@ -96,7 +96,7 @@ class _Builder:
 
     def claimed(self, step: QueueStep, result: object) -> None:
         worker = f"w{step.arguments.get('conn', 0)}"
-        if not isinstance(result, Held):
+        if not isinstance(result, Held) or result.claim is None:
             self.mark(QUEUE, step, f"{worker} claim → None", "claim")
             return
         key = result.claim.job
@@ -109,7 +109,7 @@ class _Builder:
     def finished(self, step: QueueStep) -> None:
         held = step.arguments.get("held")
         cid = held.cid if isinstance(held, Held) else "?"
-        lane = held.claim.job if isinstance(held, Held) else QUEUE
+        lane = held.claim.job if isinstance(held, Held) and held.claim is not None else QUEUE
         taken = _result(step, step.method) is True
         verb = step.method if step.method != "extend" else f"extend +{step.arguments['lease_ms']}"
         label = f"{verb} {cid} ✓" if taken else f"{verb} {cid} refused"
@@ -177,9 +177,9 @@ def _blamed(builder: _Builder, run: QueueReplay, step: QueueStep | None) -> str:
     if step is None:
         return QUEUE
     held = step.arguments.get("held")
-    if isinstance(held, Held):
+    if isinstance(held, Held) and held.claim is not None:
         return held.claim.job
-    if isinstance(step.result, Held):
+    if isinstance(step.result, Held) and step.result.claim is not None:
         return step.result.claim.job
     return CLOCK if step.method == "advance_clock" else QUEUE
 
