@@ -282,11 +282,21 @@ def no_leaked_children() -> Iterator[None]:
     a server started for the whole run, ``queue_server``, is not the test's)."""
     before = {child.pid for child in psutil.Process().children(recursive=True)}
     yield
-    left = [c for c in psutil.Process().children(recursive=True) if c.pid not in before]
+    left = [c for c in psutil.Process().children(recursive=True) if _started_by_test(c, before)]
     for child in left:
         child.kill()
     psutil.wait_procs(left, timeout=5)
     assert not left, f"the test left child processes running: {[c.pid for c in left]}"
+
+
+def _started_by_test(child: psutil.Process, before: set[int]) -> bool:
+    """Neither ``child`` nor any process above it was running before the test (so a
+    connection's backend process forked by a run-long PostgreSQL is not the test's)."""
+    try:
+        chain = [child, *child.parents()]
+    except psutil.NoSuchProcess:
+        return False
+    return not any(process.pid in before for process in chain)
 
 
 CHECKED_KEY = "leasecheck:checked"

@@ -4,7 +4,7 @@ The shape of ``stateful_tests/lease_machine.py``: every rule applies one queue
 operation to the library (through its adapter, two connections on one store) and
 to the set of model states that are still possible; ``observe`` after every step
 narrows that set by what the store holds. Rules are named after the operations
-(``enqueue``, ``claim``, ``ack``, ``nack``, ``extend``, ``recover``,
+(``enqueue``, ``claim``, ``ack``, ``zombie_ack``, ``nack``, ``extend``, ``recover``,
 ``advance_clock``), so a shrunk failure reads as a script.
 
 A disagreement names the generic property it breaks (``Mismatch.prop``). The
@@ -306,14 +306,14 @@ class QueueMachine(RuleBasedStateMachine):
         self.observed()
         for number in range(len(self.states[0].jobs) + 1):
             held = self.claim(number % 2, max(LEASES_MS))
-            if not isinstance(held, Held) or held.claim is None:
+            if not isinstance(held, Held) or held.claim is None or self.void:
                 break
             self.ack(held, number % 2)
             self.observed()
         self.observed()
         now = self.states[0].now
         stuck = [job for job in self.states[0].jobs if job.state == "ready" or job.expired(now)]
-        if stuck and "queue.no-loss" in self.enforce:
+        if stuck and "queue.no-loss" in self.enforce and not self.void:
             names = ", ".join(job.describe(now) for job in stuck)
             self._disagree(
                 f"queue.no-loss violated by {self.library.name}: every lease expired and "

@@ -1,10 +1,10 @@
 """``leasecheck check --adapter NAME`` on a server-backed library: the five generic
 properties, on a server leasecheck starts for the run and stops at its end.
 
-rq (Redis, a patched clock) stands for the four: it may not break a property it
-promises, and no server process may outlive the run. (pgqueuer is not checked here:
-under CPU load its ``queue.no-loss`` once saw a claim return nothing with ready jobs
-left, which is not explained yet.)
+rq (Redis, a patched clock) and pgqueuer (PostgreSQL, the server's real ``NOW()`` and a
+lease that is the claimer's threshold, ``one_lease``) cover both kinds of server and
+both kinds of clock. Neither library may break a property it promises, and no server
+process may outlive the run.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def _orphaned_servers() -> set[int]:
     }  # fmt: skip
 
 
-@pytest.mark.parametrize("name", ["rq"])
+@pytest.mark.parametrize("name", ["rq", "pgqueuer"])
 def test_a_server_library_gets_the_generic_properties_on_its_own_server(name: str) -> None:
     before = _orphaned_servers()
     result = run_check(CheckOptions(adapter=name, profile="quick", workers="0"))
