@@ -5,9 +5,11 @@ claim and ack jobs of one store as fast as they can, and report each ack the lib
 accepted. At a random instant (seeded) every worker is SIGKILLed, wherever it is:
 inside the library's claim, its ack, its commit. Then the harness lets every lease
 run out, runs the library's own recovery, and claims until nothing is left. No job
-whose ack was reported may be delivered again, and each must read ``done`` (or be
-gone where acking deletes). A job whose ack was in flight at the kill is unknown
-and not judged.
+whose ack was reported, in that round or an earlier one, may be delivered again, and
+each must read ``done`` (or be gone where acking deletes). A job whose ack was in
+flight at the kill is unknown and not judged. A failure prints the job's story as
+numbered steps (claimed, acked, SIGKILL, recovery, delivered again).
+
 On a real clock (``clock="real"``) the workers lease for ``REAL_LEASE_S`` and letting
 leases run out is a sleep.
 """
@@ -31,6 +33,8 @@ WORKERS = 2
 LEASE_S = 30.0
 REAL_LEASE_S = 0.1
 """On real time: long beside a worker's claim and ack (about a millisecond)."""
+Stories = dict[str, list[str]]
+"""Acknowledged jobs, each with what happened to it so far, in order."""
 KILL_WINDOW_S = 0.03
 """Kills fall uniformly in this window after the workers start (they ack jobs in ~ms)."""
 
@@ -64,13 +68,15 @@ def _worker_body(
     library: QueueLibrary, location: str, clock_path: Path, name: str, lease: float
 ) -> Callable[[Channel], int]:
     def body(channel: Channel) -> int:
-        queue = library.connect(location, _clock(library, clock_path))
+        clock = _clock(library, clock_path)
+        queue = library.connect(location, clock)
         count = 0
         while (claim := queue.claim(name, lease)) is not None:
             channel.send("event", ("claimed", claim.job))
             channel.send("event", ("acked", claim.job, queue.ack(claim) is True))
             count += 1
         queue.close()
+        clock.close()
         return count
 
     return body
@@ -100,12 +106,16 @@ def check_ack_final(
     queue = library.connect(location, clock)
     try:
         with Engine() as engine:
+            acked: Stories = {}
             for number in range(rounds):
-                acked = _round(engine, library, location, clock_path, rng, number)
-                report.acked += len(acked)
+                fresh = _round(engine, library, location, clock_path, rng, number)
+                acked |= fresh
+                report.acked += len(fresh)
                 report.kills += WORKERS
                 clock.advance(lease * 1.1 + 0.01)
                 queue.recover()
+                for story in acked.values():
+                    story.append("every lease ran out and recover() ran")
                 report.redelivered_checked += _drain(queue, acked, number, library.name, lease)
                 _all_done(queue, acked, library)
                 report.rounds += 1
@@ -122,27 +132,39 @@ def _round(
     clock_path: Path,
     rng: random.Random,
     number: int,
-) -> set[str]:
-    """Enqueue jobs, start the workers, SIGKILL them at a random instant; the acked jobs."""
-    producer = library.connect(location, _clock(library, clock_path))
-    for index in range(JOBS_PER_ROUND):
-        producer.enqueue(f"r{number}j{index}", f"round {number} job {index}")
-    producer.close()
+) -> Stories:
+    """Enqueue jobs, start the workers, SIGKILL them at a random instant; the acked jobs,
+    each with what happened to it."""
+    clock = _clock(library, clock_path)
+    producer = library.connect(location, clock)
+    try:
+        for index in range(JOBS_PER_ROUND):
+            producer.enqueue(f"r{number}j{index}", f"round {number} job {index}")
+    finally:
+        producer.close()
+        clock.close()
     lease = _lease(library)
     workers = [
         engine.fork(f"w{i}", _worker_body(library, location, clock_path, f"w{i}", lease))
         for i in range(WORKERS)
     ]
-    time.sleep(rng.uniform(0, KILL_WINDOW_S))
+    pause = rng.uniform(0, KILL_WINDOW_S)
+    time.sleep(pause)
+    stories: Stories = {}
     acked: set[str] = set()
     for worker in workers:
         for event in _events(worker):
+            job = str(event[1])
+            said = "claimed" if event[0] == "claimed" else "acked"
+            result = "" if event[0] == "claimed" else f" -> {event[2]}"
+            stories.setdefault(job, []).append(f"{worker.name} {said} job {job!r}{result}")
             if event[0] == "acked" and event[2] is True:
-                acked.add(str(event[1]))
-    return acked
+                acked.add(job)
+    killed = f"SIGKILL w0 and w1, {pause * 1000:.1f} ms after they started (round {number})"
+    return {job: [*stories[job], killed] for job in sorted(acked)}
 
 
-def _drain(queue: QueueAdapter, acked: set[str], number: int, name: str, lease: float) -> int:
+def _drain(queue: QueueAdapter, acked: Stories, number: int, name: str, lease: float) -> int:
     """Claim (and ack) until the library has nothing; no acked job may come back."""
     delivered = 0
     for _ in range(JOBS_PER_ROUND * (number + 1) + 1):
@@ -153,15 +175,16 @@ def _drain(queue: QueueAdapter, acked: set[str], number: int, name: str, lease: 
         if claim.job in acked:
             raise AssertionError(
                 f"queue.ack-final violated by {name}: job {claim.job!r} was acknowledged "
-                f"(ack returned True) before its worker was SIGKILLed in round {number}, yet "
-                f"after every lease expired and recover() ran, claim delivered it again"
+                f"(ack returned True) before its worker was SIGKILLed, yet after every lease "
+                f"expired and recover() ran, claim delivered it again (round {number}):\n"
+                + _steps([*acked[claim.job], f"drainer claimed job {claim.job!r} again"])
             )
         with contextlib.suppress(Exception):
             queue.ack(claim)
     return delivered
 
 
-def _all_done(queue: QueueAdapter, acked: set[str], library: QueueLibrary) -> None:
+def _all_done(queue: QueueAdapter, acked: Stories, library: QueueLibrary) -> None:
     views = {view.job: view.state for view in queue.observe()}
     ok = {"done", "gone"} if library.capabilities.ack_deletes else {"done"}
     for job in sorted(acked):
@@ -169,5 +192,11 @@ def _all_done(queue: QueueAdapter, acked: set[str], library: QueueLibrary) -> No
         if state not in ok:
             raise AssertionError(
                 f"queue.ack-final violated by {library.name}: job {job!r} was acknowledged "
-                f"before a SIGKILL, but after recovery the store holds it as {state!r}"
+                f"before a SIGKILL, but after recovery the store holds it as {state!r}:\n"
+                + _steps([*acked[job], f"the store holds job {job!r} as {state!r}"])
             )
+
+
+def _steps(story: list[str]) -> str:
+    """The numbered steps the report draws (``leasecheck.report``'s scenario shape)."""
+    return "\n".join(f"  {number}. {line}" for number, line in enumerate(story, 1))

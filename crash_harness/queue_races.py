@@ -94,7 +94,8 @@ def _racer_body(
     real = library.capabilities.clock == "real"
 
     def body(channel: Channel) -> None:
-        queue = library.connect(location, SharedClock(clock_path, real=real))
+        clock = SharedClock(clock_path, real=real)
+        queue = library.connect(location, clock)
         held: dict[str, Claim] = {}
         try:
             while (commands := channel.receive()) is not None:
@@ -104,6 +105,7 @@ def _racer_body(
                 channel.send("event", [op for op in made if op is not None])
         finally:
             queue.close()
+            clock.close()
 
     return body
 

@@ -77,6 +77,19 @@ def test_each_planted_bug_is_caught_by_the_property_it_names(bug: PlantedBug) ->
     assert verdicts["exit"] == "1"
 
 
+def test_an_ack_final_failure_tells_the_job_story_as_numbered_steps(tmp_path: Path) -> None:
+    from adapters.registry import load_library
+    from crash_harness.queue_crash import check_ack_final
+
+    with pytest.raises(AssertionError) as failure:
+        check_ack_final(load_library("planted:recover-revives-done"), tmp_path, 5, 0)
+    story = str(failure.value).split("\n")[1:]
+    assert story[0].startswith("  1. w") and " claimed job " in story[0], story
+    assert any(" acked job " in line and line.endswith("-> True") for line in story), story
+    assert any("SIGKILL w0 and w1" in line for line in story), story
+    assert story[-1].endswith("again") or "the store holds job" in story[-1], story
+
+
 def test_every_generic_property_has_a_planted_bug() -> None:
     assert {bug.caught_by for bug in PLANTED} == set(GENERIC_PROPERTIES)
 

@@ -46,10 +46,6 @@ UNRECORDED = {
         "not the race rounds of real processes that led to them, so there is nothing to "
         "lay out in time"
     ),
-    "queue.ack-final": (
-        "records only the sentence above: the SIGKILLed workers' claims and acks are "
-        "counted, not kept with their times, so there is nothing to lay out in time"
-    ),
 }
 """Properties whose failure is one sentence, and why they have no picture."""
 
