@@ -194,8 +194,10 @@ class SaqAdapter:
         return True
 
     def extend(self, claim: Claim, lease: float) -> bool:
+        # Through this connection's queue, as ack and nack do: ``Job.update`` would use
+        # the claimer's queue, whose Redis pool belongs to another connection's loop.
         handle: Any = claim.handle
-        self.run(handle.update(heartbeat=lease), f"extend of {claim.job!r}")
+        self.run(self.queue.update(handle, heartbeat=lease), f"extend of {claim.job!r}")
         return True
 
     def recover(self) -> int:
