@@ -75,7 +75,9 @@ def adapters_command() -> int:
         except AdapterError as error:
             print(f"{name}: cannot be loaded: {error}\n")
             continue
-        print(f"{name}  ({describe_library(library)}; clock {library.capabilities.clock})")
+        capabilities = library.capabilities
+        server = f"; started for the run: {capabilities.server}" if capabilities.server else ""
+        print(f"{name}  ({describe_library(library)}; clock {capabilities.clock}{server})")
         print("\n".join(f"    {line}" for line in describe_promises(library)))
         print()
     print(
