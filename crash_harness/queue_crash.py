@@ -108,7 +108,7 @@ def check_ack_final(
         with Engine() as engine:
             acked: Stories = {}
             for number in range(rounds):
-                fresh = _round(engine, library, location, clock_path, rng, number)
+                fresh = _round(engine, library, location, clock, rng, number)
                 acked |= fresh
                 report.acked += len(fresh)
                 report.kills += WORKERS
@@ -129,23 +129,22 @@ def _round(
     engine: Engine,
     library: QueueLibrary,
     location: str,
-    clock_path: Path,
+    clock: SharedClock,
     rng: random.Random,
     number: int,
 ) -> Stories:
     """Enqueue jobs, start the workers, SIGKILL them at a random instant; the acked jobs,
-    each with what happened to it."""
-    clock = _clock(library, clock_path)
+    each with what happened to it. The producer reads the harness's own ``clock``: a
+    patched library (rq, saq) keeps the clock it was given for the whole process."""
     producer = library.connect(location, clock)
     try:
         for index in range(JOBS_PER_ROUND):
             producer.enqueue(f"r{number}j{index}", f"round {number} job {index}")
     finally:
         producer.close()
-        clock.close()
     lease = _lease(library)
     workers = [
-        engine.fork(f"w{i}", _worker_body(library, location, clock_path, f"w{i}", lease))
+        engine.fork(f"w{i}", _worker_body(library, location, clock.path, f"w{i}", lease))
         for i in range(WORKERS)
     ]
     pause = rng.uniform(0, KILL_WINDOW_S)
