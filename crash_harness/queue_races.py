@@ -223,6 +223,15 @@ class Racers:
                 os.close(fd)
 
 
+@dataclass(frozen=True)
+class Lease:
+    """A lease a claim took in a race: its claim id, and when it began and ends (ms)."""
+
+    cid: str
+    start: int
+    until: int
+
+
 @dataclass
 class ExclusiveReport:
     rounds: int = 0
@@ -247,7 +256,7 @@ def check_exclusive(
     with Engine() as engine:
         racers = Racers(library, engine, directory, processes, server)
         try:
-            live: dict[str, tuple[str, int]] = {}
+            live: dict[str, Lease] = {}
             for number in range(rounds):
                 for index in range(rng.randint(1, max(1, processes - 1))):
                     racers.enqueue(f"r{number}j{index}")
@@ -267,9 +276,9 @@ def _job(op: Operation) -> str | None:
     return op.outcome.value if isinstance(op.outcome, Returned) else None
 
 
-def _check_claims(racers: Racers, made: list[Operation], live: dict[str, tuple[str, int]]) -> None:
-    """No claim of ``made`` got a job whose earlier lease (``live``: holder, end) was
-    surely still running when the claim returned."""
+def _check_claims(racers: Racers, made: list[Operation], live: dict[str, Lease]) -> None:
+    """No claim of ``made`` got a job whose earlier lease (``live``) was surely still
+    running when the claim returned."""
     slack = 0 if racers.pacer is None else MARGIN_MS
     for op in made:
         job = _job(op)
@@ -277,18 +286,22 @@ def _check_claims(racers: Racers, made: list[Operation], live: dict[str, tuple[s
             continue
         start, end = racers.window(op)
         holder = live.get(job)
-        if holder is not None and end + slack < holder[1]:
+        if holder is not None and end + slack < holder.until:
             raise AssertionError(
                 f"queue.exclusive violated by {racers.library.name}: {op.args['cid']} claimed "
-                f"job {job!r} at t={end} ms while {holder[0]}'s lease on it was live until "
-                f"t={holder[1]} ms (both claims are real processes racing: two live leases on "
-                f"one job)"
+                f"job {job!r} at t={end} ms while {holder.cid}'s lease on it was live until "
+                f"t={holder.until} ms (both claims are real processes racing: two live leases "
+                f"on one job):\n"
+                f"  1. at t={holder.start} ms {holder.cid.split('#')[0]} claimed job {job!r} as "
+                f"{holder.cid}, leased until t={holder.until} ms\n"
+                f"  2. at t={end} ms {op.process} claimed job {job!r} as {op.args['cid']}, "
+                f"while that lease was live"
             )
-        live[job] = (str(op.args["cid"]), start + racers.time.lease)
+        live[job] = Lease(str(op.args["cid"]), start, start + racers.time.lease)
 
 
 def _between(
-    racers: Racers, rng: random.Random, made: list[Operation], live: dict[str, tuple[str, int]]
+    racers: Racers, rng: random.Random, made: list[Operation], live: dict[str, Lease]
 ) -> None:
     """Ack some wins (their jobs are done, not leased), then maybe let leases run out."""
     acks: list[list[Command]] = [[] for _ in racers.children]

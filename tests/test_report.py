@@ -245,15 +245,21 @@ def test_the_report_draws_a_queue_failure(tmp_path: Path) -> None:
     assert len(marked) == 1 and marked[0].get("data-lane") == "j0"
 
 
-def test_a_queue_failure_without_a_history_says_why_it_has_no_picture(tmp_path: Path) -> None:
+def test_a_queue_exclusive_failure_draws_the_two_claims(tmp_path: Path) -> None:
     message = (
         "AssertionError: queue.exclusive violated by planted:claim-picks-outside-lock: P2#5 "
-        "claimed job 'r0j0' at t=0 ms while P1#4's lease on it was live until t=10050 ms",
+        "claimed job 'r0j0' at t=0 ms while P1#4's lease on it was live until t=10050 ms "
+        "(both claims are real processes racing: two live leases on one job):",
+        "  1. at t=0 ms P1 claimed job 'r0j0' as P1#4, leased until t=10050 ms",
+        "  2. at t=0 ms P2 claimed job 'r0j0' as P2#5, while that lease was live",
     )
     failure = Counterexample(None, (), message)
     result = PropertyResult("queue.exclusive", "VIOLATED", failures=[failure], runs=["1 run"])
     page = write_report(tmp_path, [result]).read_text()
-    assert "No picture: queue.exclusive records only the sentence above" in page
+    section = page.split('data-property="queue.exclusive"', 2)[2].split("</section>")[0]
+    svg = ET.fromstring(section[section.index("<svg") : section.index("</svg>") + 6])
+    lanes = [g.get("data-lane") for g in svg.iter() if g.get("class") == "lc-lane"]
+    assert {"P1", "P2"} <= set(lanes), lanes
 
 
 def test_text_from_a_run_is_escaped(tmp_path: Path) -> None:

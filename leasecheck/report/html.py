@@ -40,15 +40,6 @@ LEGEND = (
     "✕ SIGKILL · ◆ clock move · ▶ send · ■ enqueue · red line: where it breaks"
 )
 
-UNRECORDED = {
-    "queue.exclusive": (
-        "records only the sentence above: its harness keeps the two claims that collided, "
-        "not the race rounds of real processes that led to them, so there is nothing to "
-        "lay out in time"
-    ),
-}
-"""Properties whose failure is one sentence, and why they have no picture."""
-
 
 def write_report(
     directory: Path,
@@ -149,8 +140,6 @@ def _picture(trace: Trace) -> tuple[str, str]:
             f"No picture: drawing this counterexample failed ({type(error).__name__}: {error}); "
             "the text above is complete. Please report this with the text."
         )
-    if timeline is None and trace.property in UNRECORDED:
-        return "", f"No picture: {trace.property} {UNRECORDED[trace.property]}."
     if timeline is None:
         return "", "No picture: this result carries no counterexample to draw."
     return render_svg(timeline), timeline.caption
