@@ -136,6 +136,11 @@ class Capabilities:
     means one thing only when every claim asks for the same, so the engines then give
     every claim and extend of a run one lease."""
 
+    @property
+    def real_time(self) -> bool:
+        """The library reads a clock nobody can move: leases really run out."""
+        return self.clock == "real"
+
     def time_scale(self) -> int:
         """How much the generic properties stretch every lease and clock move (>= 1), so
         that each lease is a whole number of the library's smallest lease (50 ms units)."""
@@ -206,6 +211,12 @@ class SharedClock:
             time.sleep(seconds)
             return
         struct.pack_into(self._FORMAT, self._map, 0, self.now() + seconds)
+
+    @classmethod
+    def of(cls, path: Path, capabilities: Capabilities) -> SharedClock:
+        """The clock a library's processes share at ``path``: real time where the library
+        declares ``clock="real"``, else the stored time."""
+        return cls(path, real=capabilities.real_time)
 
     def close(self) -> None:
         self._map.close()

@@ -72,7 +72,7 @@ def load_library(spec: str) -> QueueLibrary:
 def _supported(library: QueueLibrary, spec: str) -> QueueLibrary:
     """Refuse an adapter whose declarations the engines cannot honour, naming the fix."""
     capabilities = library.capabilities
-    if capabilities.clock == "real" and capabilities.lease_granularity > REAL_GRANULARITY:
+    if capabilities.real_time and capabilities.lease_granularity > REAL_GRANULARITY:
         raise AdapterLoadError(
             f"adapter {spec!r} declares clock='real' with leases of at least "
             f"{capabilities.lease_granularity} s: on real time the generic properties lease "

@@ -53,13 +53,9 @@ class AckFinalReport:
         )
 
 
-def _clock(library: QueueLibrary, path: Path) -> SharedClock:
-    return SharedClock(path, real=library.capabilities.clock == "real")
-
-
 def _lease(library: QueueLibrary) -> float:
     """Every worker's lease (s): short on real time, else stretched by the time scale."""
-    if library.capabilities.clock == "real":
+    if library.capabilities.real_time:
         return REAL_LEASE_S
     return LEASE_S * library.capabilities.time_scale()
 
@@ -68,7 +64,7 @@ def _worker_body(
     library: QueueLibrary, location: str, clock_path: Path, name: str, lease: float
 ) -> Callable[[Channel], int]:
     def body(channel: Channel) -> int:
-        clock = _clock(library, clock_path)
+        clock = SharedClock.of(clock_path, library.capabilities)
         queue = library.connect(location, clock)
         count = 0
         while (claim := queue.claim(name, lease)) is not None:
@@ -99,8 +95,7 @@ def check_ack_final(
     AssertionError naming the acked job delivered again."""
     rng = random.Random(f"queue.ack-final:{seed}")
     report = AckFinalReport()
-    clock_path = directory / "clock"
-    clock = _clock(library, clock_path)
+    clock = SharedClock.of(directory / "clock", library.capabilities)
     lease = _lease(library)
     location = library.create(directory, server)
     queue = library.connect(location, clock)
@@ -108,16 +103,14 @@ def check_ack_final(
         with Engine() as engine:
             acked: Stories = {}
             for number in range(rounds):
-                fresh = _round(engine, library, location, clock, rng, number)
+                fresh = _round(engine, library, location, clock, lease, rng, number)
                 acked |= fresh
                 report.acked += len(fresh)
                 report.kills += WORKERS
                 clock.advance(lease * 1.1 + 0.01)
                 queue.recover()
-                for story in acked.values():
-                    story.append("every lease ran out and recover() ran")
                 report.redelivered_checked += _drain(queue, acked, number, library.name, lease)
-                _all_done(queue, acked, library)
+                _all_done(queue, acked, number, library)
                 report.rounds += 1
     finally:
         queue.close()
@@ -130,6 +123,7 @@ def _round(
     library: QueueLibrary,
     location: str,
     clock: SharedClock,
+    lease: float,
     rng: random.Random,
     number: int,
 ) -> Stories:
@@ -142,7 +136,6 @@ def _round(
             producer.enqueue(f"r{number}j{index}", f"round {number} job {index}")
     finally:
         producer.close()
-    lease = _lease(library)
     workers = [
         engine.fork(f"w{i}", _worker_body(library, location, clock.path, f"w{i}", lease))
         for i in range(WORKERS)
@@ -176,14 +169,20 @@ def _drain(queue: QueueAdapter, acked: Stories, number: int, name: str, lease: f
                 f"queue.ack-final violated by {name}: job {claim.job!r} was acknowledged "
                 f"(ack returned True) before its worker was SIGKILLed, yet after every lease "
                 f"expired and recover() ran, claim delivered it again (round {number}):\n"
-                + _steps([*acked[claim.job], f"drainer claimed job {claim.job!r} again"])
+                + _steps(
+                    [
+                        *acked[claim.job],
+                        _recovered(number),
+                        f"drainer claimed job {claim.job!r} again",
+                    ]
+                )
             )
         with contextlib.suppress(Exception):
             queue.ack(claim)
     return delivered
 
 
-def _all_done(queue: QueueAdapter, acked: Stories, library: QueueLibrary) -> None:
+def _all_done(queue: QueueAdapter, acked: Stories, number: int, library: QueueLibrary) -> None:
     views = {view.job: view.state for view in queue.observe()}
     ok = {"done", "gone"} if library.capabilities.ack_deletes else {"done"}
     for job in sorted(acked):
@@ -192,8 +191,14 @@ def _all_done(queue: QueueAdapter, acked: Stories, library: QueueLibrary) -> Non
             raise AssertionError(
                 f"queue.ack-final violated by {library.name}: job {job!r} was acknowledged "
                 f"before a SIGKILL, but after recovery the store holds it as {state!r}:\n"
-                + _steps([*acked[job], f"the store holds job {job!r} as {state!r}"])
+                + _steps(
+                    [*acked[job], _recovered(number), f"the store holds job {job!r} as {state!r}"]
+                )
             )
+
+
+def _recovered(number: int) -> str:
+    return f"every lease ran out and recover() ran (round {number})"
 
 
 def _steps(story: list[str]) -> str:

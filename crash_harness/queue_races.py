@@ -91,10 +91,8 @@ def _run(
 def _racer_body(
     library: QueueLibrary, location: str, clock_path: Path, who: str, gate: int
 ) -> Callable[[Channel], None]:
-    real = library.capabilities.clock == "real"
-
     def body(channel: Channel) -> None:
-        clock = SharedClock(clock_path, real=real)
+        clock = SharedClock.of(clock_path, library.capabilities)
         queue = library.connect(location, clock)
         held: dict[str, Claim] = {}
         try:
@@ -124,7 +122,7 @@ class Racers:
     counter: int = 0
 
     def __post_init__(self) -> None:
-        real = self.library.capabilities.clock == "real"
+        real = self.library.capabilities.real_time
         self.pacer = Pacer() if real else None
         scale = 1 if real else self.library.capabilities.time_scale()
         base = REAL if real else SHARED
@@ -133,7 +131,7 @@ class Racers:
         """The time the harness moved the shared clock to (ms); unused on a real clock."""
         self.disturbed = False
         """Real clock: whether a call has run across a lease's end (``Pacer.ambiguous``)."""
-        self.clock = SharedClock(self.directory / "clock", real=real)
+        self.clock = SharedClock.of(self.directory / "clock", self.library.capabilities)
         self.location = self.library.create(self.directory, self.server)
         self.queue = self.library.connect(self.location, self.clock)
         self.gate_r, self.gate_w = os.pipe()

@@ -90,10 +90,10 @@ class Scenario:
     steps: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.real = self.library.capabilities.clock == "real"
+        self.real = self.library.capabilities.real_time
         self.lease = REAL_LEASE if self.real else PATCHED_LEASE
         self.location = self.library.create(self.directory, self.server.url)
-        self.clock = SharedClock(self.directory / "clock", real=self.real)
+        self.clock = SharedClock.of(self.directory / "clock", self.library.capabilities)
         self.spec = f"{type(self.library).__module__}:{type(self.library).__qualname__}"
 
     def agent(self, name: str, offset: float = 0.0) -> Agent:

@@ -109,11 +109,11 @@ class QueueMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        real = self.library.capabilities.clock == "real"
+        real = self.library.capabilities.real_time
         self.pacer = Pacer() if real else None
         self.scale = REAL_SCALE if real else self.library.capabilities.time_scale()
         self.directory = Path(tempfile.mkdtemp(prefix="leasecheck-queue-", dir=_scratch_root()))
-        self.clock = SharedClock(self.directory / "clock", real=real)
+        self.clock = SharedClock.of(self.directory / "clock", self.library.capabilities)
         location = self.library.create(self.directory, self.server)
         self.connections: list[QueueAdapter] = [
             self.library.connect(location, self.clock) for _ in range(2)

@@ -33,12 +33,12 @@ class Store:
 
     @property
     def real(self) -> bool:
-        return self.library.capabilities.clock == "real"
+        return self.library.capabilities.real_time
 
     @contextlib.contextmanager
     def connect(self) -> Iterator[tuple[QueueAdapter, SharedClock]]:
         """One adapter and its own view of the shared clock, both closed at the end."""
-        clock = SharedClock(self.clock_path, real=self.real)
+        clock = SharedClock.of(self.clock_path, self.library.capabilities)
         try:
             adapter = self.library.connect(self.location, clock)
             try:

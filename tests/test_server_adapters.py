@@ -87,7 +87,7 @@ def _connect(library: QueueLibrary, location: str, clock: SharedClock) -> QueueA
 
 
 def _lease(library: QueueLibrary) -> float:
-    return 0.5 if library.capabilities.clock == "real" else 5.0
+    return 0.5 if library.capabilities.real_time else 5.0
 
 
 def _states(adapter: QueueAdapter) -> dict[str, str]:
@@ -106,7 +106,7 @@ def test_round_trip(name: str, server_of: Callable[[QueueLibrary], servers.Serve
     """enqueue, claim, ack, nack, expiry and recovery, observed at each step."""
     library: QueueLibrary = load_library(SERVER_ADAPTERS[name])
     location = library.create(scratch, server_of(library).url)
-    clock = SharedClock(scratch / "clock", real=library.capabilities.clock == "real")
+    clock = SharedClock.of(scratch / "clock", library.capabilities)
     adapter, lease = _connect(library, location, clock), _lease(library)
     try:
         adapter.enqueue("a", "payload a")
@@ -135,8 +135,8 @@ def test_two_processes_share_a_store(name: str, server_of: Callable[[QueueLibrar
     """Two worker processes on one store: each job goes to exactly one of them."""
     library: QueueLibrary = load_library(SERVER_ADAPTERS[name])
     location = library.create(scratch, server_of(library).url)
-    real = library.capabilities.clock == "real"
-    SharedClock(scratch / "clock", real=real).close()
+    real = library.capabilities.real_time
+    SharedClock.of(scratch / "clock", library.capabilities).close()
     spec, clock = SERVER_ADAPTERS[name], scratch / "clock"
     with Agent(spec, location, clock, real, 0.0, "w1", scratch / "w1.log") as w1, \
          Agent(spec, location, clock, real, 0.0, "w2", scratch / "w2.log") as w2:  # fmt: skip

@@ -24,7 +24,7 @@ __all__ = ["run_machine"]
 def run_machine(library: QueueLibrary, prop: str, profile: Profile, server: str | None) -> str:
     """Run the machine enforcing ``prop`` (stores on ``server``, if the library needs one);
     what it checked, for ``checked``."""
-    real = library.capabilities.clock == "real"
+    real = library.capabilities.real_time
     examples = profile.queue_examples_real if real else profile.queue_examples
     machine = QueueMachine.bound(library, frozenset({prop}), server)
     base = settings.get_profile("leasecheck")

@@ -42,8 +42,10 @@ def test_queue_linearizable(
     histories = max(1, lc_profile.parallel_histories // HISTORY_EVERY)
     library = multiprocess_library
     unpromised = frozenset(p for p in GENERIC_PROPERTIES if not library.promises.of(p).promised)
-    real = library.capabilities.clock == "real"
-    spec = QueueSpec(library.capabilities.ack_deletes, unpromised - {"queue.linearizable"}, real)
+    capabilities = library.capabilities
+    spec = QueueSpec(
+        capabilities.ack_deletes, unpromised - {"queue.linearizable"}, capabilities.real_time
+    )
     operations = 0
     with judged("queue.linearizable"):
         for number in range(histories):
