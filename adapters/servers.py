@@ -40,6 +40,7 @@ __all__ = [
     "free_port",
     "owned_temp_dir",
     "postgres",
+    "reap_orphans",
     "redis",
 ]
 
@@ -135,11 +136,13 @@ class Server:
         self.process = None
 
     def stop(self) -> None:
-        """Stop the server: SIGTERM, a bounded wait, then SIGKILL whatever is left."""
+        """Stop the server: a fast shutdown (PostgreSQL's SIGINT disconnects its clients;
+        SIGTERM would wait for them), a bounded wait, then SIGKILL whatever is left."""
         if self.process is None:
             return
+        fast = signal.SIGINT if self.kind == "postgres" else signal.SIGTERM
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGTERM)
+            os.killpg(self.process.pid, fast)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=10)
         _kill_tree(self.process)
@@ -205,10 +208,7 @@ def owned_temp_dir(prefix: str) -> Path:
     ``die_with_parent``), so each new directory records the process that made it, and the
     next run removes every ``prefix`` directory whose recorded process is gone.
     """
-    root = Path(tempfile.gettempdir())
-    for stale in root.glob(f"{prefix}*"):
-        if stale.is_dir() and not _owner_alive(stale):
-            shutil.rmtree(stale, ignore_errors=True)
+    reap_orphans(Path(tempfile.gettempdir()), prefix)
     directory = Path(tempfile.mkdtemp(prefix=prefix))
     me = psutil.Process()
     (directory / _OWNER).write_text(f"{me.pid} {me.create_time()}")
@@ -216,6 +216,32 @@ def owned_temp_dir(prefix: str) -> Path:
 
 
 _OWNER = "leasecheck-owner"
+
+
+def reap_orphans(root: Path, prefix: str = "leasecheck-") -> None:
+    """Remove every ``prefix`` directory under ``root`` whose owner is gone, and the
+    System V shared memory segment a SIGKILLed PostgreSQL in it left behind."""
+    for stale in root.glob(f"{prefix}*"):
+        if stale.is_dir() and not _owner_alive(stale):
+            _release_shared_memory(stale / "data")
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+def _release_shared_memory(data: Path) -> None:
+    """A PostgreSQL that was SIGKILLed keeps its System V segment (the key and id on line 7
+    of ``postmaster.pid``; a clean shutdown removes the file and the segment itself).
+    Remove it, if the key still names that very segment."""
+    try:
+        line = (data / "postmaster.pid").read_text().splitlines()[6]
+        key, shmid = (int(value) for value in line.split())
+    except (OSError, ValueError, IndexError):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.shmget(key, 0, 0) == shmid:
+        libc.shmctl(shmid, _IPC_RMID, None)
+
+
+_IPC_RMID = 0
 
 
 def _owner_alive(directory: Path) -> bool:
@@ -267,6 +293,9 @@ def postgres(*, ready_timeout: float = 60.0, fsync: bool = True) -> Iterator[Ser
         command = [
             server, "-D", str(data), "-p", str(port), "-h", "127.0.0.1",
             "-k", str(directory), "-c", f"fsync={'on' if fsync else 'off'}",
+            # Dynamic shared memory as files in the data directory, removed with it: the
+            # default (POSIX segments in /dev/shm) outlives a SIGKILLed server.
+            "-c", "dynamic_shared_memory_type=mmap",
         ]  # fmt: skip
         running = Server("postgres", port, directory, command, user, ready_timeout)
         running.start()
@@ -274,6 +303,7 @@ def postgres(*, ready_timeout: float = 60.0, fsync: bool = True) -> Iterator[Ser
     finally:
         if running is not None:
             running.stop()
+        _release_shared_memory(directory / "data")
         shutil.rmtree(directory, ignore_errors=True)
 
 

@@ -9,6 +9,8 @@ including a run that fails and a run stopped with Ctrl-C.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import signal
 import subprocess
@@ -232,7 +234,20 @@ def run_dir() -> Iterator[Path]:
     for process in leftovers:
         process.kill()
     assert not leftovers, f"processes of the run outlived it: {[p.cmdline() for p in leftovers]}"
+    keys = _shared_memory_keys(path)
+    servers.reap_orphans(path)  # what the next run would do: a SIGKILLed server's leftovers
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert all(libc.shmget(key, 0, 0) == -1 for key in keys), "a shared memory segment outlived"
     subprocess.run(["rm", "-rf", str(path)], check=False)
+
+
+def _shared_memory_keys(path: Path) -> list[int]:
+    """The System V keys of the PostgreSQL servers under ``path`` that did not shut down."""
+    keys = []
+    for pid_file in path.glob("*/data/postmaster.pid"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            keys.append(int(pid_file.read_text().splitlines()[6].split()[0]))
+    return keys
 
 
 def _processes_naming(path: Path) -> list[psutil.Process]:
