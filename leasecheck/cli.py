@@ -24,6 +24,7 @@ from typing import Any, NoReturn
 from leasecheck import __version__
 from leasecheck.counterexample import export
 from leasecheck.runner import (
+    NOT_CHECKED,
     NOT_PROMISED,
     VIOLATED,
     CheckOptions,
@@ -428,10 +429,22 @@ def _conclude(result: CheckResult) -> int:
     return result.exit_code
 
 
+def _unchecked_reason(result: PropertyResult) -> str:
+    record = result.figures.get("not_checked")
+    if isinstance(record, dict):
+        return f"{record.get('what', '?')}; {record.get('change', '?')}"
+    return "no figure was recorded"
+
+
 def _why(result: CheckResult) -> str:
     not_run = [r.name for r in result.properties.values() if r.verdict == "not run"]
+    unchecked = [r for r in result.properties.values() if r.verdict == NOT_CHECKED]
     if result.problem:
         return result.problem
+    if unchecked:
+        return "these properties exercised nothing: " + "; ".join(
+            f"{r.name} ({_unchecked_reason(r)})" for r in unchecked
+        )
     if not_run:
         return f"these properties did not run: {', '.join(sorted(not_run))}"
     tail = [line for line in result.log.strip().splitlines() if line.strip()][-5:]

@@ -17,7 +17,7 @@ from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 import psutil
 import pytest
@@ -316,3 +316,24 @@ def checked(record_property: Callable[[str, object], None]) -> Checked:
         record_property(CHECKED_KEY, {"text": text, **figures})
 
     return note
+
+
+NOT_CHECKED_KEY = "leasecheck:not-checked"
+"""The ``user_properties`` key of a property that exercised nothing (a dict: what, change)."""
+
+
+class NotChecked(Protocol):
+    def __call__(self, what: str, change: str, **figures: object) -> NoReturn: ...
+
+
+@pytest.fixture
+def not_checked(record_property: Callable[[str, object], None]) -> NotChecked:
+    """Call ``not_checked("0 acks in 40 rounds", "raise --profile to deep")`` when a property
+    exercised nothing: its row reads "not checked" with the figure and what to change, never
+    "holds", and the run exits 2 (suite.md). The record travels as data, not as prose."""
+
+    def stop(what: str, change: str, **figures: object) -> NoReturn:
+        record_property(NOT_CHECKED_KEY, {"what": what, "change": change, **figures})
+        pytest.skip(f"not checked: {what}; {change}")
+
+    return stop

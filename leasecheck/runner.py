@@ -23,7 +23,7 @@ from typing import Any
 import leasecheck.properties
 from leasecheck._events import FAILURE_KEY
 from leasecheck.counterexample import Counterexample
-from leasecheck.plugin import CHECKED_KEY
+from leasecheck.plugin import CHECKED_KEY, NOT_CHECKED_KEY
 from targets.scratch import SCRATCH_ENV, scratch_dir
 
 __all__ = [
@@ -43,6 +43,8 @@ PROPERTY_BUDGET = {"quick": 180.0, "ci": 420.0, "deep": 7200.0}
 BUDGET_ENV = "LEASECHECK_BUDGET"
 
 HOLDS, VIOLATED, NOT_RUN, HUNG, CRASHED = "holds", "VIOLATED", "not run", "HUNG", "CRASHED"
+NOT_CHECKED = "not checked"
+"""A property that exercised nothing (no ack to judge, every program cut short): exit 2."""
 NOT_PROMISED = "not promised"
 """A property the library under test does not promise failed: reported with its
 counterexample, exit 0 unless ``--strict`` (the property marks the test xfail)."""
@@ -196,7 +198,7 @@ class _Run:
             result.verdict = NOT_PROMISED if result.verdict != VIOLATED else VIOLATED
             result.details.append(str(event["wasxfail"]) or event["longrepr"])
         elif outcome == "skipped" and result.verdict != VIOLATED:
-            result.verdict = NOT_RUN
+            result.verdict = NOT_CHECKED if self._not_checked(event) else NOT_RUN
             result.details.append(event["longrepr"])
         elif result.verdict == NOT_RUN and not result.details:
             result.verdict = HOLDS
@@ -205,12 +207,18 @@ class _Run:
             self.on_event(event["nodeid"], result)
 
     @staticmethod
+    def _not_checked(event: dict[str, Any]) -> bool:
+        return any(key == NOT_CHECKED_KEY for key, _ in event["user_properties"])
+
+    @staticmethod
     def _record(result: PropertyResult, records: list[list[Any]]) -> None:
         """What the test process sent as data: coverage figures and counterexamples."""
         for key, value in records:
             if key == CHECKED_KEY and isinstance(value, dict):
                 result.runs.append(str(value.get("text", "")))
                 result.figures.update({k: v for k, v in value.items() if k != "text"})
+            elif key == NOT_CHECKED_KEY and isinstance(value, dict):
+                result.figures["not_checked"] = value
             elif key == FAILURE_KEY and isinstance(value, dict):
                 result.failures.append(Counterexample.from_record(value))
 
@@ -311,6 +319,6 @@ def _exit_code(returncode: int, run: _Run, problem: str) -> int:
         return 1
     if problem or returncode not in (0, 1):
         return 2  # never 0 when something could not run
-    if not run.results or NOT_RUN in verdicts or returncode != 0:
+    if not run.results or NOT_RUN in verdicts or NOT_CHECKED in verdicts or returncode != 0:
         return 2
     return 0  # NOT_PROMISED too: reported, not a violation (--strict turns it into VIOLATED)

@@ -9,7 +9,10 @@ from typing import Literal
 
 __all__ = ["CATALOGUE", "Mutant", "by_name", "materialize"]
 
-_FAMILIES = ("worker_bugs", "crash_bugs", "jobs_bugs", "explore_bugs", "race_bugs", "power_bugs")
+_FAMILIES = (
+    "worker_bugs", "crash_bugs", "jobs_bugs", "explore_bugs", "race_bugs", "power_bugs",
+    "interleaving_bugs", "spec_bugs",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
