@@ -157,14 +157,16 @@ class _Proc:
 class _Search:
     """The queue of prefixes, cheapest first, and the costs of the states seen."""
 
-    def __init__(self, bound: int | None) -> None:
-        self.bound = bound
+    def __init__(self, bound: int | None, prune: bool = True) -> None:
+        self.bound, self.prune = bound, prune
         self.visited: dict[Hashable, int] = {}
         self.skipped = 0
         """Alternatives not run: they would only block (``_Runner._would_block``)."""
         self.buckets: dict[int, list[tuple[str, ...]]] = {0: [()]}
 
     def seen(self, key: Hashable, cost: int) -> bool:
+        if not self.prune:
+            return False
         if self.visited.get(key, cost + 1) <= cost:
             return True
         self.visited[key] = cost
@@ -258,7 +260,9 @@ class _Runner:
                     return None
                 cost = self.run.preemptions + (1 if can_go_on else 0)
                 for other in runnable:
-                    if other is not default and not self._would_block(other):
+                    if other is not default and not (
+                        self.search.prune and self._would_block(other)
+                    ):
                         self.search.push((*self.taken, other.name), cost)
             chosen = default
         if can_go_on and chosen is not self.current:
@@ -286,7 +290,7 @@ class _Runner:
         proc.status, self.locks = "running", None
         proc.child.answer(GO)
         self._settle(proc, watch=True)
-        if proc.status == "blocked" and self.search is not None:
+        if proc.status == "blocked" and self.search is not None and self.search.prune:
             # Waiting with no lock of its own (a BEGIN IMMEDIATE or a first write: the busy
             # handler retries from scratch; a COMMIT waits holding its locks) it changes
             # nothing, so this is the schedule where it runs the statement once the lock is
@@ -536,13 +540,14 @@ class Exploration:
 
 def explore(
     module: ModuleType, scenario: Scenario, directory: Path, bound: int | None,
-    limit: int = 20_000,
+    limit: int = 20_000, prune: bool = True,
 ) -> Exploration:  # fmt: skip
     """Every schedule of ``scenario`` with at most ``bound`` preemptions (None: all),
-    cheapest first; stops at the first failing one."""
+    cheapest first; stops at the first failing one. ``prune=False`` (for the benchmark)
+    runs every schedule, with neither state hashing nor the would-block rule."""
     started = time.monotonic()
     result = Exploration(scenario, bound)
-    search = _Search(bound)
+    search = _Search(bound, prune)
     template = _template(module, scenario, directory)
     with Engine(DEADLINE_S) as engine:
         while (prefix := search.pop()) is not None and result.explored < limit:
