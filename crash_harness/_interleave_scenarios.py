@@ -91,6 +91,8 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("claim-finish-held", _TWO, ((_claim("w1"), _finish("ok", HELD)), (_claim("w2"),))),
     Scenario("enqueue-enqueue-claim", Snapshot((_pending("j1"),)),
              ((_enqueue("j2"),), (_enqueue("j2"),), (_claim("w3"),))),
+    Scenario("enqueue-claim-redrive", Snapshot((_pending("j1"), _dead("j2"))),
+             ((_enqueue("j3"),), (_claim("w2"),), (_redrive("n3", "j2"),))),
     Scenario("finish-finish-finish", Snapshot((_LEASED,)),
              ((_finish("ok"),), (_finish("permanent"),), (_finish("retry"),))),
     Scenario("claim-claim-claim", _TWO, ((_claim("w1"),), (_claim("w2"),), (_claim("w3"),))),
@@ -99,12 +101,13 @@ SCENARIOS: tuple[Scenario, ...] = (
 )  # fmt: skip
 
 BOUNDS: dict[str, tuple[tuple[str, int | None], ...]] = {
-    "small": (("claim-claim", None), ("finish-finish", None)),
+    "small": (("claim-claim", None), ("finish-finish", None), ("enqueue-claim-redrive", 1)),
     "ci": (
         ("claim-claim", None), ("finish-finish", None), ("enqueue-enqueue", None),
-        ("redrive-redrive", None), ("run_once-claim", None), ("enqueue-enqueue-claim", 2),
+        ("redrive-redrive", None), ("run_once-claim", None), ("run_file-run_once", None),
+        ("enqueue-enqueue-claim", 2),
     ),
-    "deep": tuple((s.name, None if s.processes == 2 else 3) for s in SCENARIOS),
+    "deep": tuple((s.name, None) for s in SCENARIOS),
 }  # fmt: skip
 """profile scope -> (scenario, preemption bound) pairs; None: every schedule (no bound)."""
 

@@ -207,6 +207,11 @@ class _Runner:
                 self.procs.append(_Proc(name, self.engine.fork(name, body)))
             for proc in self.procs:
                 ready = proc.child.next(f"{proc.name} to open its connection and say so")
+                if ready.kind == "raise":
+                    raise AssertionError(
+                        f"{proc.name}: the target's open_queue failed before "
+                        f"anything was scheduled: {ready.value.describe()}"
+                    )
                 if ready.kind != "ready":
                     raise AssertionError(f"{proc.name} sent {ready.kind} before it was ready")
             for proc in self.procs:

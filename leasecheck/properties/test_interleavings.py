@@ -29,12 +29,16 @@ from leasecheck.plugin import Checked, NotChecked
 from leasecheck.profiles import Profile
 
 
-def _bound_text(explorations: list[Exploration]) -> str:
-    bounds = {e.scenario.processes: e.bound for e in explorations}
-    return ", ".join(
-        f"{n} processes: {'every schedule' if k is None else f'<= {k} preemptions'}"
-        for n, k in sorted(bounds.items())
-    )
+def _scope(explorations: list[Exploration]) -> str:
+    """'2-3 processes (3: <= 2 preemptions), <= 16 statements and hooks'."""
+    sizes = sorted({e.scenario.processes for e in explorations})
+    bounds = ", ".join(
+        f"{e.scenario.processes}: <= {e.bound} preemptions"
+        for e in explorations if e.bound is not None
+    )  # fmt: skip
+    most = max(e.points for e in explorations)
+    span = f"{sizes[0]}-{sizes[-1]}" if len(sizes) > 1 else str(sizes[0])
+    return f"{span} processes ({bounds or 'every schedule'}), <= {most} statements and hooks"
 
 
 @pytest.mark.leasecheck("lease.interleavings")
@@ -55,7 +59,8 @@ def test_interleavings(
             raise ScheduleFailure(
                 f"lease.interleavings: a schedule of {exploration.scenario.processes} processes "
                 f"breaks the contract (found after {exploration.explored} schedules):\n"
-                + failure.describe(exploration.scenario),
+                + failure.describe(exploration.scenario)
+                + f"\n  on the target {worker_path or 'bundled queue_impl/worker.py'}",
                 failure.schedule.record(),
             )
         done.append(exploration)
@@ -63,10 +68,9 @@ def test_interleavings(
     if not explored:
         not_checked("0 schedules explored", "use the ci or deep profile")
     pruned = sum(e.pruned + e.cut for e in done)
-    statements = max(e.points for e in done)
-    processes = max(e.scenario.processes for e in done)
     checked(
-        f"{len(done)} scenarios, {_bound_text(done)}; {explored} schedules, {pruned} pruned",
-        scenarios=len(done), processes=processes, statements=statements,
+        f"{_scope(done)}; {explored} schedules, {pruned} pruned",
+        scenarios=len(done), processes=max(e.scenario.processes for e in done),
+        statements=max(e.points for e in done),
         preemptions={e.scenario.name: e.bound for e in done}, schedules=explored, pruned=pruned,
     )  # fmt: skip
