@@ -56,11 +56,11 @@ def test_interleavings(
         exploration = explore(worker_target, by_name(name), scratch, bound)
         failure = exploration.failure
         if failure is not None:
+            target = worker_path or "the bundled queue_impl/worker.py"
             raise ScheduleFailure(
                 f"lease.interleavings: a schedule of {exploration.scenario.processes} processes "
-                f"breaks the contract (found after {exploration.explored} schedules):\n"
-                + failure.describe(exploration.scenario)
-                + f"\n  on the target {worker_path or 'bundled queue_impl/worker.py'}",
+                f"running {target} breaks the contract (found after {exploration.explored} "
+                f"schedules):\n" + failure.describe(exploration.scenario),
                 failure.schedule.record(),
             )
         done.append(exploration)
