@@ -8,12 +8,16 @@ as a user's target.
 from __future__ import annotations
 
 import importlib.util
+import sqlite3
+import time
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from crash_harness import _lock_view
 from crash_harness._interleave_scenarios import BOUNDS, SCENARIOS, by_name
+from crash_harness.engine import Channel, Engine
 from crash_harness.interleavings import Schedule, ScheduleMismatch, explore, replay
 from leasecheck.counterexample import Counterexample, ScheduleFailure, export
 from leasecheck.mutants import by_name as mutant
@@ -124,3 +128,42 @@ def test_export_replays_the_schedule(scratch: Path) -> None:
     assert found.failure.schedule == exported.SCHEDULE
     with pytest.raises(AssertionError, match="P2 ran `INSERT INTO redrives"):
         exported.test_lease_interleavings_counterexample()
+
+
+def test_lock_view_sees_the_holder_and_the_sleeping_waiter(scratch: Path) -> None:
+    path = scratch / "locks.db"
+    sqlite3.connect(path).close()
+
+    def holder(channel: Channel) -> None:
+        con = sqlite3.connect(path, isolation_level=None, timeout=1)
+        con.execute("BEGIN IMMEDIATE")
+        channel.ask("holding")
+        con.execute("COMMIT")
+        con.close()
+
+    def waiter(channel: Channel) -> str:
+        con = sqlite3.connect(path, isolation_level=None, timeout=1)
+        con.execute("BEGIN IMMEDIATE")  # waits in the busy handler until the holder commits
+        con.execute("COMMIT")
+        con.close()
+        return "got it"
+
+    with Engine(10.0) as engine:
+        first = engine.fork("holder", holder)
+        assert first.next("the holder's BEGIN IMMEDIATE").kind == "holding"
+        locks = _lock_view.file_locks(path)
+        assert any(lock.pid == first.pid and lock.write for lock in locks)
+        second = engine.fork("waiter", waiter)
+        deadline = time.monotonic() + 10
+        while not _lock_view.asleep(second.pid):
+            assert time.monotonic() < deadline, "the waiter never slept in the busy handler"
+        while True:  # a stop may catch it between two sleeps: then it runs on and sleeps again
+            _lock_view.stop(second.pid, 5.0)
+            if _lock_view.stopped_asleep(second.pid):
+                break
+            _lock_view.resume(second.pid)
+        assert not any(lock.pid == second.pid for lock in _lock_view.file_locks(path))
+        first.answer()
+        first.outcome("the holder's commit")
+        _lock_view.resume(second.pid)
+        assert second.outcome("the waiter's turn").value == "got it"
