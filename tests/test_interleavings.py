@@ -91,7 +91,8 @@ def test_a_choice_that_cannot_run_is_refused(bundled: ModuleType, scratch: Path)
     ("name", "scenario", "says"),
     [
         ("claim-select-then-update-by-id", "claim-claim", "two winners of job 'j1'"),
-        ("transactions-begin-deferred", "finish-finish", "raised 'database is locked'"),
+        ("enqueue-begins-deferred", "enqueue-enqueue", "raised 'database is locked'"),
+        ("deferred-begin", "finish-finish", "raised 'database is locked'"),
         ("finish-checks-then-commits-before-update", "finish-finish", "not linearizable"),
         ("redrive-checks-dead-before-begin", "redrive-redrive", "here the model raises"),
     ],

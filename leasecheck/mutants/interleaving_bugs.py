@@ -6,10 +6,11 @@ machines pass it and the random-schedule properties miss it on most seeds.
 ``lease.interleavings`` runs every statement-level schedule of two processes, so it
 finds each on every seed: the same schedules, the same first failure.
 
-Three shapes: a check-then-act split across statements (the decision read outside
-the write lock, or committed before the write), and a transaction that takes the write
-lock late (a deferred BEGIN: under a concurrent writer its upgrade fails at once with
-"database is locked" instead of waiting out the spec's busy timeout).
+Two shapes: a check-then-act split across statements (the decision read outside the
+write lock, or committed before the write), and one path whose transaction takes the
+write lock late (a deferred BEGIN: under a concurrent writer its upgrade fails at once
+with "database is locked" instead of waiting out the spec's busy timeout; the same edit
+of every path is ``deferred-begin`` in ``explore_bugs``).
 """
 
 from __future__ import annotations
@@ -56,12 +57,22 @@ MUTANTS: tuple[Mutant, ...] = (
         (_CLAIM_BODY, _CLAIM_SELECT_THEN_UPDATE),
     ),
     _worker(
-        "transactions-begin-deferred",
-        "every transaction starts with a plain (deferred) BEGIN, so it takes the write lock "
-        "only at its first write",
-        "sqlite3's default isolation level, or BEGIN instead of BEGIN IMMEDIATE: a read-then-"
-        "write transaction fails with 'database is locked' at once under a concurrent writer",
-        ('    con.execute("BEGIN IMMEDIATE")\n    try:\n', '    con.execute("BEGIN")\n    try:\n'),
+        "enqueue-begins-deferred",
+        "enqueue alone opens its read-then-write transaction with a plain (deferred) BEGIN, "
+        "so it takes the write lock only at its INSERT",
+        "one code path written with sqlite3's default BEGIN while the others use BEGIN "
+        "IMMEDIATE: two producers of one event both read it missing, and one fails with "
+        "'database is locked' at once instead of waiting",
+        (
+            "def _transaction(con: sqlite3.Connection) -> Iterator[None]:\n",
+            "def _transaction(con: sqlite3.Connection, begin: str = 'BEGIN IMMEDIATE') -> "
+            "Iterator[None]:\n",
+        ),
+        ('    con.execute("BEGIN IMMEDIATE")\n    try:\n', "    con.execute(begin)\n    try:\n"),
+        (
+            "    with _transaction(con):\n        stored = _job(con, job_id)\n",
+            "    with _transaction(con, 'BEGIN'):\n        stored = _job(con, job_id)\n",
+        ),
     ),
     _worker(
         "finish-checks-then-commits-before-update",
