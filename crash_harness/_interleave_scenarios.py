@@ -5,8 +5,10 @@ start) and one short program per process. The states are chosen so that the
 processes compete for one job: two claims for the lowest-seq job, two finishes of one
 ticket, two enqueues of one id, two redrives of one dead job, ``run_once`` and
 ``run_file`` (which opens its own connection, so its ``open_queue`` statements are
-scheduled too) against a claim. Every clock reads ``NOW``; no lease can run out
-during a scenario, which is what lets ``run_once`` be judged as one step
+scheduled too) against a claim, and a worker restarted under the same name that
+reclaims its expired job while its old ticket is finished (``reclaim-finish``). Every
+clock reads ``NOW``; apart from the lease that has already run out at ``NOW``, no lease
+can run out during a scenario, which is what lets ``run_once`` be judged as one step
 (``models._linear_specs``).
 """
 
@@ -48,6 +50,9 @@ def _pending(job_id: str) -> JobRow:
 
 
 _LEASED = JobRow("j1", 1, "leased", 1, 3, 1, NOW - 10, DEADLINE, "w0", NOW + LEASE_MS)
+_EXPIRED = JobRow("j1", 1, "leased", 1, 3, 1, NOW - 1010, DEADLINE, "w0", NOW)
+_OLD = {"id": "j1", "qty": 1, "owner": "w0", "token": 1, "attempt": 1, "lease_until": NOW}
+"""A lease that ran out at NOW: a claim by the same owner name takes the job again."""
 _TICKET = {"id": "j1", "qty": 1, "owner": "w0", "token": 1, "attempt": 1,
            "lease_until": NOW + LEASE_MS}  # fmt: skip
 
@@ -91,6 +96,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("claim-finish-held", _TWO, ((_claim("w1"), _finish("ok", HELD)), (_claim("w2"),))),
     Scenario("enqueue-enqueue-claim", Snapshot((_pending("j1"),)),
              ((_enqueue("j2"),), (_enqueue("j2"),), (_claim("w3"),))),
+    Scenario("reclaim-finish", Snapshot((_EXPIRED,)), ((_claim("w0"),), (_finish("ok", _OLD),))),
     Scenario("enqueue-claim-redrive", Snapshot((_pending("j1"), _dead("j2"))),
              ((_enqueue("j3"),), (_claim("w2"),), (_redrive("n3", "j2"),))),
     Scenario("finish-finish-finish", Snapshot((_LEASED,)),
