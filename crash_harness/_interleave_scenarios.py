@@ -93,6 +93,8 @@ SCENARIOS: tuple[Scenario, ...] = (
                                                                (_claim("w2"),))),
     Scenario("run_file-run_once", Snapshot((_pending("j1"),)), ((_run("run_file", "w1"),),
                                                                  (_run("run_once", "w2"),))),
+    Scenario("run_file-enqueue", Snapshot((_pending("j1"),)),
+             ((_run("run_file", "w1"),), (_enqueue("j2"),))),
     Scenario("claim-finish-held", _TWO, ((_claim("w1"), _finish("ok", HELD)), (_claim("w2"),))),
     Scenario("enqueue-enqueue-claim", Snapshot((_pending("j1"),)),
              ((_enqueue("j2"),), (_enqueue("j2"),), (_claim("w3"),))),
@@ -110,7 +112,7 @@ BOUNDS: dict[str, tuple[tuple[str, int | None], ...]] = {
     "small": (("claim-claim", None), ("finish-finish", None), ("enqueue-claim-redrive", 1)),
     "ci": (
         ("claim-claim", None), ("finish-finish", None), ("enqueue-enqueue", None),
-        ("redrive-redrive", None), ("run_once-claim", None), ("run_file-run_once", None),
+        ("redrive-redrive", None), ("run_once-claim", None), ("run_file-enqueue", None),
         ("enqueue-enqueue-claim", 2),
     ),
     "deep": tuple((s.name, None) for s in SCENARIOS),
