@@ -74,6 +74,10 @@ def _parser() -> argparse.ArgumentParser:
         "--report", metavar="DIR", type=Path, help="write DIR/index.html with pictures"
     )
     check.add_argument("--db", metavar="URL", help=HELP_DB)
+    check.add_argument(
+        "--property", metavar="NAME", action="append", default=[],
+        help="check only property NAME (repeatable), e.g. --property queue.stale-ack",
+    )  # fmt: skip
     mutants = commands.add_parser("mutants", help="self-check: every planted bug must be caught")
     _add_run_options(mutants)
     mutants.add_argument("--only", metavar="NAME", nargs="+", help="check only these mutants")
@@ -225,8 +229,17 @@ def _options(args: argparse.Namespace) -> CheckOptions:
     return CheckOptions(
         impl=impl, jobs_impl=jobs, profile=args.profile, seed=args.seed, workers=args.workers,
         junit_xml=args.junit_xml.resolve() if args.junit_xml else None, db=_db(args.db),
-        adapter=_adapter(args), strict=args.strict,
+        adapter=_adapter(args), strict=args.strict, properties=_properties(args.property),
     )  # fmt: skip
+
+
+def _properties(names: list[str]) -> tuple[str, ...]:
+    """``--property`` values, each a known property (exit 2 with the closest name if not)."""
+    from leasecheck.selection import unknown_property
+
+    if names and (problem := unknown_property(names)) is not None:
+        raise UsageError(problem)
+    return tuple(names)
 
 
 def _db(url: str | None) -> str | None:

@@ -16,6 +16,7 @@ import pytest
 
 from adapters.protocol import QueueLibrary
 from crash_harness.queue_races import check_exclusive
+from leasecheck.plugin import Checked, NotChecked
 from leasecheck.profiles import Profile
 
 
@@ -28,7 +29,8 @@ def test_queue_exclusive(
     lc_profile: Profile,
     lc_seed: int,
     no_leaked_children: None,
-    checked: Callable[[str], None],
+    checked: Checked,
+    not_checked: NotChecked,
 ) -> None:
     processes, rounds = lc_profile.race_processes, lc_profile.race_rounds
     with judged("queue.exclusive"):
@@ -36,4 +38,16 @@ def test_queue_exclusive(
             multiprocess_library, scratch, processes, rounds, lc_seed, queue_server
         )
     print(f"queue.exclusive: {report.render()}")
-    checked(f"{report.rounds} race rounds of {processes} processes")
+    if report.contested == 0:
+        not_checked(
+            f"no race: in {report.rounds} rounds no two of the {processes} processes' claims "
+            f"ran at once",
+            "raise --profile to deep (more rounds), or check that the library's claim does not "
+            "serialize the processes before the call (a process-wide lock, a queue file opened "
+            "exclusively)",
+            rounds=report.rounds, contested=0,
+        )  # fmt: skip
+    checked(
+        f"{report.rounds} race rounds of {processes} processes ({report.contested} contested)",
+        rounds=report.rounds, contested=report.contested, stale_calls=report.stale,
+    )  # fmt: skip
