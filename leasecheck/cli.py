@@ -87,8 +87,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_explore_arguments(explore)
     hunt = _add_hunt_parser(commands)
-    commands.add_parser("adapters", help="list the bundled queue-library adapters and promises")
-    for sub in (check, mutants, explore, hunt):
+    adapters = commands.add_parser(
+        "adapters", help="list the bundled queue-library adapters; `adapters new NAME`: a template"
+    )
+    adapters.add_argument("action", nargs="?", choices=["new"], help="new: write a template")
+    adapters.add_argument("name", nargs="?", help="with new: the adapter's name, e.g. my-queue")
+    for sub in (check, mutants, explore, hunt, adapters):
         sub.__class__ = _Parser
     return parser
 
@@ -167,9 +171,14 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "hunt":
         return _hunt(args)
     if args.command == "adapters":
-        from leasecheck.adapters_cli import adapters_command
+        from leasecheck.adapters_cli import AdapterUsageError, adapters_command, new_adapter
 
-        return adapters_command()
+        if args.action is None:
+            return adapters_command()
+        try:
+            return new_adapter(args.name, Path.cwd())
+        except AdapterUsageError as error:
+            raise UsageError(str(error)) from None
     from leasecheck.selfcheck import mutants_command
 
     return mutants_command(args)

@@ -38,16 +38,14 @@ def test_queue_exclusive(
             multiprocess_library, scratch, processes, rounds, lc_seed, queue_server
         )
     print(f"queue.exclusive: {report.render()}")
-    if report.contested == 0:
+    if report.raced == 0:
         not_checked(
-            f"no race: in {report.rounds} rounds no two of the {processes} processes' claims "
-            f"ran at once",
-            "raise --profile to deep (more rounds), or check that the library's claim does not "
-            "serialize the processes before the call (a process-wide lock, a queue file opened "
-            "exclusively)",
-            rounds=report.rounds, contested=0,
+            f"no race: {report.rounds} rounds, none with two claimers ({processes} processes)",
+            "raise --profile (ci races 3 processes for 200 rounds)",
+            rounds=report.rounds, raced=0,
         )  # fmt: skip
     checked(
-        f"{report.rounds} race rounds of {processes} processes ({report.contested} contested)",
-        rounds=report.rounds, contested=report.contested, stale_calls=report.stale,
+        f"{report.rounds} race rounds of {processes} processes",
+        rounds=report.rounds, raced=report.raced, overlapped=report.overlapped,
+        stale_calls=report.stale,
     )  # fmt: skip
