@@ -47,7 +47,7 @@ from adapters.timing import MARGIN_MS, Pacer
 from crash_harness.engine import Channel, Child, Engine
 from models._history import Operation, Raised, Returned
 
-__all__ = ["ExclusiveReport", "Racers", "check_exclusive", "linear_history"]
+__all__ = ["ExclusiveReport", "Racers", "StaleCallBreach", "check_exclusive", "linear_history"]
 
 
 @dataclass(frozen=True)
@@ -232,6 +232,12 @@ class Racers:
                 os.close(fd)
 
 
+class StaleCallBreach(AssertionError):
+    """Two live leases on one job, reached through a stale claim's nack or extend that the
+    library took: a library that does not fence stale claims (``queue.stale-ack`` not
+    promised) may do that, so the verdict also asks for that promise."""
+
+
 @dataclass(frozen=True)
 class Lease:
     """A lease a claim took in a race: its claim id, and when it began and ends (ms)."""
@@ -318,7 +324,8 @@ def _check_claims(racers: Racers, made: list[Operation], live: dict[str, Lease])
         start, end = racers.window(op)
         holder = live.get(job)
         if holder is not None and end + slack < holder.until:
-            raise AssertionError(
+            breach = StaleCallBreach if holder.since else AssertionError
+            raise breach(
                 f"queue.exclusive violated by {racers.library.name}: {op.args['cid']} claimed "
                 f"job {job!r} at t={end} ms while {holder.cid}'s lease on it was live until "
                 f"t={holder.until} ms (both claims are real processes racing: two live leases "

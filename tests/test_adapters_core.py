@@ -101,6 +101,24 @@ def test_a_stale_ack_that_deletes_a_job_is_a_stale_ack_finding_not_a_loss() -> N
     assert "None" not in text.split("Failing test case")[0], text
 
 
+UNFENCED_NACK = USER_ADAPTER.replace("AckIgnoresLease", "NackIgnoresLease").replace(
+    "acks by job id", "nacks by job id"
+)
+
+
+def test_two_leases_through_a_stale_nack_are_judged_by_the_fencing_promise(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "by_id_nack.py"
+    path.write_text(UNFENCED_NACK)
+    options = CheckOptions(adapter=str(path), profile="ci", workers="0")
+    result = run_check(replace(options, properties=("queue.exclusive",)))
+    prop = result.properties["queue.exclusive"]
+    assert (prop.verdict, result.exit_code) == (NOT_PROMISED, 0), result.log[-3000:]
+    example = prop.counterexample
+    assert example is not None and any("as stale claim" in line for line in example.message)
+
+
 def test_an_ack_final_failure_tells_the_job_story_as_numbered_steps(tmp_path: Path) -> None:
     from adapters.registry import load_library
     from crash_harness.queue_crash import check_ack_final
