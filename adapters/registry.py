@@ -40,6 +40,7 @@ BUNDLED: dict[str, str] = {
     "litequeue": "adapters.litequeue:Litequeue",
     "persist-queue": "adapters.persist_queue:PersistQueue",
     "localqueue": "adapters.localqueue:Localqueue",
+    "femtoqueue": "adapters.femtoqueue:Femtoqueue",
     **SERVER_ADAPTERS,
 }
 """Bundled adapters: name -> "module:attribute" (the server-backed ones last)."""
