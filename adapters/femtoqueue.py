@@ -30,7 +30,8 @@ staleness from the number in the task's file name, which is its push time.
 
 Time: femtoqueue reads ``time.monotonic()`` and ``time.time()`` through its module's
 ``time``; ``connect`` points ``femtoqueue.time`` at the given clock and ``close`` puts it
-back (``clock="patched"``).
+back (``clock="patched"``), each ``monotonic`` reading a microsecond after the last
+(``_clock_module`` says why).
 
 Sources cited in ``Femtoqueue.promises``: the README of femtoqueue 0.4.2 (the PyPI long
 description, https://pypi.org/project/femtoqueue/0.4.2/) and ``femtoqueue.py`` 0.4.2.
@@ -71,9 +72,17 @@ _CLIENT = "leasecheck"
 
 
 def _clock_module(current: Any) -> SimpleNamespace:
-    return SimpleNamespace(
-        time=lambda: current().now(), monotonic=lambda: current().now(), sleep=time.sleep
-    )
+    """femtoqueue's ``time``, read from the clock. Each reading of ``monotonic`` is one
+    microsecond later than the last in this process: femtoqueue names a task by its push
+    microsecond (plus the repr of a bound method, ``rand_bytes.hex``, not random bytes), so
+    on a clock that stands still two pushes would get one name, which a real clock, a
+    file write apart, never gives them."""
+    ticks = itertools.count()
+
+    def monotonic() -> float:
+        return float(current().now()) + next(ticks) * 1e-6
+
+    return SimpleNamespace(time=lambda: current().now(), monotonic=monotonic, sleep=time.sleep)
 
 
 _TIME = TimePatch("femtoqueue", "time", _clock_module)
