@@ -38,7 +38,7 @@ import os
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -245,8 +245,6 @@ class Lease:
     cid: str
     start: int
     until: int
-    since: tuple[str, ...] = ()
-    """Stale claims' nacks and extends the library took on the job during this lease."""
 
 
 @dataclass
@@ -285,17 +283,18 @@ def check_exclusive(
         try:
             live: dict[str, Lease] = {}
             stale: list[str] = []
+            taken: Taken = {}
             for number in range(rounds):
                 for index in range(rng.randint(1, max(1, processes - 1))):
                     racers.enqueue(f"r{number}j{index}")
                 claims = [[("claim", racers.cid(i), racers.time.lease)] for i in range(processes)]
                 made = racers.step(claims)
-                stale += _check_claims(racers, made, live)
+                stale += _check_claims(racers, made, live, taken)
                 report.claims += len(made)
                 report.wins += sum(_job(op) is not None for op in made)
                 report.raced += len(made) >= 2
                 report.overlapped += _overlapping(made)
-                report.stale += _between(racers, rng, made, live, stale)
+                report.stale += _between(racers, rng, made, live, stale, taken)
                 report.rounds += 1
         finally:
             racers.close()
@@ -312,7 +311,13 @@ def _overlapping(made: list[Operation]) -> bool:
     return any(later[0] < earlier[1] for earlier, later in itertools.pairwise(spans))
 
 
-def _check_claims(racers: Racers, made: list[Operation], live: dict[str, Lease]) -> list[str]:
+Taken = dict[str, tuple[str, ...]]
+"""Per job, every stale claim's nack or extend the library took on it, as steps."""
+
+
+def _check_claims(
+    racers: Racers, made: list[Operation], live: dict[str, Lease], taken: Taken
+) -> list[str]:
     """No claim of ``made`` got a job whose earlier lease (``live``) was surely still
     running when the claim returned; the claims this made stale (their job was taken)."""
     slack = 0 if racers.pacer is None else MARGIN_MS
@@ -324,16 +329,19 @@ def _check_claims(racers: Racers, made: list[Operation], live: dict[str, Lease])
         start, end = racers.window(op)
         holder = live.get(job)
         if holder is not None and end + slack < holder.until:
-            breach = StaleCallBreach if holder.since else AssertionError
+            since = taken.get(job, ())
+            first = (
+                f"at t={holder.start} ms {holder.cid.split('#')[0]} claimed job {job!r} as "
+                f"{holder.cid}, leased until t={holder.until} ms"
+            )
+            breach = StaleCallBreach if since else AssertionError
             raise breach(
                 f"queue.exclusive violated by {racers.library.name}: {op.args['cid']} claimed "
                 f"job {job!r} at t={end} ms while {holder.cid}'s lease on it was live until "
                 f"t={holder.until} ms (both claims are real processes racing: two live leases "
                 f"on one job):\n"
                 + _steps(
-                    f"at t={holder.start} ms {holder.cid.split('#')[0]} claimed job {job!r} as "
-                    f"{holder.cid}, leased until t={holder.until} ms",
-                    *holder.since,
+                    *sorted((first, *since), key=_at),
                     f"at t={end} ms {op.process} claimed job {job!r} as {op.args['cid']}, "
                     f"while that lease was live",
                 )
@@ -350,6 +358,7 @@ def _between(
     made: list[Operation],
     live: dict[str, Lease],
     stale: list[str],
+    taken: Taken,
 ) -> int:
     """Ack some wins (their jobs are done, not leased) while stale claims send a nack or
     an extend, then maybe let leases run out; how many stale calls were sent."""
@@ -366,15 +375,20 @@ def _between(
         job, took = str(op.args["job"]), op.outcome == Returned(True)
         if op.name == "ack" and took:
             live.pop(job, None)
-        elif took and job in live:
+        elif took:
             at, cid = racers.window(op)[1], op.args["cid"]
             said = f"at t={at} ms {op.process} sent {op.name} of job {job!r} as stale claim {cid}"
-            live[job] = replace(live[job], since=(*live[job].since, f"{said} -> True"))
+            taken[job] = (*taken.get(job, ()), f"{said} -> True")
     if rng.random() >= 0.5:
         racers.advance(racers.time.past)
         if rng.random() < 0.5:
             racers.recover()
     return sent
+
+
+def _at(step: str) -> int:
+    """The time of a step that begins "at t=N ms" (the stale calls sort among the claims)."""
+    return int(step.removeprefix("at t=").split(" ", 1)[0])
 
 
 def _steps(*lines: str) -> str:

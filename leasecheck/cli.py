@@ -75,6 +75,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--db", metavar="URL", help=HELP_DB)
     check.add_argument(
+        "--servers", action="store_true",
+        help="with --adapter: also the server faults (server-crash, zombie-pause, clock-skew)",
+    )  # fmt: skip
+    check.add_argument(
         "--property", metavar="NAME", action="append", default=[],
         help="check only property NAME (repeatable), e.g. --property queue.stale-ack",
     )  # fmt: skip
@@ -239,6 +243,7 @@ def _options(args: argparse.Namespace) -> CheckOptions:
         impl=impl, jobs_impl=jobs, profile=args.profile, seed=args.seed, workers=args.workers,
         junit_xml=args.junit_xml.resolve() if args.junit_xml else None, db=_db(args.db),
         adapter=_adapter(args), strict=args.strict, properties=_properties(args.property),
+        servers=args.servers,
     )  # fmt: skip
 
 
