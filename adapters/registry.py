@@ -14,6 +14,7 @@ exit status 2, never a skip.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib
 import importlib.util
@@ -39,6 +40,7 @@ BUNDLED: dict[str, str] = {
     "litequeue": "adapters.litequeue:Litequeue",
     "persist-queue": "adapters.persist_queue:PersistQueue",
     "localqueue": "adapters.localqueue:Localqueue",
+    "femtoqueue": "adapters.femtoqueue:Femtoqueue",
     **SERVER_ADAPTERS,
 }
 """Bundled adapters: name -> "module:attribute" (the server-backed ones last)."""
@@ -64,9 +66,16 @@ def load_library(spec: str) -> QueueLibrary:
         return _supported(_from_file(Path(spec)), spec)
     names = ", ".join(BUNDLED)
     raise AdapterLoadError(
-        f"--adapter {spec!r} is neither a bundled adapter ({names}) nor a Python file; "
-        f"run `leasecheck adapters` to list them, or pass the path of your adapter file"
+        f"--adapter {spec!r} is neither a bundled adapter ({names}) nor a Python file"
+        f"{_did_you_mean(spec, list(BUNDLED))}; run `leasecheck adapters` to list them, or "
+        f"pass the path of your adapter file"
     )
+
+
+def _did_you_mean(wrong: str, names: list[str], prefix: str = "") -> str:
+    """``" (did you mean 'litequeue'?)"`` for the closest known name, or nothing."""
+    close = difflib.get_close_matches(wrong.lower(), names, n=1, cutoff=0.6)
+    return f" (did you mean {prefix + close[0]!r}?)" if close else ""
 
 
 def _supported(library: QueueLibrary, spec: str) -> QueueLibrary:
@@ -114,13 +123,18 @@ def _check_version(library: QueueLibrary, where: str) -> None:
 
 
 def _planted(name: str) -> QueueLibrary:
-    from adapters.planted import PLANTED, planted_library
+    from adapters.planted import CONTROLS, PLANTED, PlantedBug, PlantedControl, planted_library
 
-    for bug in PLANTED:
+    catalogue: tuple[PlantedBug | PlantedControl, ...] = (*PLANTED, *CONTROLS)
+    for bug in catalogue:
         if bug.name == name:
             return planted_library(bug)()
-    known = ", ".join(PLANTED_PREFIX + bug.name for bug in PLANTED)
-    raise AdapterLoadError(f"no planted-bug adapter {name!r}; the catalogue has: {known}")
+    names = [bug.name for bug in catalogue]
+    known = ", ".join(PLANTED_PREFIX + name for name in names)
+    raise AdapterLoadError(
+        f"no planted adapter {name!r}{_did_you_mean(name, names, PLANTED_PREFIX)}; "
+        f"the catalogue has: {known}"
+    )
 
 
 def _import_file(path: Path) -> ModuleType:

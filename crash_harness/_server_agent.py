@@ -1,7 +1,8 @@
 """A worker process for the server faults: one adapter connection, driven by commands.
 
 Run as ``python -m crash_harness._server_agent SPEC LOCATION CLOCK REAL OFFSET``: it
-loads the library class ``SPEC`` (``module:Class``), connects to ``LOCATION`` reading
+loads the library ``SPEC`` (what ``--adapter`` takes: a bundled name or an adapter
+file, through ``adapters.registry``; or ``module:Class``), connects to ``LOCATION`` reading
 time from the shared clock file ``CLOCK`` shifted by ``OFFSET`` seconds (its own skew),
 then answers one JSON line per JSON command line on stdin, until ``exit`` or end of
 input. Being a real process is the point: the harness can SIGSTOP it (a GC pause) and
@@ -35,7 +36,13 @@ class OffsetClock:
 
 
 def load_library(spec: str) -> Any:
-    """An instance of the library class named ``module:Class``."""
+    """The library ``spec`` names: ``module:Class``, or anything ``--adapter`` takes (a
+    bundled name, ``planted:NAME``, an adapter file), loaded by the one registry."""
+    from adapters.registry import BUNDLED, PLANTED_PREFIX
+    from adapters.registry import load_library as load_adapter
+
+    if spec in BUNDLED or spec.startswith(PLANTED_PREFIX) or spec.endswith(".py"):
+        return load_adapter(spec)
     module_name, _, class_name = spec.partition(":")
     return getattr(importlib.import_module(module_name), class_name)()
 

@@ -11,7 +11,8 @@ flight at the kill is unknown and not judged. A failure prints the job's story a
 numbered steps (claimed, acked, SIGKILL, recovery, delivered again).
 
 On a real clock (``clock="real"``) the workers lease for ``REAL_LEASE_S`` and letting
-leases run out is a sleep.
+leases run out is a sleep. The kill window adapts to the library: before the rounds the
+harness times one connect, claim and ack (``kill_window``).
 """
 
 from __future__ import annotations
@@ -36,7 +37,12 @@ REAL_LEASE_S = 0.1
 Stories = dict[str, list[str]]
 """Acknowledged jobs, each with what happened to it so far, in order."""
 KILL_WINDOW_S = 0.03
-"""Kills fall uniformly in this window after the workers start (they ack jobs in ~ms)."""
+"""The shortest kill window: kills fall uniformly in it after the workers start."""
+KILL_SPAN = 1.5
+"""The window is at least this many times what a round's work takes the library (a
+connection, then its share of the round's claims and acks, measured once per run), so
+that a slow library (a server round trip per call) is killed mid-work, not before it."""
+MAX_KILL_WINDOW_S = 2.0
 
 
 @dataclass
@@ -45,11 +51,14 @@ class AckFinalReport:
     kills: int = 0
     acked: int = 0
     redelivered_checked: int = 0
+    window_ms: float = KILL_WINDOW_S * 1000
+    """The kill window this run used (``kill_window``)."""
 
     def render(self) -> str:
         return (
-            f"{self.rounds} rounds, {self.kills} SIGKILLs, {self.acked} acks reported before the "
-            f"kills, {self.redelivered_checked} jobs delivered after recovery (none acked)"
+            f"{self.rounds} rounds, {self.kills} SIGKILLs in a {self.window_ms:.0f} ms window, "
+            f"{self.acked} acks reported before the kills, {self.redelivered_checked} jobs "
+            f"delivered after recovery (none acked)"
         )
 
 
@@ -58,6 +67,30 @@ def _lease(library: QueueLibrary) -> float:
     if library.capabilities.real_time:
         return REAL_LEASE_S
     return LEASE_S * library.capabilities.time_scale()
+
+
+def kill_window(library: QueueLibrary, location: str, clock: SharedClock, lease: float) -> float:
+    """The kill window (s) for this library: ``KILL_SPAN`` times its measured connect plus
+    one worker's share of a round's claim-and-ack calls, within the bounds. Measured on a
+    probe job the harness enqueues, claims and acks on its own connection."""
+    started = time.perf_counter()
+    queue = library.connect(location, clock)
+    connected = time.perf_counter()
+    try:
+        queue.enqueue(PROBE, "leasecheck's measure of one claim and ack")
+        took = time.perf_counter()
+        claim = queue.claim("probe", lease)
+        if claim is not None:
+            queue.ack(claim)
+        call = time.perf_counter() - took
+    finally:
+        queue.close()
+    work = (connected - started) + call * JOBS_PER_ROUND / WORKERS
+    return min(MAX_KILL_WINDOW_S, max(KILL_WINDOW_S, KILL_SPAN * work))
+
+
+PROBE = "probe"
+"""The job ``kill_window`` acks before the rounds (never among a round's jobs)."""
 
 
 def _worker_body(
@@ -98,12 +131,14 @@ def check_ack_final(
     clock = SharedClock.of(directory / "clock", library.capabilities)
     lease = _lease(library)
     location = library.create(directory, server)
+    window = kill_window(library, location, clock, lease)
+    report.window_ms = window * 1000
     queue = library.connect(location, clock)
     try:
         with Engine() as engine:
             acked: Stories = {}
             for number in range(rounds):
-                fresh = _round(engine, library, location, clock, lease, rng, number)
+                fresh = _round(engine, library, location, clock, lease, rng, number, window)
                 acked |= fresh
                 report.acked += len(fresh)
                 report.kills += WORKERS
@@ -126,6 +161,7 @@ def _round(
     lease: float,
     rng: random.Random,
     number: int,
+    window: float,
 ) -> Stories:
     """Enqueue jobs, start the workers, SIGKILL them at a random instant; the acked jobs,
     each with what happened to it. The producer reads the harness's own ``clock``: a
@@ -140,7 +176,7 @@ def _round(
         engine.fork(f"w{i}", _worker_body(library, location, clock.path, f"w{i}", lease))
         for i in range(WORKERS)
     ]
-    pause = rng.uniform(0, KILL_WINDOW_S)
+    pause = rng.uniform(0, window)
     time.sleep(pause)
     stories: Stories = {}
     acked: set[str] = set()

@@ -7,9 +7,15 @@ start together; each call is stamped with ``time.monotonic_ns`` on entry and ret
 (one clock for every process). Between steps the harness enqueues, moves the shared
 clock and runs the library's recovery on its own connection, stamped the same way.
 
-- ``check_exclusive``: claims only. No job may be held under two live leases: within
+- ``check_exclusive``: claim races. No job may be held under two live leases: within
   a step no two racers get one job, and across steps no claim gets a job whose
-  earlier lease (not acked) is still live by the shared clock.
+  earlier lease (not acked) is still live by the shared clock. Between races, claims
+  whose job another claim has taken since (stale claims) send their nack or extend,
+  as a worker back from a pause would: a stale nack the library takes must not make
+  a job claimable under another claim's live lease. A round is *raced* when at
+  least two racers' claims were released together (a run with none raced nothing);
+  how many of those claims really ran at once (their calls overlapped in time) is
+  up to the OS and is reported, not judged.
 - ``linear_history``: mixed calls, and an ``observe`` of the store after each step;
   the recorded history goes to ``models.linearizability.check`` with the generic
   model (``models._queue_spec.QueueSpec``).
@@ -27,6 +33,7 @@ before a step whose call was descheduled across one.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import random
 import time
@@ -35,12 +42,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adapters.protocol import Claim, QueueAdapter, QueueLibrary, SharedClock
+from adapters.protocol import Capabilities, Claim, QueueAdapter, QueueLibrary, SharedClock
 from adapters.timing import MARGIN_MS, Pacer
 from crash_harness.engine import Channel, Child, Engine
 from models._history import Operation, Raised, Returned
 
-__all__ = ["ExclusiveReport", "Racers", "check_exclusive", "linear_history"]
+__all__ = ["ExclusiveReport", "Racers", "StaleCallBreach", "check_exclusive", "linear_history"]
 
 
 @dataclass(frozen=True)
@@ -59,13 +66,14 @@ REAL = RaceTime(lease=80, short=15, past=95)
 """On real time: a step takes a few ms, so an 80 ms lease outlives it."""
 
 Command = tuple[str, str, int]
-"""(verb, claim id, lease ms): ``("claim", "P1#3", 10050)``, ``("ack", "P1#3", 0)``."""
+"""(verb, claim id, lease ms): ``("claim", "P1#3", 10050)``, ``("ack", "P1#3", 0)``,
+``("extend", "P1#3", 10050)``."""
 
 
 def _run(
     queue: QueueAdapter, held: dict[str, Claim], who: str, command: Command
 ) -> Operation | None:
-    """Run one command; None for an ack / nack of a claim that got no job (nothing to do)."""
+    """Run one command; None for an ack / nack / extend of a claim that got no job."""
     verb, cid, lease_ms = command
     if verb != "claim" and cid not in held:
         return None
@@ -79,6 +87,9 @@ def _run(
             if got is not None:
                 held[cid] = got
             outcome: Returned | Raised = Returned(None if got is None else got.job)
+        elif verb == "extend":
+            args |= {"job": held[cid].job, "lease_ms": lease_ms}
+            outcome = Returned(queue.extend(held[cid], lease_ms / 1000) is True)
         else:
             args["job"] = held[cid].job
             call = queue.ack if verb == "ack" else queue.nack
@@ -221,6 +232,12 @@ class Racers:
                 os.close(fd)
 
 
+class StaleCallBreach(AssertionError):
+    """Two live leases on one job, reached through a stale claim's nack or extend that the
+    library took: a library that does not fence stale claims (``queue.stale-ack`` not
+    promised) may do that, so the verdict also asks for that promise."""
+
+
 @dataclass(frozen=True)
 class Lease:
     """A lease a claim took in a race: its claim id, and when it began and ends (ms)."""
@@ -235,9 +252,19 @@ class ExclusiveReport:
     rounds: int = 0
     claims: int = 0
     wins: int = 0
+    raced: int = 0
+    """Rounds in which at least two racers' claims were released together."""
+    overlapped: int = 0
+    """Rounds in which two claims really ran at once (their calls overlapped in time)."""
+    stale: int = 0
+    """Nacks and extends sent by claims whose job another claim had taken since."""
 
     def render(self) -> str:
-        return f"{self.rounds} race rounds: {self.claims} claims, {self.wins} won, no job twice"
+        return (
+            f"{self.rounds} race rounds ({self.raced} raced, {self.overlapped} overlapped): "
+            f"{self.claims} claims, "
+            f"{self.wins} won, {self.stale} stale nacks/extends, no job twice"
+        )
 
 
 def check_exclusive(
@@ -255,15 +282,19 @@ def check_exclusive(
         racers = Racers(library, engine, directory, processes, server)
         try:
             live: dict[str, Lease] = {}
+            stale: list[str] = []
+            taken: Taken = {}
             for number in range(rounds):
                 for index in range(rng.randint(1, max(1, processes - 1))):
                     racers.enqueue(f"r{number}j{index}")
                 claims = [[("claim", racers.cid(i), racers.time.lease)] for i in range(processes)]
                 made = racers.step(claims)
-                _check_claims(racers, made, live)
+                stale += _check_claims(racers, made, live, taken)
                 report.claims += len(made)
                 report.wins += sum(_job(op) is not None for op in made)
-                _between(racers, rng, made, live)
+                report.raced += len(made) >= 2
+                report.overlapped += _overlapping(made)
+                report.stale += _between(racers, rng, made, live, stale, taken)
                 report.rounds += 1
         finally:
             racers.close()
@@ -274,10 +305,23 @@ def _job(op: Operation) -> str | None:
     return op.outcome.value if isinstance(op.outcome, Returned) else None
 
 
-def _check_claims(racers: Racers, made: list[Operation], live: dict[str, Lease]) -> None:
+def _overlapping(made: list[Operation]) -> bool:
+    """Whether two of the claims ``made`` ran at once (one began before the other returned)."""
+    spans = sorted((op.invoked_ns, op.returned_ns or op.invoked_ns) for op in made)
+    return any(later[0] < earlier[1] for earlier, later in itertools.pairwise(spans))
+
+
+Taken = dict[str, tuple[str, ...]]
+"""Per job, every stale claim's nack or extend the library took on it, as steps."""
+
+
+def _check_claims(
+    racers: Racers, made: list[Operation], live: dict[str, Lease], taken: Taken
+) -> list[str]:
     """No claim of ``made`` got a job whose earlier lease (``live``) was surely still
-    running when the claim returned."""
+    running when the claim returned; the claims this made stale (their job was taken)."""
     slack = 0 if racers.pacer is None else MARGIN_MS
+    stale: list[str] = []
     for op in made:
         job = _job(op)
         if job is None:
@@ -285,35 +329,83 @@ def _check_claims(racers: Racers, made: list[Operation], live: dict[str, Lease])
         start, end = racers.window(op)
         holder = live.get(job)
         if holder is not None and end + slack < holder.until:
-            raise AssertionError(
+            since = taken.get(job, ())
+            first = (
+                f"at t={holder.start} ms {holder.cid.split('#')[0]} claimed job {job!r} as "
+                f"{holder.cid}, leased until t={holder.until} ms"
+            )
+            breach = StaleCallBreach if since else AssertionError
+            raise breach(
                 f"queue.exclusive violated by {racers.library.name}: {op.args['cid']} claimed "
                 f"job {job!r} at t={end} ms while {holder.cid}'s lease on it was live until "
                 f"t={holder.until} ms (both claims are real processes racing: two live leases "
                 f"on one job):\n"
-                f"  1. at t={holder.start} ms {holder.cid.split('#')[0]} claimed job {job!r} as "
-                f"{holder.cid}, leased until t={holder.until} ms\n"
-                f"  2. at t={end} ms {op.process} claimed job {job!r} as {op.args['cid']}, "
-                f"while that lease was live"
+                + _steps(
+                    *sorted((first, *since), key=_at),
+                    f"at t={end} ms {op.process} claimed job {job!r} as {op.args['cid']}, "
+                    f"while that lease was live",
+                )
             )
+        if holder is not None:
+            stale.append(holder.cid)
         live[job] = Lease(str(op.args["cid"]), start, start + racers.time.lease)
+    return stale
 
 
 def _between(
-    racers: Racers, rng: random.Random, made: list[Operation], live: dict[str, Lease]
-) -> None:
-    """Ack some wins (their jobs are done, not leased), then maybe let leases run out."""
-    acks: list[list[Command]] = [[] for _ in racers.children]
+    racers: Racers,
+    rng: random.Random,
+    made: list[Operation],
+    live: dict[str, Lease],
+    stale: list[str],
+    taken: Taken,
+) -> int:
+    """Ack some wins (their jobs are done, not leased) while stale claims send a nack or
+    an extend, then maybe let leases run out; how many stale calls were sent."""
+    calls: list[list[Command]] = [[] for _ in racers.children]
     for op in made:
         if _job(op) is not None and rng.random() < 0.5:
-            acks[int(op.process[1:]) - 1].append(("ack", str(op.args["cid"]), 0))
-    for op in racers.step(acks) if any(acks) else []:
-        if op.outcome == Returned(True):
-            live.pop(str(op.args["job"]), None)
-    if rng.random() < 0.5:
-        return
-    racers.advance(racers.time.past)
-    if rng.random() < 0.5:
-        racers.recover()
+            calls[_racer(str(op.args["cid"]))].append(("ack", str(op.args["cid"]), 0))
+    sent = 0
+    while stale and (verb := _stale_verb(racers.library.capabilities, rng)) is not None:
+        cid = stale.pop()
+        calls[_racer(cid)].append((verb, cid, racers.time.lease))
+        sent += 1
+    for op in racers.step(calls) if any(calls) else []:
+        job, took = str(op.args["job"]), op.outcome == Returned(True)
+        if op.name == "ack" and took:
+            live.pop(job, None)
+        elif took:
+            at, cid = racers.window(op)[1], op.args["cid"]
+            said = f"at t={at} ms {op.process} sent {op.name} of job {job!r} as stale claim {cid}"
+            taken[job] = (*taken.get(job, ()), f"{said} -> True")
+    if rng.random() >= 0.5:
+        racers.advance(racers.time.past)
+        if rng.random() < 0.5:
+            racers.recover()
+    return sent
+
+
+def _at(step: str) -> int:
+    """The time of a step that begins "at t=N ms" (the stale calls sort among the claims)."""
+    return int(step.removeprefix("at t=").split(" ", 1)[0])
+
+
+def _steps(*lines: str) -> str:
+    """Numbered steps, as the report draws them."""
+    return "\n".join(f"  {number}. {line}" for number, line in enumerate(lines, 1))
+
+
+def _racer(cid: str) -> int:
+    """The index of the racer that made claim ``cid`` ("P2#7" -> 1)."""
+    return int(cid[1 : cid.index("#")]) - 1
+
+
+def _stale_verb(capabilities: Capabilities, rng: random.Random) -> str | None:
+    """What a stale claim sends: a nack or an extend, as the library has them."""
+    verbs = [verb for verb, has in (("nack", capabilities.nack), ("extend", capabilities.extend))
+             if has]  # fmt: skip
+    return rng.choice(verbs) if verbs else None
 
 
 def linear_history(

@@ -87,6 +87,9 @@ class Scenario:
     library: QueueLibrary
     server: Server
     directory: Path
+    spec: str | None = None
+    """How the worker processes load the library (``--adapter``'s value); default: its
+    ``module:Class``."""
     steps: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -94,12 +97,14 @@ class Scenario:
         self.lease = REAL_LEASE if self.real else PATCHED_LEASE
         self.location = self.library.create(self.directory, self.server.url)
         self.clock = SharedClock.of(self.directory / "clock", self.library.capabilities)
-        self.spec = f"{type(self.library).__module__}:{type(self.library).__qualname__}"
+        if self.spec is None:
+            self.spec = f"{type(self.library).__module__}:{type(self.library).__qualname__}"
 
     def agent(self, name: str, offset: float = 0.0) -> Agent:
         """Start worker process ``name`` whose clock is ``offset`` seconds ahead."""
         skew = f", clock {offset:+g} s" if offset else ""
         self.steps.append(f"{name} = worker process{skew}")
+        assert self.spec is not None  # set in __post_init__
         return Agent(self.spec, self.location, self.clock.path, self.real, offset, name,
                      self.directory / f"{name}.stderr")  # fmt: skip
 
@@ -130,11 +135,11 @@ class Scenario:
 
 
 @contextlib.contextmanager
-def _scenario(library: QueueLibrary, server: Server) -> Iterator[Scenario]:
+def _scenario(library: QueueLibrary, server: Server, spec: str | None) -> Iterator[Scenario]:
     directory = owned_temp_dir("leasecheck-fault-")
     scenario: Scenario | None = None
     try:
-        scenario = Scenario(library, server, directory)
+        scenario = Scenario(library, server, directory, spec)
         yield scenario
     finally:
         if scenario is not None:
@@ -259,16 +264,22 @@ _FAULT_RUNS: dict[str, Callable[[Scenario, random.Random], str]] = {
 
 
 def run_fault(
-    fault: str, library: QueueLibrary, server: Server, profile: str, seed: int
+    fault: str,
+    library: QueueLibrary,
+    server: Server,
+    profile: str,
+    seed: int,
+    spec: str | None = None,
 ) -> FaultResult:
-    """Run ``fault`` against ``library`` on ``server``; the first failing round, else holds."""
+    """Run ``fault`` against ``library`` on ``server``; the first failing round, else holds.
+    ``spec`` is how the worker processes load the library (default: its ``module:Class``)."""
     if fault not in _FAULT_RUNS:
         raise ValueError(f"unknown fault {fault!r}; use one of {', '.join(FAULTS)}")
     rounds = ROUNDS.get(profile, 1) if fault == SERVER_CRASH else 1
     version, promise = library.version(), library.promises.of(PROMISE_OF[fault])
     for round_ in range(rounds):
         rng = random.Random(f"{seed}:{fault}:{round_}")
-        with _scenario(library, server) as scenario:
+        with _scenario(library, server, spec) as scenario:
             problem = _FAULT_RUNS[fault](scenario, rng)
             if problem:
                 steps = (f"# {fault}, seed {seed}, round {round_}", *scenario.steps)

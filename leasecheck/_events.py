@@ -17,6 +17,7 @@ import pytest
 
 from leasecheck.counterexample import Counterexample
 from leasecheck.plugin import property_name
+from leasecheck.selection import PROPERTY_OPTION
 
 EVENTS_ENV = "LEASECHECK_EVENTS"
 FAILURE_KEY = "leasecheck:failure"
@@ -37,9 +38,14 @@ def _write(event: dict[str, Any]) -> None:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.getgroup("leasecheck").addoption(
+    group = parser.getgroup("leasecheck")
+    group.addoption(
         FIRST_OPTION, metavar="NAME", default=None, help="run property NAME before the others"
     )
+    group.addoption(
+        PROPERTY_OPTION, metavar="NAME", action="append", default=None,
+        help="run only property NAME (repeatable; `leasecheck check --property`)",
+    )  # fmt: skip
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -52,6 +58,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     first = config.getoption(FIRST_OPTION)
     if first:
         items.sort(key=lambda item: property_name(item) != first)
+    wanted = config.getoption(PROPERTY_OPTION)
+    if wanted:
+        dropped = [item for item in items if property_name(item) not in wanted]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = [item for item in items if item not in dropped]
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -11,11 +11,18 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 from adapters.protocol import AdapterError, QueueLibrary
 from adapters.registry import BUNDLED, PLANTED_PREFIX, describe_promises, load_library
 
-__all__ = ["AdapterUsageError", "adapters_command", "describe_library", "preflight_adapter"]
+__all__ = [
+    "AdapterUsageError",
+    "adapters_command",
+    "describe_library",
+    "new_adapter",
+    "preflight_adapter",
+]
 
 LOAD_TIMEOUT = 60.0
 
@@ -65,6 +72,22 @@ def _preflight_file(spec: str) -> str:
 def describe_library(library: QueueLibrary) -> str:
     """``name version`` of a loaded library, for the header."""
     return f"{library.name} {library.version()}"
+
+
+def new_adapter(name: str | None, directory: Path) -> int:
+    """``leasecheck adapters new NAME``: write the template adapter and its test."""
+    from leasecheck.adapter_template import TemplateError, write_template
+
+    if not name:
+        raise AdapterUsageError("`leasecheck adapters new` needs a name: adapters new my-queue")
+    try:
+        adapter, test = write_template(name, directory)
+    except TemplateError as error:
+        raise AdapterUsageError(str(error)) from None
+    print(f"wrote {adapter} (a working stand-in: replace each TODO with your library's call)")
+    print(f"wrote {test}")
+    print(f"guide: docs/writing-an-adapter.md; check it: leasecheck check --adapter {adapter}")
+    return 0
 
 
 def adapters_command() -> int:

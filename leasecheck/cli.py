@@ -74,6 +74,14 @@ def _parser() -> argparse.ArgumentParser:
         "--report", metavar="DIR", type=Path, help="write DIR/index.html with pictures"
     )
     check.add_argument("--db", metavar="URL", help=HELP_DB)
+    check.add_argument(
+        "--servers", action="store_true",
+        help="with --adapter: also the server faults (server-crash, zombie-pause, clock-skew)",
+    )  # fmt: skip
+    check.add_argument(
+        "--property", metavar="NAME", action="append", default=[],
+        help="check only property NAME (repeatable), e.g. --property queue.stale-ack",
+    )  # fmt: skip
     mutants = commands.add_parser("mutants", help="self-check: every planted bug must be caught")
     _add_run_options(mutants)
     mutants.add_argument("--only", metavar="NAME", nargs="+", help="check only these mutants")
@@ -83,8 +91,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_explore_arguments(explore)
     hunt = _add_hunt_parser(commands)
-    commands.add_parser("adapters", help="list the bundled queue-library adapters and promises")
-    for sub in (check, mutants, explore, hunt):
+    adapters = commands.add_parser(
+        "adapters", help="list the bundled queue-library adapters; `adapters new NAME`: a template"
+    )
+    adapters.add_argument("action", nargs="?", choices=["new"], help="new: write a template")
+    adapters.add_argument("name", nargs="?", help="with new: the adapter's name, e.g. my-queue")
+    for sub in (check, mutants, explore, hunt, adapters):
         sub.__class__ = _Parser
     return parser
 
@@ -163,9 +175,14 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "hunt":
         return _hunt(args)
     if args.command == "adapters":
-        from leasecheck.adapters_cli import adapters_command
+        from leasecheck.adapters_cli import AdapterUsageError, adapters_command, new_adapter
 
-        return adapters_command()
+        if args.action is None:
+            return adapters_command()
+        try:
+            return new_adapter(args.name, Path.cwd())
+        except AdapterUsageError as error:
+            raise UsageError(str(error)) from None
     from leasecheck.selfcheck import mutants_command
 
     return mutants_command(args)
@@ -225,8 +242,18 @@ def _options(args: argparse.Namespace) -> CheckOptions:
     return CheckOptions(
         impl=impl, jobs_impl=jobs, profile=args.profile, seed=args.seed, workers=args.workers,
         junit_xml=args.junit_xml.resolve() if args.junit_xml else None, db=_db(args.db),
-        adapter=_adapter(args), strict=args.strict,
+        adapter=_adapter(args), strict=args.strict, properties=_properties(args.property),
+        servers=args.servers,
     )  # fmt: skip
+
+
+def _properties(names: list[str]) -> tuple[str, ...]:
+    """``--property`` values, each a known property (exit 2 with the closest name if not)."""
+    from leasecheck.selection import unknown_property
+
+    if names and (problem := unknown_property(names)) is not None:
+        raise UsageError(problem)
+    return tuple(names)
 
 
 def _db(url: str | None) -> str | None:

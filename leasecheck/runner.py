@@ -71,6 +71,11 @@ class CheckOptions:
     """A queue library to check (``--adapter NAME|PATH``): only ``queue.*`` properties."""
     strict: bool = False
     """With ``adapter``: a property the library does not promise fails too (exit 1)."""
+    properties: tuple[str, ...] = ()
+    """Only these properties (``--property NAME``); empty: every selected one."""
+    servers: bool = False
+    """Also the properties that start real servers (``--servers``): with ``adapter``, the
+    server faults queue.server-crash, queue.zombie-pause and queue.clock-skew on it."""
 
 
 @dataclass
@@ -128,6 +133,10 @@ def pytest_command(options: CheckOptions) -> list[str]:
         command += ["--junit-xml", str(options.junit_xml)]
     if options.first:
         command += ["--leasecheck-first", options.first]
+    for name in options.properties:
+        command += ["--leasecheck-property", name]
+    if options.servers:
+        command += ["--servers"]
     if options.stop_at_first_failure:
         command += ["-x"]
     if options.examples is not None:

@@ -130,12 +130,16 @@ def mutants_command(args: argparse.Namespace) -> int:
 
 def _list_planted_adapters() -> None:
     """The planted-bug adapters (``adapters.planted``), checked with ``--adapter planted:NAME``."""
-    from adapters.planted import PLANTED
+    from adapters.planted import CONTROLS, PLANTED
 
     print("\nplanted-bug adapters (leasecheck check --adapter planted:NAME):")
     for bug in PLANTED:
         print(f"planted:{bug.name}  [adapter, caught by {bug.caught_by}]")
         print(f"    bug: {bug.bug_class}\n    e.g. {bug.real_world}")
+    print("\nplanted controls (no bug: every property must hold on them):")
+    for control in CONTROLS:
+        print(f"planted:{control.name}  [control, holds every property]")
+        print(f"    does: {control.behaviour}\n    fine because: {control.why_fine}")
 
 
 def _parallelism(workers: str) -> int:

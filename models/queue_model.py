@@ -14,14 +14,21 @@ in ``adapters.protocol``):
   given up: ``failed``). A job under a live lease, a done job or an unknown job
   is a ``Mismatch``;
 - ``ack`` that succeeds makes the holder's job done; from a claim whose job was
-  claimed again since, it must change nothing; a refused ack never changes anything;
+  claimed again since, it must change nothing; a refused ack never changes anything.
+  On a library that deletes a job on ack, such a stale ack that deletes the job is a
+  ``queue.stale-ack`` finding (``Job.stale_ack``), not a lost job;
 - ``nack`` gives the holder's job back (``ready``) or gives it up (``failed``);
-- ``extend`` renews the holder's live lease;
+- ``extend`` renews the holder's lease: a live one, or one that ran out while nobody
+  else claimed the job (the library may renew it or refuse);
 - ``recover`` returns expired leases to ``ready`` (``-1``: the library recovers
   lazily and the leases stay claimable as they are);
 - a job that is not done and not under a live lease may become ``failed`` at any
   time (dead-lettering after a deadline or too many attempts), and an expired
   lease may read as ``ready``.
+
+A job's ``holder`` is its latest delivery until the next claim (or a nack) replaces
+it: a lease that ran out, read as ``ready`` or recovered, keeps its holder, so the
+same claim's later extend or ack is never taken for a zombie's.
 
 A ``Mismatch`` names the property its disagreement breaks, so a check that
 enforces only some properties can adopt what the library did for the others.
@@ -62,6 +69,9 @@ class Job:
     holder: str | None = None
     until: int = 0
     """When the holder's lease ends (ms); meaningful only while ``leased``."""
+    stale_ack: str | None = None
+    """The claim that acked this job after it was claimed again (``leased`` only): where
+    the library deletes on ack, the store may read ``gone`` because of it."""
 
     def live(self, now: int) -> bool:
         return self.state == "leased" and now < self.until
@@ -69,11 +79,15 @@ class Job:
     def expired(self, now: int) -> bool:
         return self.state == "leased" and now >= self.until
 
+    def holder_name(self) -> str:
+        """The holder for a message (the store may say leased where the model saw no claim)."""
+        return "a claim the model never saw" if self.holder is None else self.holder
+
     def describe(self, now: int) -> str:
         if self.state != "leased":
             return f"{self.key!r} {self.state}"
         left = "live" if self.live(now) else "expired"
-        return f"{self.key!r} leased to {self.holder} until t={self.until} ms ({left})"
+        return f"{self.key!r} leased to {self.holder_name()} until t={self.until} ms ({left})"
 
 
 @dataclass(frozen=True)
@@ -148,14 +162,16 @@ def _claim_mismatch(state: QueueState, job: Job, cid: str) -> Mismatch:
         )
     return Mismatch(
         "queue.exclusive",
-        f"claim by {cid} got job {job.key!r} at t={state.now} ms while {job.holder}'s lease "
-        f"on it was live until t={job.until} ms: two live leases on one job",
+        f"claim by {cid} got job {job.key!r} at t={state.now} ms while {job.holder_name()} "
+        f"held a lease on it live until t={job.until} ms: two live leases on one job",
     )
 
 
 def ack(state: QueueState, cid: str, key: str, accepted: bool) -> Step:
     """``cid``'s ack of job ``key``; ``accepted`` is whether the library said it took it."""
     job = state.job(key)
+    if job is not None and job.state == "leased" and job.holder != cid:
+        state = state.put(replace(job, stale_ack=cid))  # claimed again since: a zombie's ack
     if not accepted or job is None or job.state == "done":
         return _ok(state)
     done = state.put(replace(job, state="done", holder=None))
@@ -181,9 +197,11 @@ def nack(state: QueueState, cid: str, key: str, accepted: bool) -> Step:
 
 def extend(state: QueueState, cid: str, key: str, lease_ms: int, accepted: bool) -> Step:
     job = state.job(key)
-    if not accepted or job is None or job.holder != cid or job.state != "leased":
+    if not accepted or job is None or job.holder != cid or job.state not in ("leased", "ready"):
         return _ok(state)
-    renewed = state.put(replace(job, until=state.now + lease_ms))
+    # The holder's lease, live or run out with nobody claiming the job since (a lease read
+    # as ready, or recovered, keeps its holder): renewing it gives no one a second lease.
+    renewed = state.put(replace(job, state="leased", until=state.now + lease_ms))
     return _ok(renewed) if job.live(state.now) else _ok(renewed, state)
 
 
@@ -191,9 +209,7 @@ def recover(state: QueueState, returned: int) -> Step:
     """The library's sweep; ``returned`` is its count, ``-1`` when it recovers lazily."""
     if returned < 0:
         return _ok(state)
-    back = [
-        replace(j, state="ready", holder=None) if j.expired(state.now) else j for j in state.jobs
-    ]
+    back = [replace(j, state="ready") if j.expired(state.now) else j for j in state.jobs]
     return _ok(replace(state, jobs=tuple(back)))
 
 
@@ -225,8 +241,10 @@ def _read(
         return job, None
     if job.state == "ready" and seen == "failed":
         return replace(job, state="failed"), None
-    if job.expired(now) and seen in ("ready", "failed"):
-        return replace(job, state=seen, holder=None), None
+    if job.expired(now) and seen == "ready":
+        return replace(job, state="ready"), None  # the holder stays: nobody claimed it since
+    if job.expired(now) and seen == "failed":
+        return replace(job, state="failed", holder=None), None
     return job, _observe_mismatch(now, job, seen)
 
 
@@ -234,6 +252,12 @@ def _observe_mismatch(now: int, job: Job, seen: ObservedState) -> Mismatch:
     said = f"job {job.key!r} reads {seen!r} but the model has it {job.describe(now)}"
     if job.state == "done":
         return Mismatch("queue.ack-final", said + ": an acknowledged job must stay done")
+    if seen == "gone" and job.state == "leased" and job.stale_ack is not None:
+        return Mismatch(
+            "queue.stale-ack",
+            said + f": the ack from {job.stale_ack}, whose job was claimed again since, "
+            f"deleted it while {job.holder_name()} held it",
+        )
     if seen == "gone":
         return Mismatch("queue.no-loss", said + ": the job was lost")
     if job.state == "failed" and seen == "ready":

@@ -92,6 +92,10 @@ class QueueMachine(RuleBasedStateMachine):
     """Programs not judged past a call that ran across a lease's end (real clock only)."""
     failures: ClassVar[list[str]] = []
     """Real clock: each disagreement with the calls that led to it, as they ran."""
+    programs: ClassVar[list[int]] = [0]
+    """Programs begun (each one builds a machine), all runs of the property."""
+    zombie_acks: ClassVar[list[int]] = [0]
+    """Acks sent by a claim whose job was claimed again since (``zombie_ack``), all programs."""
     claims = Bundle("claims")
 
     server: ClassVar[str | None] = None
@@ -103,12 +107,13 @@ class QueueMachine(RuleBasedStateMachine):
     ) -> type[QueueMachine]:
         attributes: dict[str, Any] = {
             "library": library, "enforce": enforce, "server": server, "set_aside": [0],
-            "failures": [],
+            "failures": [], "zombie_acks": [0], "programs": [0],
         }  # fmt: skip
         return type("QueueMachine", (cls,), attributes)  # the name Hypothesis prints
 
     def __init__(self) -> None:
         super().__init__()
+        self.programs[0] += 1
         real = self.library.capabilities.real_time
         self.pacer = Pacer() if real else None
         self.scale = REAL_SCALE if real else self.library.capabilities.time_scale()
@@ -230,19 +235,23 @@ class QueueMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.pacer is not None or self._zombie() is not None)
     @rule(conn=st.integers(0, 1))
     def zombie_ack(self, conn: int) -> None:
-        """The oldest claim whose job was claimed again since (its lease ran out, or it
-        gave the job back) acks anyway: the worker that came back from the dead. (On real
-        time the rule is always drawable, and does nothing when there is no zombie.)"""
+        """The oldest claim whose job someone else has claimed since (its lease ran out,
+        or it gave the job back) acks anyway: the worker that came back from the dead. (On
+        real time the rule is always drawable, and does nothing when there is no zombie.)"""
         zombie = self._zombie()
         if zombie is not None:
             self.held.remove(zombie)
+            self.zombie_acks[0] += 1
             self.ack(zombie, conn)
 
     def _zombie(self) -> Held | None:
-        state = self.states[0]
-        for held in self.held:
-            job = None if held.claim is None else state.job(held.claim.job)
-            if job is not None and job.state == "leased" and job.holder != held.cid:
+        """The oldest claim whose job a later claim got: decided by the claims alone, so a
+        claim whose lease ran out and that then extended or acked its own job is never a
+        zombie, whatever ``observe`` read in between."""
+        for number, held in enumerate(self.held):
+            job = None if held.claim is None else held.claim.job
+            later = self.held[number + 1 :]
+            if job is not None and any(h.claim is not None and h.claim.job == job for h in later):
                 return held
         return None
 

@@ -1,7 +1,8 @@
 """Real queue libraries through adapters: the generic properties, their verdicts, the CLI.
 
 - the bundled lease worker, through its adapter, passes every generic property;
-- each planted-bug adapter (``adapters/planted.py``) is caught by the property it names;
+- each planted-bug adapter (``adapters/planted.py``) is caught by the property it names,
+  and each planted control (a look-alike that breaks nothing) holds every property;
 - a user's adapter file works, and what its library does not promise is reported as
   "not promised" with its counterexample (exit 0; 1 with ``--strict``);
 - a broken adapter file, an unknown name and a library that is not installed exit 2
@@ -15,12 +16,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from adapters import registry
-from adapters.planted import PLANTED, PlantedBug
+from adapters.planted import CONTROLS, PLANTED, PlantedBug, PlantedControl
 from adapters.protocol import GENERIC_PROPERTIES
 from leasecheck.cli import main
 from leasecheck.runner import HOLDS, NOT_PROMISED, VIOLATED, CheckOptions, run_check
@@ -75,6 +77,46 @@ def test_each_planted_bug_is_caught_by_the_property_it_names(bug: PlantedBug) ->
     verdicts = _check(f"planted:{bug.name}", first=bug.caught_by, stop_at_first_failure=True)
     assert verdicts[bug.caught_by] == VIOLATED, verdicts
     assert verdicts["exit"] == "1"
+
+
+@pytest.mark.parametrize("control", CONTROLS, ids=[control.name for control in CONTROLS])
+def test_each_planted_control_holds_every_property(control: PlantedControl) -> None:
+    result = run_check(CheckOptions(adapter=f"planted:{control.name}", profile="ci", workers="0"))
+    verdicts = {name: prop.verdict for name, prop in result.properties.items()}
+    assert verdicts == dict.fromkeys(GENERIC_PROPERTIES, HOLDS), result.log[-3000:]
+    assert result.exit_code == 0
+    assert "leased to None" not in result.log
+
+
+def test_a_stale_ack_that_deletes_a_job_is_a_stale_ack_finding_not_a_loss() -> None:
+    chosen = ("queue.stale-ack", "queue.no-loss")
+    options = CheckOptions(adapter="planted:ack-deletes-by-id", profile="ci", workers="0")
+    result = run_check(replace(options, properties=chosen))
+    verdicts = {name: prop.verdict for name, prop in result.properties.items()}
+    assert verdicts == {"queue.stale-ack": VIOLATED, "queue.no-loss": HOLDS}, result.log[-3000:]
+    example = result.properties["queue.stale-ack"].counterexample
+    assert example is not None
+    text = "\n".join(example.message)
+    assert "whose job was claimed again since, deleted it while" in text, text
+    assert "None" not in text.split("Failing test case")[0], text
+
+
+UNFENCED_NACK = USER_ADAPTER.replace("AckIgnoresLease", "NackIgnoresLease").replace(
+    "acks by job id", "nacks by job id"
+)
+
+
+def test_two_leases_through_a_stale_nack_are_judged_by_the_fencing_promise(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "by_id_nack.py"
+    path.write_text(UNFENCED_NACK)
+    options = CheckOptions(adapter=str(path), profile="ci", workers="0")
+    result = run_check(replace(options, properties=("queue.exclusive",)))
+    prop = result.properties["queue.exclusive"]
+    assert (prop.verdict, result.exit_code) == (NOT_PROMISED, 0), result.log[-3000:]
+    example = prop.counterexample
+    assert example is not None and any("as stale claim" in line for line in example.message)
 
 
 def test_an_ack_final_failure_tells_the_job_story_as_numbered_steps(tmp_path: Path) -> None:
@@ -144,7 +186,29 @@ def test_a_broken_adapter_file_exits_2_naming_the_file(
 
 def test_an_unknown_adapter_name_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", "--adapter", "rabbit"]) == 2
-    assert "run `leasecheck adapters` to list them" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "run `leasecheck adapters` to list them" in err and "did you mean" not in err
+
+
+@pytest.mark.parametrize(
+    ("wrong", "meant"),
+    [("litequeu", "litequeue"), ("persistqueue", "persist-queue"),
+     ("planted:ack-ignore-lease", "planted:ack-ignores-lease")],
+)  # fmt: skip
+def test_a_misspelled_adapter_name_gets_did_you_mean(
+    wrong: str, meant: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["check", "--adapter", wrong]) == 2
+    assert f"(did you mean {meant!r}?)" in capsys.readouterr().err
+
+
+def test_a_misspelled_property_exits_2_with_did_you_mean(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["check", "--adapter", "lease-worker", "--property", "queue.stal-ack"]) == 2
+    err = capsys.readouterr().err
+    assert "--property 'queue.stal-ack' is no leasecheck property" in err
+    assert "did you mean 'queue.stale-ack'?" in err
 
 
 def test_a_library_that_is_not_installed_exits_2_with_the_pip_command(

@@ -3,6 +3,8 @@ and names the property of each behaviour it refuses."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from models import queue_model as qm
 from models._queue_spec import QueueSpec
 from models.linearizability import Operation, Returned, check
@@ -12,6 +14,12 @@ def _only(step: qm.Step) -> qm.QueueState:
     states, mismatch = step
     assert mismatch is None and len(states) == 1, step
     return states[0]
+
+
+def _job(state: qm.QueueState, key: str = "a") -> qm.Job:
+    job = state.job(key)
+    assert job is not None, state
+    return job
 
 
 def _claimed(lease_ms: int = 150) -> qm.QueueState:
@@ -33,7 +41,8 @@ def test_an_expired_lease_may_be_claimed_again_or_left_for_recovery() -> None:
 
 def test_a_stale_ack_must_change_nothing() -> None:
     again = _only(qm.claim(_only(qm.advance(_claimed(), 200)), "c2", 150, "a"))
-    assert qm.ack(again, "c1", "a", accepted=True) == ([again], None)
+    remembered = again.put(replace(_job(again), stale_ack="c1"))
+    assert qm.ack(again, "c1", "a", accepted=True) == ([remembered], None)
     done = qm.QueueState((qm.Job("a", "done"),), again.now)
     _, mismatch = qm.observe(again, [("a", "done")], ack_deletes=False)
     assert mismatch is not None and mismatch.prop == "queue.stale-ack"
@@ -55,6 +64,54 @@ def test_a_lost_job_and_a_revived_ack_are_named() -> None:
     done = _only(qm.ack(_claimed(), "c1", "a", accepted=True))
     assert qm.observe(done, [], ack_deletes=True)[1] is None
     assert qm.observe(done, [("a", "ready")], ack_deletes=True)[1].prop == "queue.ack-final"  # type: ignore[union-attr]
+
+
+def test_a_stale_ack_that_deletes_the_job_is_a_stale_ack_finding_not_a_loss() -> None:
+    again = _only(qm.claim(_only(qm.advance(_claimed(), 200)), "c2", 150, "a"))
+    after = _only(qm.ack(again, "c1", "a", accepted=True))
+    _, mismatch = qm.observe(after, [], ack_deletes=True)
+    assert mismatch is not None and mismatch.prop == "queue.stale-ack", mismatch
+    assert "the ack from c1, whose job was claimed again since, deleted it while c2 held it" in (
+        mismatch.text
+    )
+    # The holder's own ack deleting it is done, and a job nobody acked going is a loss.
+    done = _only(qm.ack(again, "c2", "a", accepted=True))
+    assert qm.observe(done, [], ack_deletes=True)[1] is None
+    assert qm.observe(again, [], ack_deletes=True)[1].prop == "queue.no-loss"  # type: ignore[union-attr]
+
+
+def test_an_expired_lease_read_as_ready_keeps_its_holder_who_may_extend_it() -> None:
+    late = _only(qm.advance(_claimed(), 200))
+    ready = _only(qm.observe(late, [("a", "ready")], ack_deletes=False))
+    assert ready.job("a") == qm.Job("a", "ready", "c1", 150)
+    states, mismatch = qm.extend(ready, "c1", "a", 350, accepted=True)
+    assert mismatch is None
+    assert qm.Job("a", "leased", "c1", 550) in [s.job("a") for s in states]
+    renewed = next(s for s in states if s.job("a") == qm.Job("a", "leased", "c1", 550))
+    assert qm.observe(renewed, [("a", "leased")], ack_deletes=False)[1] is None
+    assert _job(_only(qm.ack(renewed, "c1", "a", accepted=True))).state == "done"
+    # Someone else's extend changes nothing, whoever the library says it took it from.
+    assert qm.extend(ready, "c2", "a", 350, accepted=True) == ([ready], None)
+
+
+def test_recovery_keeps_the_holder_until_another_claim() -> None:
+    late = _only(qm.advance(_claimed(), 200))
+    back = _only(qm.recover(late, 1))
+    assert back.job("a") == qm.Job("a", "ready", "c1", 150)
+    again = _only(qm.claim(back, "c2", 150, "a"))
+    assert again.job("a") == qm.Job("a", "leased", "c2", 350)
+
+
+def test_no_message_says_leased_to_none() -> None:
+    ready = _only(qm.enqueue(qm.QueueState(), "a"))
+    states, mismatch = qm.observe(ready, [("a", "leased")], ack_deletes=False)
+    assert mismatch is not None and "None" not in mismatch.text
+    adopted = states[0]
+    assert "None" not in adopted.describe(), adopted.describe()
+    assert "leased to a claim the model never saw" in adopted.describe()
+    live = adopted.put(replace(_job(adopted), until=500))
+    _, clash = qm.claim(live, "c9", 150, "a")
+    assert clash is not None and "None" not in clash.text, clash
 
 
 def test_the_spec_rejects_two_overlapping_wins_and_tolerates_what_is_not_promised() -> None:

@@ -10,6 +10,8 @@ the calls as they ran.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from hypothesis import Phase, settings
 from hypothesis.errors import Flaky
 from hypothesis.stateful import run_state_machine_as_test
@@ -18,12 +20,42 @@ from adapters.protocol import QueueLibrary
 from leasecheck.profiles import Profile
 from stateful_tests.queue_machine import QueueMachine
 
-__all__ = ["run_machine"]
+__all__ = ["CHANGE_REAL", "MachineRun", "run_machine"]
+
+CHANGE_REAL = (
+    "run on a less loaded machine (fewer -n workers), or make the library's clock movable "
+    "(Capabilities.clock='patched', see docs/writing-an-adapter.md)"
+)
+"""What to change when most real-time programs were cut short."""
 
 
-def run_machine(library: QueueLibrary, prop: str, profile: Profile, server: str | None) -> str:
+@dataclass(frozen=True)
+class MachineRun:
+    """What one run of the machine exercised."""
+
+    text: str
+    """For ``checked``: the programs, and on real time how many were cut short."""
+    programs: int
+    set_aside: int
+    """Real clock: programs judged no further after a call ran across a lease's end."""
+    zombie_acks: int
+    """Acks sent by a claim whose job another claim had taken since."""
+
+    def unjudged(self) -> str | None:
+        """Why the run judged nothing worth a verdict (``not_checked``), or None."""
+        if self.programs and 2 * self.set_aside > self.programs:
+            return (
+                f"{self.set_aside} of {self.programs} programs on real time were cut short "
+                f"(a call ran across a lease's end), so most were never judged"
+            )
+        return None
+
+
+def run_machine(
+    library: QueueLibrary, prop: str, profile: Profile, server: str | None
+) -> MachineRun:
     """Run the machine enforcing ``prop`` (stores on ``server``, if the library needs one);
-    what it checked, for ``checked``."""
+    what it exercised."""
     real = library.capabilities.real_time
     examples = profile.queue_examples_real if real else profile.queue_examples
     machine = QueueMachine.bound(library, frozenset({prop}), server)
@@ -43,4 +75,4 @@ def run_machine(library: QueueLibrary, prop: str, profile: Profile, server: str 
     text = f"{examples} programs of up to {profile.step_count} steps"
     if real:
         text += f" on real time ({machine.set_aside[0]} cut short: a call across a lease end)"
-    return text
+    return MachineRun(text, machine.programs[0], machine.set_aside[0], machine.zombie_acks[0])

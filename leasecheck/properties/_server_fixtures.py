@@ -1,9 +1,12 @@
 """Fixtures for the server-backed properties: which libraries, and their running servers.
 
-The libraries come from ``LEASECHECK_SERVER_ADAPTERS``: a comma list of names from
-``SERVER_ADAPTERS`` or ``module:Class`` specs of one's own server adapter (default: all
-four bundled ones). One server of each kind is started per test
-module, only when a selected library needs it, and each property makes its own store
+The library is the one ``--adapter NAME|PATH`` names (``leasecheck check --adapter NAME
+--servers``), loaded by the one loader (``adapters.registry``), so a user's adapter file
+gets the server faults too. Without ``--adapter`` they come from
+``LEASECHECK_SERVER_ADAPTERS``, kept as an alias: a comma list of names from
+``SERVER_ADAPTERS`` or ``module:Class`` specs (default: all four bundled ones). One
+server of each kind is started per test module, only when a selected library needs it,
+and each property makes its own store
 on it (a database or a key prefix). A server binary or a library that is not installed
 ends the run with exit 2 and the install command: never a silent skip.
 
@@ -21,6 +24,8 @@ import pytest
 
 from adapters import servers
 from adapters.protocol import AdapterError, QueueLibrary
+from adapters.registry import PLANTED_PREFIX
+from adapters.registry import load_library as load_adapter
 from adapters.server_adapters import SERVER_ADAPTERS
 from crash_harness._server_agent import load_library
 
@@ -42,14 +47,31 @@ def selected_adapters() -> list[str]:
     return names
 
 
-@pytest.fixture(scope="module", params=selected_adapters())
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """One run per library: the ``--adapter`` one, else ``LEASECHECK_SERVER_ADAPTERS``'."""
+    if "server_library" in metafunc.fixturenames:
+        chosen = metafunc.config.getoption("--adapter")
+        names = [str(chosen)] if chosen else selected_adapters()
+        metafunc.parametrize("server_library", names, indirect=True, scope="module")
+
+
+@pytest.fixture(scope="module")
 def server_library(request: pytest.FixtureRequest) -> QueueLibrary:
     """One server-backed library, installed (else exit 2 with its pip command)."""
-    library: QueueLibrary = load_library(SERVER_ADAPTERS.get(request.param, request.param))
+    spec: str = request.param
     try:
+        if spec in SERVER_ADAPTERS or ":" not in spec or spec.startswith(PLANTED_PREFIX):
+            library: QueueLibrary = load_adapter(spec)  # the one loader --adapter uses
+        else:
+            library = load_library(spec)  # module:Class, from LEASECHECK_SERVER_ADAPTERS
         library.version()
     except AdapterError as missing:
         pytest.exit(str(missing), returncode=2)
+    if library.capabilities.server is None:
+        pytest.skip(
+            f"{library.name} keeps its queue on no server: the server faults apply to "
+            f"libraries that declare Capabilities.server"
+        )
     return library
 
 

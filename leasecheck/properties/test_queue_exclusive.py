@@ -3,19 +3,23 @@
 Issue 11: "lease exclusion: no job ever has two live leases (checked with real
 processes racing)". ``crash_harness.queue_races.check_exclusive`` releases the racer
 processes' claims together from a gate, round after round, and checks every claim
-against the leases still live by the shared clock.
+against the leases still live by the shared clock. Stale claims send nacks and extends
+between races (issue 22): two live leases reached through a stale call the library took
+are judged by its promise of ``queue.stale-ack`` too (a library that does not fence
+stale claims says so there), then by ``queue.exclusive``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import pytest
 
 from adapters.protocol import QueueLibrary
-from crash_harness.queue_races import check_exclusive
+from crash_harness.queue_races import StaleCallBreach, check_exclusive
+from leasecheck.plugin import Checked, NotChecked
 from leasecheck.profiles import Profile
 
 
@@ -28,12 +32,34 @@ def test_queue_exclusive(
     lc_profile: Profile,
     lc_seed: int,
     no_leaked_children: None,
-    checked: Callable[[str], None],
+    checked: Checked,
+    not_checked: NotChecked,
 ) -> None:
     processes, rounds = lc_profile.race_processes, lc_profile.race_rounds
-    with judged("queue.exclusive"):
+    with judged("queue.exclusive"), _fencing(judged):
         report = check_exclusive(
             multiprocess_library, scratch, processes, rounds, lc_seed, queue_server
         )
     print(f"queue.exclusive: {report.render()}")
-    checked(f"{report.rounds} race rounds of {processes} processes")
+    if report.raced == 0:
+        not_checked(
+            f"no race: {report.rounds} rounds, none with two claimers ({processes} processes)",
+            "raise --profile (ci races 3 processes for 200 rounds)",
+            rounds=report.rounds, raced=0,
+        )  # fmt: skip
+    checked(
+        f"{report.rounds} race rounds of {processes} processes",
+        rounds=report.rounds, raced=report.raced, overlapped=report.overlapped,
+        stale_calls=report.stale,
+    )  # fmt: skip
+
+
+@contextmanager
+def _fencing(judged: Callable[[str], AbstractContextManager[None]]) -> Iterator[None]:
+    """A breach through a stale claim's call: "not promised" unless the library fences stale
+    claims (``queue.stale-ack``); promised, it goes on to ``queue.exclusive``'s promise."""
+    try:
+        yield
+    except StaleCallBreach as breach:
+        with judged("queue.stale-ack"):
+            raise breach from None

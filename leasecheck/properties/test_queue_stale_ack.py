@@ -18,8 +18,9 @@ from contextlib import AbstractContextManager
 import pytest
 
 from adapters.protocol import QueueLibrary
+from leasecheck.plugin import NotChecked
 from leasecheck.profiles import Profile
-from leasecheck.properties._queue_machine import run_machine
+from leasecheck.properties._queue_machine import CHANGE_REAL, run_machine
 
 
 @pytest.mark.leasecheck("queue.stale-ack")
@@ -29,7 +30,18 @@ def test_queue_stale_ack(
     judged: Callable[[str], AbstractContextManager[None]],
     lc_profile: Profile,
     checked: Callable[[str], None],
+    not_checked: NotChecked,
 ) -> None:
     with judged("queue.stale-ack"):
-        text = run_machine(queue_library, "queue.stale-ack", lc_profile, queue_server)
-    checked(text)
+        run = run_machine(queue_library, "queue.stale-ack", lc_profile, queue_server)
+    if (why := run.unjudged()) is not None:
+        not_checked(why, CHANGE_REAL, programs=run.programs, set_aside=run.set_aside)
+    if run.zombie_acks == 0:
+        not_checked(
+            f"no zombie ack in {run.programs} programs: no claim acked after its job was "
+            f"claimed again",
+            "raise --profile (deep draws more programs), or check that claim returns a job "
+            "whose lease expired",
+            programs=run.programs,
+        )
+    checked(run.text)

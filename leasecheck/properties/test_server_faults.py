@@ -1,11 +1,14 @@
 """Server faults: a crashed server, a frozen worker, a skewed clock (``server_faults``).
 
-Each property runs against every library of ``LEASECHECK_SERVER_ADAPTERS`` (default:
-pgqueuer, procrastinate, rq, saq) on real PostgreSQL and Redis servers. They are marked
-``servers`` and run only with ``--servers`` or ``LEASECHECK_SERVERS=1``, so the default
-``leasecheck check`` stays fast and needs no server. A failure is VIOLATED where the
-library promises the property (``Promises``), and "not promised" (an xfail carrying the
-counterexample) where it does not.
+Each property runs against the library of ``leasecheck check --adapter NAME|PATH
+--servers`` (else, as an alias, every library of ``LEASECHECK_SERVER_ADAPTERS``;
+default: pgqueuer, procrastinate, rq, saq) on real PostgreSQL and Redis servers. They
+are marked ``servers`` and run only with ``--servers`` or ``LEASECHECK_SERVERS=1``, so
+the default ``leasecheck check`` stays fast and needs no server. A failure is judged by
+``leasecheck.promises.judge``, the one judge of every ``queue.*`` property: VIOLATED
+where the library promises the property (``PROMISE_OF``), "not promised" (an xfail
+carrying the counterexample) where it does not, and a failure either way with
+``--strict``.
 """
 
 from __future__ import annotations
@@ -18,12 +21,14 @@ from adapters.protocol import QueueLibrary
 from adapters.servers import Server
 from crash_harness.server_faults import (
     CLOCK_SKEW,
+    PROMISE_OF,
     SERVER_CRASH,
     ZOMBIE_PAUSE,
-    FaultResult,
     run_fault,
 )
+from leasecheck.plugin import property_name
 from leasecheck.profiles import Profile
+from leasecheck.promises import judge
 
 pytestmark = pytest.mark.servers
 pytest_plugins = ["leasecheck.properties._server_fixtures"]
@@ -31,26 +36,40 @@ pytest_plugins = ["leasecheck.properties._server_fixtures"]
 tests only by name, so they never clash with another plugin's fixtures."""
 
 
+def _spec(request: pytest.FixtureRequest) -> str:
+    """What selected the library (``--adapter``'s value or an alias entry)."""
+    spec: str = request.node.callspec.params["server_library"]
+    return spec
+
+
 def replay_command(request: pytest.FixtureRequest, profile: Profile, seed: int) -> str:
     """The one command that runs this property again on this library, profile and seed."""
-    library = request.node.callspec.params["server_library"]
-    test = request.node.originalname
+    spec, prop = _spec(request), property_name(request.node)
+    if request.config.getoption("--adapter"):
+        return (
+            f"leasecheck check --adapter {spec} --servers --property {prop} "
+            f"--profile {profile.name} --seed {seed}"
+        )
     return (
-        f"LEASECHECK_SERVER_ADAPTERS={library} pytest leasecheck/properties/"
-        f"test_server_faults.py --servers -k {test} --profile {profile.name} "
-        f"--leasecheck-seed {seed}"
+        f"LEASECHECK_SERVER_ADAPTERS={spec} pytest leasecheck/properties/"
+        f"test_server_faults.py --servers -k {request.node.originalname} --profile "
+        f"{profile.name} --leasecheck-seed {seed}"
     )
 
 
-def judge(result: FaultResult, checked: Any, replay: str) -> None:
-    """Pass, fail (promised) or xfail (not promised), with the counterexample as the reason."""
+def _fault(fault: str, library: QueueLibrary, server: Server, profile: Profile, seed: int,
+           checked: Any, request: pytest.FixtureRequest) -> None:  # fmt: skip
+    """Run ``fault``; a failure is judged by the one judge (``leasecheck.promises``), by the
+    library's promise of ``PROMISE_OF[fault]``, so ``--strict`` applies here as well."""
+    result = run_fault(fault, library, server, profile.name, seed, _spec(request))
     checked(f"{result.library}: {result.checked or 'a counterexample'}")
     if result.holds:
         return
-    report = f"{result.report()}\n  replay: {replay}"
-    if result.promise.promised:
-        pytest.fail(report, pytrace=False)
-    pytest.xfail(report)
+    strict = bool(request.config.getoption("--strict-promises"))
+    with judge(library, PROMISE_OF[fault], strict):
+        raise AssertionError(
+            f"{result.report()}\n  replay: {replay_command(request, profile, seed)}"
+        )
 
 
 @pytest.mark.leasecheck(SERVER_CRASH)
@@ -59,8 +78,7 @@ def test_server_crash(
     checked: Any, request: pytest.FixtureRequest,
 ) -> None:  # fmt: skip
     """SIGKILL of the server, restart on the same data: acknowledged work survives."""
-    result = run_fault(SERVER_CRASH, server_library, library_server, lc_profile.name, lc_seed)
-    judge(result, checked, replay_command(request, lc_profile, lc_seed))
+    _fault(SERVER_CRASH, server_library, library_server, lc_profile, lc_seed, checked, request)
 
 
 @pytest.mark.leasecheck(ZOMBIE_PAUSE)
@@ -69,8 +87,7 @@ def test_zombie_pause(
     checked: Any, request: pytest.FixtureRequest,
 ) -> None:  # fmt: skip
     """A worker SIGSTOPped past its lease, then resumed: its stale ack changes nothing."""
-    result = run_fault(ZOMBIE_PAUSE, server_library, library_server, lc_profile.name, lc_seed)
-    judge(result, checked, replay_command(request, lc_profile, lc_seed))
+    _fault(ZOMBIE_PAUSE, server_library, library_server, lc_profile, lc_seed, checked, request)
 
 
 @pytest.mark.leasecheck(CLOCK_SKEW)
@@ -79,5 +96,4 @@ def test_clock_skew(
     checked: Any, request: pytest.FixtureRequest,
 ) -> None:  # fmt: skip
     """A worker whose clock runs ahead never takes a job whose lease is live."""
-    result = run_fault(CLOCK_SKEW, server_library, library_server, lc_profile.name, lc_seed)
-    judge(result, checked, replay_command(request, lc_profile, lc_seed))
+    _fault(CLOCK_SKEW, server_library, library_server, lc_profile, lc_seed, checked, request)
