@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from models.evidence import Evidence, evidence_of
 from stateful_tests.program import program_of
 
 __all__ = ["Counterexample", "export"]
@@ -54,15 +55,17 @@ class Counterexample:
     message: tuple[str, ...]
     steps: int = 0
     """Operations in the program, or numbered steps of a process-level scenario."""
+    evidence: Evidence | None = None
+    """What the harness saw, as data (``models.evidence``), when it attached any."""
 
     @classmethod
     def from_error(cls, error: BaseException) -> Counterexample:
         """What ``error`` says, in the process that raised it."""
-        message = _own_message(error)
+        message, evidence = _own_message(error), evidence_of(error)
         program = program_of(error)
         if program is not None:
-            return cls(program.machine, program.lines, message, program.steps)
-        return cls(None, (), message, sum(1 for line in message if _numbered(line)))
+            return cls(program.machine, program.lines, message, program.steps, evidence)
+        return cls(None, (), message, sum(1 for line in message if _numbered(line)), evidence)
 
     def record(self) -> dict[str, object]:
         """JSON-ready, for the events file."""
@@ -71,16 +74,18 @@ class Counterexample:
             "program": list(self.program),
             "message": list(self.message),
             "steps": self.steps,
+            "evidence": self.evidence.to_json() if self.evidence else None,
         }
 
     @classmethod
     def from_record(cls, record: Mapping[str, object]) -> Counterexample:
-        machine = record.get("machine")
+        machine, evidence = record.get("machine"), record.get("evidence")
         return cls(
             machine if isinstance(machine, str) else None,
             tuple(str(line) for line in _list(record.get("program"))),
             tuple(str(line) for line in _list(record.get("message"))),
             int(str(record.get("steps") or 0)),
+            Evidence.from_json(evidence) if isinstance(evidence, Mapping) else None,
         )
 
     def text(self, limit: int = 40) -> str:
