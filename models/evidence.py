@@ -23,7 +23,7 @@ of the project.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 __all__ = [
@@ -41,7 +41,6 @@ __all__ = [
 Side = Literal["target", "model"]
 Unit = Literal["model ms", "wall ms"]
 EVENT_KINDS = ("kill", "power-cut", "clock")
-STEP_KINDS = ("enqueue", "claim", "run", "finish", "redrive", "check", "send", "other")
 ATTRIBUTE = "leasecheck_evidence"
 """The attribute of a raised error that holds its ``Evidence``."""
 
@@ -64,7 +63,7 @@ class Step:
     operation: str
     """The call as a user would type it (``claim('w1', now_ms=0, lease_ms=5)``)."""
     kind: str
-    """One of ``STEP_KINDS``: how it is drawn."""
+    """The operation's name (``claim``, ``finish``, ``ack``): the picture's glyph."""
     start: float
     end: float | None = None
     """None for an operation with no duration (model time: it happens at ``start``)."""
@@ -72,6 +71,9 @@ class Step:
     """What the target returned (``returned 'done'``, ``raised Conflict``)."""
     model: str | None = None
     """What the model expects (``parted`` says where the two disagree)."""
+    job: str | None = None
+    token: int | None = None
+    """The job and token the operation names (a finish's ticket, a claim's result)."""
 
 
 @dataclass(frozen=True)
@@ -237,6 +239,8 @@ class Recorder:
         operation: str,
         kind: str,
         at: float,
+        job: str | None = None,
+        token: int | None = None,
         *,
         target: str | None = None,
         model: str | None = None,
@@ -245,16 +249,23 @@ class Recorder:
         """Record one operation; returns its index (counted from 1)."""
         self.actor(actor, "queue" if actor == "queue" else "worker")
         index = len(self.steps) + 1
-        self.steps.append(Step(index, actor, operation, kind, at, end, target, model))
+        self.steps.append(Step(index, actor, operation, kind, at, end, target, model, job, token))
         return index
 
-    def answered(self, target: str | None, model: str | None) -> None:
-        """Set the results of the last step (known only after it ran)."""
+    def answered(
+        self,
+        target: str | None,
+        model: str | None,
+        job: str | None = None,
+        token: int | None = None,
+    ) -> None:
+        """Set the results of the last step (known only after it ran), and the job and
+        token it turned out to concern when the call did not name them."""
         if self.steps:
             last = self.steps[-1]
-            self.steps[-1] = Step(
-                last.index, last.actor, last.operation, last.kind, last.start, last.end,
-                target, model,
+            self.steps[-1] = replace(
+                last, target=target, model=model, job=last.job or job,
+                token=last.token if last.token is not None else token,
             )  # fmt: skip
 
     def rows(self, side: Side, rows: Sequence[LeaseRow], at: float) -> None:

@@ -207,7 +207,7 @@ class LeaseAgreement(RuleBasedStateMachine):
         model = self._attempt(
             Side("model", lease_model), on_model or on_target, self.model, copy.deepcopy(inputs)
         )
-        self.record.answered(target.describe(), model.describe())
+        self.record.answered(target.describe(), model.describe(), *_job_token(target.result))
         self._compare(call, target, model, accept)
         for name, value in inputs.items():
             if not same(value, pristine[name]):
@@ -259,13 +259,18 @@ class LeaseAgreement(RuleBasedStateMachine):
     def _fail(self, message: str) -> NoReturn:
         if LeaseAgreement.first_failure_at is None:
             LeaseAgreement.first_failure_at = time.perf_counter()
-        raise attach(AssertionError(message), self.record.evidence(message.splitlines()[0]))
+        lines = message.splitlines()
+        said = " ".join(lines[:2]) if lines[0].endswith(":") else lines[0]
+        raise attach(AssertionError(message), self.record.evidence(said))
 
-    def _doing(self, actor: object, kind: str, at: object, call: str) -> None:
-        """Record the step about to run: who runs it, what kind, at which model time."""
+    def _doing(
+        self, actor: object, name: str, at: object, call: str, ticket: object = None
+    ) -> None:
+        """Record the step about to run: who runs it, the operation's name, the model time,
+        and the job and token of the ticket it hands in."""
         who = actor if isinstance(actor, str) and actor.strip() else "made-up"
         when = at if isinstance(at, int | float) and math.isfinite(at) else self.now
-        self.record.step(who, call, kind, float(when))
+        self.record.step(who, call, name, float(when), *_job_token(ticket))
 
     # --- helpers that turn rule arguments into call arguments ---------------------------
 
@@ -421,7 +426,8 @@ class LeaseAgreement(RuleBasedStateMachine):
         changed = change.apply(ticket)
         call = "finish({ticket!r}, {outcome!r}, now_ms={now!r}, delay_ms={delay_ms!r}, fault={f!r})"
         holder = changed.get("owner") if isinstance(changed, dict) else None
-        self._doing(holder, "finish", args["now"], call.format(ticket=changed, f=fault, **args))
+        text = call.format(ticket=changed, f=fault, **args)
+        self._doing(holder, "finish", args["now"], text, changed)
         self._agree(
             call.format(ticket=changed, f=fault, **args),
             lambda queue, side, ticket: queue.finish(
@@ -492,7 +498,7 @@ class LeaseAgreement(RuleBasedStateMachine):
             f" lease_ms={lease_ms})"
         )
         expected = self._would_claim(owner, readings[0], lease_ms)
-        self._doing(owner, "run", readings[0], call)
+        self._doing(owner, "run_once", readings[0], call)
         self._agree(
             call,
             lambda queue, side: queue.run_once(
@@ -517,7 +523,7 @@ class LeaseAgreement(RuleBasedStateMachine):
         clocks, readings = self._clock(clock), clock.readings(self._at)
         call = f"run_file({path!r}, {owner!r}, clock={readings}, send={send!r}, jitter={jitter!r})"
         expected = self._would_claim(owner, readings[0], 1000) if path == "queue" else None
-        self._doing(owner, "run", readings[0], call)
+        self._doing(owner, "run_file", readings[0], call)
 
         def on_target(queue: Any, side: Side) -> object:
             return self.module.run_file(real, owner, clocks(), self._send(send, side), jitter)
@@ -557,7 +563,7 @@ class LeaseAgreement(RuleBasedStateMachine):
     @rule(attempt=s.attempts, base_ms=s.base_delays, cap_ms=s.cap_delays, jitter=s.delay_jitters)
     def retry_delay(self, attempt: object, base_ms: object, cap_ms: object, jitter: object) -> None:
         call = f"retry_delay({attempt!r}, {base_ms!r}, {cap_ms!r}, {jitter!r})"
-        self._doing("queue", "other", self.now, call)
+        self._doing("queue", "retry_delay", self.now, call)
         target = self._attempt(
             Side("target", self.module),
             lambda queue, side: queue.retry_delay(attempt, base_ms, cap_ms, jitter),
@@ -586,7 +592,7 @@ class LeaseAgreement(RuleBasedStateMachine):
         """Close the active connection and open the file again: nothing may change."""
         self.con.close()
         self.cons[self.active] = self.module.open_queue(self.path)
-        self._doing(f"connection {self.active}", "other", self.now, "reopen()")
+        self._doing(f"connection {self.active}", "reopen", self.now, "reopen()")
         self._check_state(f"reopen() of connection {self.active}")
         return multiple()
 
@@ -594,7 +600,7 @@ class LeaseAgreement(RuleBasedStateMachine):
     def use_connection(self, index: int) -> MultipleResults[object]:
         """Switch to another open connection to the same file."""
         self.active = index
-        self._doing(f"connection {index}", "other", self.now, f"use_connection({index})")
+        self._doing(f"connection {index}", "use_connection", self.now, f"use_connection({index})")
         self._check_state(f"use_connection({index})")
         return multiple()
 
@@ -671,3 +677,14 @@ def _row_problem(row: Any) -> str | None:
     if not 0 <= row.attempts <= row.max_attempts or row.token < row.attempts:
         return f"attempts={row.attempts}, max_attempts={row.max_attempts}, token={row.token}"
     return None
+
+
+def _job_token(ticket: object) -> tuple[str | None, int | None]:
+    """The job and token a ticket (or a claim's result) names, where it names them."""
+    if not isinstance(ticket, dict):
+        return None, None
+    job, token = ticket.get("id"), ticket.get("token")
+    return (
+        job if isinstance(job, str) else None,
+        token if type(token) is int else None,
+    )

@@ -13,6 +13,8 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from leasecheck.report.picture import STYLE as PICTURE_STYLE
+from leasecheck.report.picture import draw
 from leasecheck.report.program import ProgramError
 from leasecheck.report.svg import STYLE, render_svg
 from leasecheck.report.timeline import build_timeline
@@ -40,6 +42,14 @@ LEGEND = (
     "✕ SIGKILL · ◆ clock move · ▶ send · ■ enqueue · red line: where it breaks"
 )
 
+EVIDENCE_CAPTION = (
+    "Drawn from the evidence the harness recorded (no replay, no message parsing). Time runs "
+    "left to right; operations at the same instant stand side by side in order; a zigzag on "
+    "the axis is a stretch with nothing in it, cut short. Dashed orange: a job's deadline; "
+    "red shading: two live leases of one job; red line: where the target and the model part. "
+    "Hover any element for its full text."
+)
+
 
 def write_report(
     directory: Path,
@@ -63,8 +73,7 @@ def render_html(
     rows: Sequence[PropertyResult], traces: Sequence[Trace], *, heading: str, replay: str
 ) -> str:
     heading = heading or (f"checked with: {replay}" if replay else "")
-    failed = [t.property for t in traces]
-    verdict = f"violated: {', '.join(failed)}" if failed else "every property holds"
+    verdict = overall(rows)
     body = [
         f"<h1>leasecheck report</h1><p>{escape(heading)}</p>"
         if heading
@@ -76,10 +85,21 @@ def render_html(
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>leasecheck: {escape(verdict)}</title>"
-        f"<style>{PAGE_STYLE}{STYLE}</style></head>\n<body>\n"
+        f"<style>{PAGE_STYLE}{STYLE}{PICTURE_STYLE}</style></head>\n<body>\n"
         + "\n".join(body)
         + "\n</body></html>\n"
     )
+
+
+def overall(rows: Sequence[PropertyResult]) -> str:
+    """The page's verdict in the console's words: ``VIOLATED: a, b; not promised: c``."""
+    named: dict[str, list[str]] = {}
+    for row in rows:
+        if row.verdict != "holds":
+            named.setdefault(row.verdict, []).append(row.name)
+    if not named:
+        return "every property holds"
+    return "; ".join(f"{verdict}: {', '.join(names)}" for verdict, names in named.items())
 
 
 def _summary(rows: Sequence[PropertyResult]) -> str:
@@ -121,8 +141,9 @@ def _section(trace: Trace, replay: str) -> str:
             "<h3>Timeline</h3>",
             f'<div class="lc-picture">{picture}</div>',
             f'<p class="lc-caption">{escape(caption)}</p>',
-            f'<p class="lc-legend">{escape(LEGEND)}</p>',
         ]
+        if trace.evidence is None:  # an evidence picture draws its own legend
+            parts.append(f'<p class="lc-legend">{escape(LEGEND)}</p>')
     else:
         parts.append(f'<p class="lc-caption">{escape(caption)}</p>')
     parts.append("</section>")
@@ -132,6 +153,8 @@ def _section(trace: Trace, replay: str) -> str:
 def _picture(trace: Trace) -> tuple[str, str]:
     """The inline SVG and its caption, or no picture and the reason."""
     try:
+        if trace.evidence is not None:
+            return draw(trace.evidence), EVIDENCE_CAPTION
         timeline = build_timeline(trace)
     except ProgramError as error:
         return "", f"No picture: {error}"

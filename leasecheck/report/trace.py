@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from leasecheck.counterexample import Counterexample
+from models.evidence import Evidence
 
 if TYPE_CHECKING:
     from leasecheck.runner import PropertyResult
@@ -60,6 +61,8 @@ class Trace:
     seconds: float = 0.0
     adapter: str | None = None
     """The run's ``--adapter`` (a ``queue.*`` program is replayed on that library)."""
+    evidence: Evidence | None = None
+    """What the harness saw, as data: when present, the picture is drawn from it alone."""
 
 
 def trace_from_result(
@@ -88,6 +91,7 @@ def trace_from_result(
         checked=tuple(result.runs),
         seconds=result.seconds,
         adapter=adapter,
+        evidence=example.evidence,
     )
 
 
