@@ -225,11 +225,10 @@ class _Picture:
             x = self.axis.x(event.at)
             out.append(self._event(event.kind, lane, x, glyph_y, event.label, event.step))
             items.append((x, event.label, event.kind))
-        label_rows: list[tuple[float, float, str]] = []
+        label_rows: list[tuple[float, int, str]] = []
         for x, text, _ in sorted(items):
-            x1 = x - 4
-            row = labels.place(x1, x1 + len(text) * CHAR)
-            label_rows.append((x1, row, text))
+            row = labels.place(x - 4, x - 4 + len(text) * CHAR)
+            label_rows.append((x - 4, row, text))
         base = glyph_y + GLYPHS / 2 + 10
         for x1, row, text in label_rows:
             out.append(
