@@ -151,14 +151,15 @@ class _Picture:
     def svg(self, standalone: bool) -> str:
         header = self._deadline_labels()
         y = TOP + header
-        lane_parts: list[str] = []
+        backgrounds: list[str] = []
+        contents: list[str] = []
         for number, lane in enumerate(self.lanes):
             self.top[lane] = y
-            content = self._lane(lane, y)
-            self.height[lane] = content[0]
-            lane_parts.append(self._lane_background(lane, y, content[0], number))
-            lane_parts += content[1]
-            y += content[0]
+            height, content = self._lane(lane, y)
+            self.height[lane] = height
+            backgrounds.append(self._lane_background(lane, y, height, number))
+            contents += content
+            y += height
         bottom = y
         axis, axis_height = self._axis(bottom)
         under = self._parted_text(bottom + axis_height)
@@ -167,9 +168,10 @@ class _Picture:
         height = legend_y + 26
         width = max(self.right, legend_right, LEFT + 420) + 10
         body = [
-            *lane_parts,
+            *backgrounds,
             *self._overlaps(),
             *self._deadlines(TOP + header, bottom),
+            *contents,
             *axis,
             *self._folds(bottom),
             *self._parted(TOP + header, bottom, under, bottom + axis_height),
