@@ -9,7 +9,6 @@ after a kill adds the leases its rows show.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -18,7 +17,7 @@ from crash_harness.engine import Outcome
 from models.contracts import Snapshot
 from models.evidence import Evidence, Lease, Recorder
 
-__all__ = ["at_of", "history_evidence", "job_token", "owner_of"]
+__all__ = ["HistoryRecorder", "at_of", "job_token", "owner_of"]
 
 
 def at_of(op: Op) -> float:
@@ -50,11 +49,13 @@ def job_token(op: Op, result: object = None) -> tuple[str | None, int | None]:
 class HistoryRecorder(Recorder):
     """A ``Recorder`` for operations run one after another (or claims run at once)."""
 
-    def __init__(self, before: Snapshot) -> None:
+    def __init__(self, before: Snapshot, now: float, stored: Snapshot | None = None) -> None:
+        """``before``: the model's state at ``now``; ``stored``: the rows the target showed
+        then (default: the same, a file the harness wrote to hold ``before``)."""
         super().__init__("model ms")
         self.model_state = before
-        for row in before.jobs:
-            self.deadline(row.id, row.deadline)
+        self.rows("model", before.jobs, now)
+        self.rows("target", (before if stored is None else stored).jobs, now)
         self.target_live: dict[tuple[str, int | None], Lease] = {}
 
     def ran(
@@ -112,21 +113,3 @@ class HistoryRecorder(Recorder):
         self.closed.extend(self.target_live.values())
         self.target_live = {}
         return super().evidence(summary, parted, **extra)
-
-
-def history_evidence(
-    before: Snapshot,
-    ran: Iterable[tuple[Op, Outcome | None]],
-    summary: str,
-    *,
-    parted: int | None = None,
-    kills: Sequence[tuple[str, float, str]] = (),
-) -> Evidence:
-    """Evidence of operations run in order from ``before``; ``kills`` are (actor, at,
-    label) of SIGKILLs."""
-    record = HistoryRecorder(before)
-    for op, got in ran:
-        record.ran(op, got)
-    for actor, at, label in kills:
-        record.event("kill", actor, at, label)
-    return record.evidence(summary, parted)

@@ -200,7 +200,7 @@ def _calls(case: _Case, a: Outcome | None, b: Outcome) -> list[Call]:
 def _evidence(case: _Case, message: str) -> Evidence:
     """The claims as each process got them (the target's leases) beside the model's
     serial reading of them in the order they answered, the kill, and the takeover."""
-    record = HistoryRecorder(case.before)
+    record = HistoryRecorder(case.before, at_of(case.claim_a))
     for who in ("A", "B"):
         record.actor(who, "process")
     if case.killed:

@@ -119,8 +119,12 @@ class _Picture:
     def __init__(self, evidence: Evidence) -> None:
         self.e = evidence
         self.steps, self.folds = shown_steps(evidence)
-        times = [t for lease in evidence.leases for t in (lease.start, lease.end)]
-        times += [d.at for d in evidence.deadlines] + [e.at for e in evidence.events]
+        self.leases = [lease for lease in evidence.leases if self._by_then(lease.step)]
+        self.events = [event for event in evidence.events if self._by_then(event.step)]
+        jobs = {s.job for s in self.steps if s.job} | {lease.job for lease in self.leases}
+        self.deadlines = [d for d in evidence.deadlines if d.job in jobs]
+        times = [t for lease in self.leases for t in (lease.start, lease.end)]
+        times += [d.at for d in self.deadlines] + [e.at for e in self.events]
         times += [s.end for s in self.steps if s.end is not None]
         self.axis = Axis.build(LEFT + 24, times, self.steps)
         self.lanes = self._lane_names()
@@ -129,11 +133,16 @@ class _Picture:
         self.height: dict[str, float] = {}
         self.right = self.axis.right + 24
 
+    def _by_then(self, step: int | None) -> bool:
+        """Made by the parting step or before it (what came after is not drawn)."""
+        return step is None or self.e.parted is None or step <= self.e.parted
+
     def _lane_names(self) -> list[str]:
-        names = [a.name for a in self.e.actors]
-        names += [s.actor for s in self.steps] + [lease.holder for lease in self.e.leases]
-        names += [event.actor for event in self.e.events]
-        return list(dict.fromkeys(names))
+        """The actors with something drawn, in the evidence's order."""
+        used = [s.actor for s in self.steps] + [lease.holder for lease in self.leases]
+        used += [event.actor for event in self.events]
+        names = [a.name for a in self.e.actors if a.name in used]
+        return list(dict.fromkeys(names + used))
 
     def step_x(self, step: Step) -> float:
         return self.axis.slots.get(step.index, self.axis.x(step.start))
@@ -205,7 +214,7 @@ class _Picture:
     def _lane(self, lane: str, y: float) -> tuple[float, list[str]]:
         """The lane's height and its elements: lease bars, glyphs, labels."""
         out: list[str] = []
-        bars = _bars(lease for lease in self.e.leases if lease.holder == lane)
+        bars = _bars(lease for lease in self.leases if lease.holder == lane)
         packed = Rows(gap=2)
         placed = []
         for bar in bars:
@@ -223,7 +232,7 @@ class _Picture:
                 out.append(self._op_span(step, lane, x, glyph_y))
             out.append(self._step(step, lane, x, glyph_y))
             items.append((x, _step_label(step), f"step {step.index}"))
-        for event in (e for e in self.e.events if e.actor == lane):
+        for event in (e for e in self.events if e.actor == lane):
             x = self.axis.x(event.at)
             out.append(self._event(event.kind, lane, x, glyph_y, event.label, event.step))
             items.append((x, event.label, event.kind))
@@ -299,7 +308,7 @@ class _Picture:
         """Place each deadline's label in a header row; returns the header's height."""
         rows = Rows(gap=10)
         self.deadline_rows: dict[str, int] = {}
-        for deadline in sorted(self.e.deadlines, key=lambda d: d.at):
+        for deadline in sorted(self.deadlines, key=lambda d: d.at):
             x = self.axis.x(deadline.at)
             text = f"deadline {deadline.job}: {_time(deadline.at)}"
             self.deadline_rows[deadline.job] = rows.place(x - 4, x - 4 + len(text) * CHAR)
@@ -308,7 +317,7 @@ class _Picture:
 
     def _deadlines(self, top: float, bottom: float) -> list[str]:
         out = []
-        for deadline in self.e.deadlines:
+        for deadline in self.deadlines:
             x = self.axis.x(deadline.at)
             row = self.deadline_rows[deadline.job]
             text = f"deadline {deadline.job}: {_time(deadline.at)}"
@@ -323,7 +332,7 @@ class _Picture:
     def _overlaps(self) -> list[str]:
         """Two live leases of one job on one side, shaded where they overlap in time."""
         out = []
-        for first, second in _overlapping(self.e.leases):
+        for first, second in _overlapping(self.leases):
             start, end = max(first.start, second.start), min(first.end, second.end)
             x1 = max(self.lease_x(first)[0], self.lease_x(second)[0])
             x2 = min(self.lease_x(first)[1], self.lease_x(second)[1])
@@ -409,14 +418,14 @@ class _Picture:
         ]
 
     def _glyph_y(self, lane: str) -> float:
-        bars = _bars(lease for lease in self.e.leases if lease.holder == lane)
+        bars = _bars(lease for lease in self.leases if lease.holder == lane)
         rows = Rows(gap=2)
         for bar in bars:
             rows.place(*self.lease_x(bar.lease))
         return self.top[lane] + 6 + len(rows.rows) * (BAR + 3) + GLYPHS / 2
 
     def _legend(self, y: float) -> tuple[list[str], float]:
-        names = [s.kind for s in self.steps] + [e.kind for e in self.e.events]
+        names = [s.kind for s in self.steps] + [e.kind for e in self.events]
         kinds = list(dict.fromkeys(family(name) for name in names))
         out, x = [], 8.0
         for kind in kinds:
@@ -427,7 +436,7 @@ class _Picture:
                 f"{escape(name)}</text></g>"
             )
             x += 30 + len(name) * CHAR
-        if self.e.leases:
+        if self.leases:
             out.append(
                 f'<g class="lc-legend-item" data-glyph="lease"><rect class="lc-legend-bar" '
                 f'x="{x:.1f}" y="{y - 6:.1f}" width="22" height="12" fill="#4a7bd0"/>'
