@@ -22,7 +22,7 @@ of the project.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
@@ -196,7 +196,8 @@ def evidence_of(error: BaseException | None) -> Evidence | None:
 
 
 class LeaseRow(Protocol):
-    """A stored job row as both lease-worker sides describe it (``models.contracts.JobRow``)."""
+    """A stored job row as both lease-worker sides describe it (``models.contracts.JobRow``;
+    a queue without deadlines may leave ``deadline`` out)."""
 
     @property
     def id(self) -> str: ...
@@ -269,22 +270,31 @@ class Recorder:
             )  # fmt: skip
 
     def rows(self, side: Side, rows: Sequence[LeaseRow], at: float) -> None:
-        """The leases ``rows`` show after the last step: new ones open, gone ones end."""
-        seen: set[tuple[Side, str, int | None]] = set()
+        """The leases stored lease-worker ``rows`` show after the last step."""
         for row in rows:
             self.deadlines.setdefault(row.id, row.deadline)
-            if row.status != "leased" or row.lease_until is None:
-                continue
-            key = (side, row.id, row.token)
+        held = [
+            (row.id, row.token, row.owner or "?", row.lease_until)
+            for row in rows
+            if row.status == "leased" and row.lease_until is not None
+        ]
+        self.held(side, held, at)
+
+    def held(
+        self, side: Side, leases: Iterable[tuple[str, int | None, str, float]], at: float
+    ) -> None:
+        """The (job, token, holder, until) one side holds after the last step: new leases
+        start at ``at``, leases no longer held end there."""
+        seen: set[tuple[Side, str, int | None]] = set()
+        for job, token, holder, until in leases:
+            key = (side, job, token)
             seen.add(key)
             old = self.live.get(key)
-            if old is None or (old.holder, old.until) != (row.owner or "?", row.lease_until):
+            if old is None or (old.holder, old.until) != (holder, until):
                 if old is not None:
                     self.closed.append(_ended(old, at))
-                self.actor(row.owner or "?")
-                self.live[key] = Lease(
-                    side, row.id, row.token, row.owner or "?", at, row.lease_until, self.last
-                )
+                self.actor(holder)
+                self.live[key] = Lease(side, job, token, holder, at, until, self.last)
         for gone in [k for k in self.live if k[0] == side and k not in seen]:
             self.closed.append(_ended(self.live.pop(gone), at))
 
