@@ -351,7 +351,7 @@ class _Picture:
         return out
 
     def _axis(self, y: float) -> tuple[list[str], float]:
-        unit = "model time (ms)" if self.e.unit == "model ms" else "wall time (ms since start)"
+        unit = "model time (ms)" if self.e.unit == "model ms" else "wall ms since start"
         out = [f'<text class="lc-axis-name" x="8" y="{y + 16:.1f}">{escape(unit)}</text>']
         rows = Rows(gap=8)
         for t in self.axis.moments:
@@ -447,8 +447,9 @@ class _Picture:
 
 
 def _step_label(step: Step) -> str:
+    job = f" {step.job}" if step.job else ""
     token = f" token {step.token}" if step.token is not None else ""
-    return f"#{step.index} {step.kind}{token}"
+    return f"#{step.index} {step.kind}{job}{token}"
 
 
 def _overlapping(leases: Iterable[Lease]) -> list[tuple[Lease, Lease]]:
