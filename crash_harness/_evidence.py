@@ -21,8 +21,10 @@ __all__ = ["HistoryRecorder", "at_of", "job_token", "owner_of"]
 
 
 def at_of(op: Op) -> float:
-    """The model time an operation runs at (its ``now_ms``)."""
-    at = op.args[1] if len(op.args) > 1 else 0
+    """The model time an operation runs at (its ``now_ms``: finish's third argument, the
+    second of every other operation)."""
+    where = 2 if op.name == "finish" else 1
+    at = op.args[where] if len(op.args) > where else 0
     return float(at) if isinstance(at, int | float) and not isinstance(at, bool) else 0.0
 
 

@@ -23,8 +23,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from html import escape
 
-from leasecheck.report._layout import Axis, Rows, shown_steps
-from models.evidence import Evidence, Lease, Step
+from leasecheck.report._layout import SLOT, Axis, Rows, shown_steps
+from models.evidence import Event, Evidence, Lease, Step
 
 __all__ = ["CHAR", "STYLE", "draw"]
 
@@ -147,6 +147,13 @@ class _Picture:
     def step_x(self, step: Step) -> float:
         return self.axis.slots.get(step.index, self.axis.x(step.start))
 
+    def event_x(self, event: Event) -> float:
+        """An event at the instant of its step stands just after that step's glyph."""
+        made = self.e.step(event.step)
+        if made is not None and made.start == event.at and made.index in self.axis.slots:
+            return self.axis.slots[made.index] + SLOT / 2
+        return self.axis.x(event.at)
+
     def lease_x(self, lease: Lease) -> tuple[float, float]:
         """A lease's bar starts at the step that made it, when that step is drawn."""
         made = self.e.step(lease.step)
@@ -233,7 +240,7 @@ class _Picture:
             out.append(self._step(step, lane, x, glyph_y))
             items.append((x, _step_label(step), f"step {step.index}"))
         for event in (e for e in self.events if e.actor == lane):
-            x = self.axis.x(event.at)
+            x = self.event_x(event)
             out.append(self._event(event.kind, lane, x, glyph_y, event.label, event.step))
             items.append((x, event.label, event.kind))
         label_rows: list[tuple[float, int, str]] = []
