@@ -95,6 +95,7 @@ def check_lease_part(module: ModuleType, part: LeaseScope, directory: Path) -> P
         replayed = replay_lease(module, system, result, directory / f"{part.name}.db")
         report.replayed_states, report.replayed_transitions = replayed.states, replayed.transitions
         report.replay_seconds, report.problem = replayed.seconds, replayed.failure
+        report.evidence = replayed.evidence
     return report
 
 

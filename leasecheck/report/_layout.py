@@ -20,8 +20,9 @@ __all__ = ["Axis", "Rows", "shown_steps"]
 
 SLOT = 30.0
 """Pixels between two operations at the same instant."""
-WIDTH, MAX_GAP, BREAK = 760.0, 150.0, 56.0
-"""The plot's width to aim for, the widest gap drawn to scale, an axis break's width."""
+WIDTH, LONG, BREAK = 760.0, 6.0, 56.0
+"""The plot's width to aim for, how many median gaps make a gap long (cut to an axis
+break), an axis break's width."""
 KEEP_HEAD, KEEP_TAIL, FOLD_OVER = 2, 6, 14
 
 
@@ -97,19 +98,16 @@ class Axis:
 
 
 def _scale(gaps: Sequence[float], width: float) -> tuple[float, float]:
-    """Pixels per ms, and the widest gap drawn to scale, such that the gaps (each wider
-    one cut to an axis break) fill about ``width``; one gap alone is always to scale."""
-    positive = [g for g in gaps if g > 0]
+    """Pixels per ms, and the widest gap drawn to scale: a gap over ``LONG`` times the
+    median is cut to an axis break, the rest share ``width`` in proportion."""
+    positive = sorted(g for g in gaps if g > 0)
     width = max(width, 120.0)
-    if len(positive) < 2:
-        return (width / positive[0] if positive else 1.0), float("inf")
-    cap = max(MAX_GAP, 0.45 * width, width / (len(positive) - 0.5))  # n caps exceed width
-    low, high = 1e-9, 1e9
-    for _ in range(80):
-        middle = (low * high) ** 0.5
-        drawn = sum(min(g * middle, cap) for g in positive)
-        low, high = (middle, high) if drawn < width else (low, middle)
-    return low, cap
+    if not positive:
+        return 1.0, float("inf")
+    cut = LONG * positive[len(positive) // 2]
+    short = [g for g in positive if g <= cut]
+    room = max(width - BREAK * (len(positive) - len(short)), 120.0)
+    return room / sum(short), cut * room / sum(short)
 
 
 @dataclass
