@@ -90,21 +90,24 @@ class _Bar:
     side: str
     """'target', 'model' or 'both' (the two sides hold the same lease)."""
 
+    one_side: bool = False
+    """Only one side recorded leases: no side is named."""
+
     @property
     def label(self) -> str:
         lease = self.lease
         text = f"{lease.job} · token {lease.token} · until {_time(lease.until)}"
-        return text if self.side == "both" else f"{text} ({self.side})"
+        return text if self.side == "both" or self.one_side else f"{text} ({self.side})"
 
 
-def _bars(leases: Iterable[Lease]) -> list[_Bar]:
+def _bars(leases: Iterable[Lease], one_side: bool) -> list[_Bar]:
     """One bar per lease; a lease both sides hold alike is one bar (side 'both')."""
     leases = list(leases)
     bars = []
     for lease in leases:
         twin = next((o for o in leases if o.side != lease.side and o.same_lease(lease)), None)
         if twin is None:
-            bars.append(_Bar(lease, lease.side))
+            bars.append(_Bar(lease, lease.side, one_side))
         elif lease.side == "target":
             bars.append(_Bar(lease, "both"))
     order = {"target": 0, "both": 0, "model": 1}
@@ -121,6 +124,7 @@ class _Picture:
         self.steps, self.folds = shown_steps(evidence)
         self.leases = [lease for lease in evidence.leases if self._by_then(lease.step)]
         self.events = [event for event in evidence.events if self._by_then(event.step)]
+        self.one_side = len({lease.side for lease in self.leases}) < 2
         jobs = {s.job for s in self.steps if s.job} | {lease.job for lease in self.leases}
         self.deadlines = [d for d in evidence.deadlines if d.job in jobs]
         times = [t for lease in self.leases for t in (lease.start, lease.end)]
@@ -221,7 +225,7 @@ class _Picture:
     def _lane(self, lane: str, y: float) -> tuple[float, list[str]]:
         """The lane's height and its elements: lease bars, glyphs, labels."""
         out: list[str] = []
-        bars = _bars(lease for lease in self.leases if lease.holder == lane)
+        bars = _bars((x for x in self.leases if x.holder == lane), self.one_side)
         packed = Rows(gap=2)
         placed = []
         for bar in bars:
@@ -425,7 +429,7 @@ class _Picture:
         ]
 
     def _glyph_y(self, lane: str) -> float:
-        bars = _bars(lease for lease in self.leases if lease.holder == lane)
+        bars = _bars((x for x in self.leases if x.holder == lane), self.one_side)
         rows = Rows(gap=2)
         for bar in bars:
             rows.place(*self.lease_x(bar.lease))
