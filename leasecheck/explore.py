@@ -107,6 +107,7 @@ def check_jobs_part(cls: type[Any], part: JobScope) -> PartReport:
         replayed = replay_jobs(cls, system, result)
         report.replayed_states, report.replayed_transitions = replayed.states, replayed.transitions
         report.replay_seconds, report.problem = replayed.seconds, replayed.failure
+        report.evidence = replayed.evidence
     return report
 
 
