@@ -40,7 +40,7 @@ __all__ = [
 
 Side = Literal["target", "model"]
 Unit = Literal["model ms", "wall ms"]
-EVENT_KINDS = ("kill", "power-cut", "clock")
+EVENT_KINDS = ("kill", "pause", "power-cut", "clock")
 ATTRIBUTE = "leasecheck_evidence"
 """The attribute of a raised error that holds its ``Evidence``."""
 
@@ -107,7 +107,7 @@ class Event:
     """A kill, a power cut or a clock move, on one actor's lane."""
 
     kind: str
-    """One of ``EVENT_KINDS``."""
+    """One of ``EVENT_KINDS`` (``pause``: SIGSTOP)."""
     actor: str
     at: float
     label: str

@@ -24,6 +24,7 @@ from crash_harness.server_faults import (
     run_fault,
 )
 from leasecheck.profiles import Profile
+from models.evidence import attach
 
 pytestmark = pytest.mark.servers
 pytest_plugins = ["leasecheck.properties._server_fixtures"]
@@ -48,9 +49,19 @@ def judge(result: FaultResult, checked: Any, replay: str) -> None:
     if result.holds:
         return
     report = f"{result.report()}\n  replay: {replay}"
+    failure = AssertionError(report)
+    if result.evidence is not None:
+        attach(failure, result.evidence)
     if result.promise.promised:
-        pytest.fail(report, pytrace=False)
-    pytest.xfail(report)
+        try:
+            pytest.fail(report, pytrace=False)
+        except pytest.fail.Exception as failed:
+            failed.__cause__ = failure  # the evidence travels on the cause
+            raise
+    try:
+        raise failure
+    except AssertionError:
+        pytest.xfail(report)  # "not promised": the counterexample is the one being handled
 
 
 @pytest.mark.leasecheck(SERVER_CRASH)

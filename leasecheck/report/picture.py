@@ -55,6 +55,7 @@ STYLE = """
 .lc-pic .lc-glyph-kill { stroke: #000; stroke-width: 3.5; fill: none; }
 .lc-pic .lc-glyph-power-cut { fill: #e0b000; stroke: #000; }
 .lc-pic .lc-glyph-clock { fill: #e08a1e; }
+.lc-pic .lc-glyph-pause { stroke: #000; stroke-width: 3; fill: none; }
 .lc-pic .lc-tick { stroke: #c9ced6; stroke-dasharray: 2 3; }
 .lc-pic .lc-break path { stroke: #555; fill: none; stroke-width: 1.5; }
 .lc-pic .lc-fold rect { fill: #fff; stroke: #999; stroke-dasharray: 2 2; }
@@ -69,13 +70,14 @@ FAMILIES = {
     "claim": "claim", "poll": "claim", "run_once": "run", "run_file": "run",
     "finish": "finish", "complete": "finish", "fail": "finish", "ack": "finish",
     "nack": "finish", "extend": "finish", "redrive": "redrive", "recover": "redrive",
-    "send": "send", "kill": "kill", "power-cut": "power-cut", "clock": "clock",
+    "send": "send", "kill": "kill", "pause": "pause", "power-cut": "power-cut", "clock": "clock",
 }  # fmt: skip
 """Operation and event names -> the glyph drawn for them (anything else: 'other')."""
 GLYPH_NAMES = {
     "enqueue": "enqueue", "claim": "claim", "run": "run_once / run_file",
     "finish": "finish / ack", "redrive": "redrive / recover", "send": "send",
-    "other": "other call", "kill": "SIGKILL", "power-cut": "power cut", "clock": "clock move",
+    "other": "other call", "kill": "SIGKILL", "pause": "SIGSTOP", "power-cut": "power cut",
+    "clock": "clock move",
 }  # fmt: skip
 
 
@@ -483,6 +485,8 @@ def glyph(kind: str, x: float, y: float) -> str:
     points: list[tuple[float, float]] = []
     if kind == "kill":
         return f'<path {css} d="M{x - 6:.1f},{y - 6:.1f} l12,12 m0,-12 l-12,12"/>'
+    if kind == "pause":
+        return f'<path {css} d="M{x - 3:.1f},{y - 6:.1f} v12 M{x + 3:.1f},{y - 6:.1f} v12"/>'
     if kind == "enqueue":
         return f'<rect {css} x="{x - 5:.1f}" y="{y - 5:.1f}" width="10" height="10"/>'
     if kind == "claim":
