@@ -241,5 +241,5 @@ def _recovered(number: int) -> str:
 
 
 def _steps(story: list[str]) -> str:
-    """The numbered steps the report draws (``leasecheck.report``'s scenario shape)."""
+    """The numbered steps a reader follows (the picture draws the evidence, not these)."""
     return "\n".join(f"  {number}. {line}" for number, line in enumerate(story, 1))

@@ -240,10 +240,10 @@ def _evidence(
             job, token = move.result.job_id, move.result.token
             holders[token] = who
         said_here = said if number == len(moves) else None
+        expected = f"raises {move.error}" if move.error else f"returns {move.result!r}"
         record.step(
             actor, system.describe_op(move.op), kind, after.now, job,
-            token if type(token) is int else None,
-            target=said_here, model=f"raises {move.error}" if move.error else f"returns {move.result!r}",
+            token if type(token) is int else None, target=said_here, model=expected,
         )  # fmt: skip
         leases = [
             (j.id, j.token, holders.get(j.token, "?"), j.lease_until)

@@ -257,7 +257,7 @@ class JobAgreement(RuleBasedStateMachine):
         ``job_id`` None means the lease's own job (J1 for a made-up token).
         """
         job, token, model_token = self._credentials(lease, job_id)
-        self._finishing("complete", job, model_token)
+        self._finishing("complete", job, model_token, token)
         self._both(
             f"complete({job!r}, {token!r})",
             lambda: self.target.complete(job, token),
@@ -271,7 +271,7 @@ class JobAgreement(RuleBasedStateMachine):
     def fail(self, lease: object, job_id: str | None, error: str | None) -> MultipleResults[Any]:
         """Fail with ``lease``'s token (current or stale) or a made-up token, like ``complete``."""
         job, token, model_token = self._credentials(lease, job_id)
-        self._finishing("fail", job, model_token)
+        self._finishing("fail", job, model_token, token)
         self._both(
             f"fail({job!r}, {token!r}, {error!r})",
             lambda: self.target.fail(job, token, error),
@@ -390,9 +390,11 @@ class JobAgreement(RuleBasedStateMachine):
             self.record.step(who, call, name, self.time.now, job, tok)
         self.doing = None
 
-    def _finishing(self, name: str, job: str, model_token: object) -> None:
-        """The step about to run hands in a lease: its holder runs it."""
-        self.doing = (name, self.holders.get(model_token, "made-up token"), job, model_token)
+    def _finishing(self, name: str, job: str, model_token: object, token: object) -> None:
+        """The step about to run hands in a lease: its holder runs it. Its token is the
+        model's name for it, or the made-up token itself (one no poll handed out)."""
+        who = self.holders.get(model_token, "made-up token")
+        self.doing = (name, who, job, model_token if type(model_token) is int else token)
 
     def _leased(self, worker: object, got: Lease, expected: Lease) -> None:
         """The target handed out ``got`` (the model's ``expected``) to ``worker``."""

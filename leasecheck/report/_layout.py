@@ -27,18 +27,17 @@ KEEP_HEAD, KEEP_TAIL, FOLD_OVER = 2, 6, 14
 
 
 def shown_steps(evidence: Evidence) -> tuple[list[Step], list[tuple[Step, Step, int]]]:
-    """The steps to draw (everything after the parting step left out) and the folds:
-    (last shown before, first shown after, how many steps folded between)."""
+    """The steps to draw and the folds (last shown before, first shown after, how many
+    steps folded between). A long run keeps its first steps, the last ones up to the
+    parting step, and the steps that made the leases of the job that step names; steps
+    after the parting step are left out."""
     steps = [s for s in evidence.steps if evidence.parted is None or s.index <= evidence.parted]
     if len(steps) <= FOLD_OVER:
         return steps, []
     keep = {s.index for s in steps[:KEEP_HEAD] + steps[-KEEP_TAIL:]}
     parted = evidence.step(evidence.parted)
     jobs = {parted.job} if parted is not None and parted.job else set()
-    actors = {parted.actor} if parted is not None else set()
-    keep |= {s.index for s in steps if s.job in jobs and s.kind in ("claim", "run")}
     keep |= {lease.step for lease in evidence.leases if lease.job in jobs and lease.step}
-    keep |= {s.index for s in steps if s.actor in actors and s.kind in ("claim", "run")}
     shown = [s for s in steps if s.index in keep]
     folds = []
     for before, after in pairwise(shown):
