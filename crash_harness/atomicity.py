@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
+from crash_harness._evidence import HistoryRecorder, at_of, owner_of
 from crash_harness._ops import Op, agrees, expect
 from crash_harness._queue_files import (
     QueueFiles,
@@ -36,6 +37,7 @@ from crash_harness._queue_files import (
 from crash_harness._states import World, prepare, random_history
 from crash_harness.engine import DEFAULT_DEADLINE_S, Child, Engine
 from models.contracts import Snapshot
+from models.evidence import attach
 
 __all__ = ["POINT_CASES", "KillTable", "check_every_point"]
 
@@ -123,6 +125,10 @@ def _kill_case(
     scenario.add("that state is written to a fresh queue file (the target's open_queue)")
     scenario.add(f"a child process calls {op.describe()}")
     scenario.add(f"it is SIGKILLed inside fault({point!r}), {_when(committed)}")
+    record = HistoryRecorder(before, at_of(op))
+    record.ran(op, None, expected=expected, advance_model=False)
+    kept = f"kept: the state after {op.name}" if committed else f"the state before {op.name}"
+    record.answered(f"SIGKILLed in fault({point!r})", kept)
     try:
         child = engine.fork(f"{op.name}@{point}", op_body(module, path, op))
         passed = _run_to(child, point, op, before)
@@ -132,12 +138,17 @@ def _kill_case(
                 f"lease-worker.md orders them {list(expected.points[: index + 1])}"
             )
         child.kill()
+        record.event("kill", owner_of(op), at_of(op), f"SIGKILL in {point} ({_when(committed)})")
         stored = read_stored(path, f"after the SIGKILL at {point!r}")
         wanted = expected.state if committed else before
+        record.model_state = wanted
+        record.rows("model", wanted.jobs, at_of(op))
+        record.stored(stored, at_of(op))
         _check_stored(op, point, committed, before, wanted, stored)
-        _check_next_claim(engine, module, path, world.now, wanted, scenario)
+        _check_next_claim(engine, module, path, world.now, wanted, scenario, record)
     except AssertionError as error:
-        raise scenario.fail(str(error)) from error
+        evidence = record.evidence(str(error).splitlines()[0])
+        raise attach(scenario.fail(str(error)), evidence) from error
     files.remove(path)
 
 
@@ -177,7 +188,13 @@ def _check_stored(
 
 
 def _check_next_claim(
-    engine: Engine, module: ModuleType, path: Path, now: int, state: Snapshot, scenario: Scenario
+    engine: Engine,
+    module: ModuleType,
+    path: Path,
+    now: int,
+    state: Snapshot,
+    scenario: Scenario,
+    record: HistoryRecorder,
 ) -> None:
     """A new process reopens the file and claims: the result and state the model gives."""
     claim = Op("claim", ("next", now, 1000))
@@ -185,6 +202,7 @@ def _check_next_claim(
     expected = expect(claim, state)
     child = engine.fork("next-claim", op_body(module, path, claim, hooked=False))
     outcome = child.outcome(f"{claim.describe()} on the reopened file")
+    record.ran(claim, outcome, expected=expected)
     if not agrees(outcome, expected):
         raise AssertionError(
             f"the next {claim.describe()} on the reopened file {outcome.describe()} "

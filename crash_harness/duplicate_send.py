@@ -42,6 +42,7 @@ from crash_harness.engine import (
 )
 from models import lease_model
 from models.contracts import Snapshot
+from models.evidence import Recorder, attach
 from queue_impl.receiver import Receiver, make_send
 
 __all__ = ["DuplicateSendReport", "check_duplicate_send"]
@@ -125,10 +126,12 @@ def check_duplicate_send(
             scenario = Scenario(PROPERTY, seed)
             inbox = directory / f"inbox-{number}.db"
             inbox.unlink(missing_ok=True)  # a fresh inbox: the first delivery must apply
+            record = Recorder()
             try:
-                _recovery(engine, files, module, inbox, rng, scenario, report)
+                _recovery(engine, files, module, inbox, rng, scenario, report, record)
             except AssertionError as error:
-                raise scenario.fail(str(error)) from error
+                evidence = record.evidence(str(error).splitlines()[0])
+                raise attach(scenario.fail(str(error)), evidence) from error
             inbox.unlink(missing_ok=True)
     return report
 
@@ -141,6 +144,7 @@ def _recovery(
     rng: random.Random,
     scenario: Scenario,
     report: DuplicateSendReport,
+    record: Recorder,
 ) -> None:
     t0, qty, lease = rng.randint(0, 10**6), rng.randint(1, 1000), rng.randint(100, 5000)
     job = f"pay-{rng.randint(0, 9999)}"
@@ -155,8 +159,14 @@ def _recovery(
     assert isinstance(ticket_a, dict)
     a = engine.fork("dispatcher-A", _dispatcher_body(module, path, "A", [t0, t0 + 1], url, lease))
     scenario.add(f"dispatcher A: run_file(owner='A', clock t={t0}, lease_ms={lease}) sends")
+    record.actor("A", "process")
+    record.step("A", f"run_file(owner='A', clock t={t0}, lease_ms={lease})", "run_file", t0)
     _kill_after_effect(engine, receiver, a, scenario)
-    _compare(model.state, read_stored(path, "after A was SIGKILLed"), "after A's claim")
+    record.event("kill", "A", t0, "SIGKILL after the receiver committed A's delivery")
+    stored = read_stored(path, "after A was SIGKILLed")
+    record.rows("target", stored.jobs, t0)
+    record.rows("model", model.state.jobs, t0)
+    _compare(model.state, stored, "after A's claim")
     later = ticket_a["lease_until"]
     scenario.add(f"dispatcher B: run_file(owner='B', clock t={later}, then {later + 1}) resends")
     b = engine.fork(
@@ -164,10 +174,24 @@ def _recovery(
     )
     got = b.outcome("dispatcher B's run_file (claim, resend, finish)")
     wanted = model.run_once("B", _clock([later, later + 1]), lambda event: True, JITTER, lease)
+    record.step(
+        "B", f"run_file(owner='B', clock t={later}, then {later + 1})", "run_file", later,
+        target=got.describe(), model=f"returns {wanted!r}",
+    )  # fmt: skip
+    final = read_stored(path, "after B's run_file")
+    record.rows("target", final.jobs, later + 1)
+    record.rows("model", model.state.jobs, later + 1)
     if got.raised or not same(got.value, wanted):
         raise AssertionError(f"B's run_file {got.describe()} but the model returns {wanted!r}")
-    _check_final(model.state, read_stored(path, "after B's run_file"), job)
-    _check_receiver(_stop(receiver), job, qty, report)
+    _check_final(model.state, final, job)
+    seen = _stop(receiver)
+    stats = seen["stats"]
+    record.step(
+        "receiver", "the receiver's inbox", "receive", later + 1, job,
+        target=f"{stats['requests']} requests, {stats['inbox']} inbox row(s)",
+        model="2 requests, 1 inbox row (the resend is a duplicate)",
+    )  # fmt: skip
+    _check_receiver(seen, job, qty, report)
     report.scenarios += 1
     files.remove(path)
 

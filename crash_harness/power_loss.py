@@ -40,12 +40,14 @@ from pathlib import Path
 from types import ModuleType
 
 from crash_harness._disk import CrashState, Cut, DirChange, Disk, crash_states
+from crash_harness._evidence import HistoryRecorder, at_of
 from crash_harness._ops import Expected, Op, agrees, expect
 from crash_harness._queue_files import QueueFiles, read_stored
 from crash_harness._states import random_history, random_op, step
 from crash_harness._syscalls import record
 from crash_harness.engine import Engine, Outcome
 from models.contracts import Snapshot
+from models.evidence import Evidence, attach
 
 __all__ = [
     "PowerLoss",
@@ -400,11 +402,30 @@ def _counterexample(
     """Shrink to the one op that lost, from the state before it, if that still fails."""
     shrunk = _shrink(module, files, directory, loss, limit, seed, strict) or loss
     mode = " (strict)" if strict else ""
-    return AssertionError(
+    error = AssertionError(
         f"{PROPERTY}{mode}: after a power cut, {_headline(shrunk)}\nscenario:\n"
         f"{shrunk.explain()}\nreplay with {'LEASECHECK_POWER_LOSS=strict ' if strict else ''}"
         f"--leasecheck-seed {seed} (property {PROPERTY})"
     )
+    attach(error, _evidence(shrunk, f"after a power cut, {_headline(shrunk)}"))
+    return error
+
+
+def _evidence(loss: PowerLoss, summary: str) -> Evidence:
+    """The acknowledged operations beside the model's, the one in flight, the power cut
+    after the last acknowledgement; they part at the last acknowledged operation."""
+    trial, acked = loss.trial, loss.cut.acked
+    record = HistoryRecorder(trial.states[0], at_of(trial.ops[0]) if trial.ops else 0.0)
+    ran = zip(trial.ops[:acked], loss.outcomes[:acked], trial.expected[:acked], strict=True)
+    for op, outcome, expected in ran:
+        record.ran(op, outcome, expected=expected)
+    parted = record.last
+    if acked < len(trial.ops):
+        record.ran(trial.ops[acked], None, expected=trial.expected[acked], advance_model=False)
+        record.answered("in flight at the power cut", trial.expected[acked].describe())
+    at = at_of(trial.ops[min(acked, len(trial.ops) - 1)]) if trial.ops else 0.0
+    record.event("power-cut", "power", at, f"power cut after system call {loss.cut.number}")
+    return record.evidence(summary, parted, cut=loss.cut.event, found=loss.found)
 
 
 def _headline(loss: PowerLoss) -> str:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from adapters.protocol import QueueAdapter, QueueLibrary, SharedClock
 from crash_harness.engine import Channel, Child, ChildDied, Engine, Message
+from models.evidence import Evidence, Recorder, attach
 
 __all__ = ["AckFinalReport", "check_ack_final"]
 
@@ -36,6 +37,8 @@ REAL_LEASE_S = 0.1
 """On real time: long beside a worker's claim and ack (about a millisecond)."""
 Stories = dict[str, list[str]]
 """Acknowledged jobs, each with what happened to it so far, in order."""
+Moments = dict[str, list[tuple[str, str, int, str]]]
+"""The same, as data: (worker, what, ``time.monotonic_ns()``, result) per event."""
 KILL_WINDOW_S = 0.03
 """The shortest kill window: kills fall uniformly in it after the workers start."""
 KILL_SPAN = 1.5
@@ -101,8 +104,9 @@ def _worker_body(
         queue = library.connect(location, clock)
         count = 0
         while (claim := queue.claim(name, lease)) is not None:
-            channel.send("event", ("claimed", claim.job))
-            channel.send("event", ("acked", claim.job, queue.ack(claim) is True))
+            channel.send("event", ("claimed", claim.job, None, time.monotonic_ns()))
+            acked = queue.ack(claim) is True
+            channel.send("event", ("acked", claim.job, acked, time.monotonic_ns()))
             count += 1
         queue.close()
         clock.close()
@@ -137,14 +141,22 @@ def check_ack_final(
     try:
         with Engine() as engine:
             acked: Stories = {}
+            moments: Moments = {}
             for number in range(rounds):
-                fresh = _round(engine, library, location, clock, lease, rng, number, window)
+                fresh = _round(
+                    engine, library, location, clock, lease, rng, number, window, moments
+                )
                 acked |= fresh
                 report.acked += len(fresh)
                 report.kills += WORKERS
                 clock.advance(lease * 1.1 + 0.01)
                 queue.recover()
-                report.redelivered_checked += _drain(queue, acked, number, library.name, lease)
+                moments["recovery"] = [("queue", "recover", time.monotonic_ns(), "")]
+                try:
+                    report.redelivered_checked += _drain(queue, acked, number, library.name, lease)
+                except AssertionError as error:
+                    attach(error, _evidence(moments, str(error)))
+                    raise
                 _all_done(queue, acked, number, library)
                 report.rounds += 1
     finally:
@@ -162,6 +174,7 @@ def _round(
     rng: random.Random,
     number: int,
     window: float,
+    moments: Moments,
 ) -> Stories:
     """Enqueue jobs, start the workers, SIGKILL them at a random instant; the acked jobs,
     each with what happened to it. The producer reads the harness's own ``clock``: a
@@ -180,16 +193,44 @@ def _round(
     time.sleep(pause)
     stories: Stories = {}
     acked: set[str] = set()
+    killed_ns = time.monotonic_ns()
     for worker in workers:
         for event in _events(worker):
             job = str(event[1])
+            moments.setdefault(job, []).append(
+                (worker.name, str(event[0]), int(str(event[-1])), repr(event[2]))
+            )
             said = "claimed" if event[0] == "claimed" else "acked"
             result = "" if event[0] == "claimed" else f" -> {event[2]}"
             stories.setdefault(job, []).append(f"{worker.name} {said} job {job!r}{result}")
             if event[0] == "acked" and event[2] is True:
                 acked.add(job)
     killed = f"SIGKILL w0 and w1, {pause * 1000:.1f} ms after they started (round {number})"
+    for job in acked:
+        moments[job] += [(w.name, "kill", killed_ns, killed) for w in workers]
     return {job: [*stories[job], killed] for job in sorted(acked)}
+
+
+def _evidence(moments: Moments, message: str) -> Evidence:
+    """The redelivered job's claims and acks on its workers' lanes, the kills, the
+    recovery, and the drainer's claim that delivered it again (wall ms)."""
+    job = next((j for j in moments if j != "recovery" and f"job {j!r}" in message), "")
+    told = [*moments.get(job, []), *moments.get("recovery", [])]
+    origin = min((ns for _, _, ns, _ in told), default=0)
+    record = Recorder("wall ms")
+    for worker, what, ns, said in sorted(told, key=lambda m: m[2]):
+        at = round((ns - origin) / 1e6, 3)
+        if what == "kill":
+            record.event("kill", worker, at, "SIGKILL")
+        else:
+            record.step(worker, f"{what} {job}", what.removesuffix("ed"), at, job or None,
+                        target=said or None)  # fmt: skip
+    last = max((ns for _, _, ns, _ in told), default=origin)
+    at = round((last - origin) / 1e6, 3) + 1
+    said = f"delivered {job!r} again"
+    record.step("drainer", f"claim() -> {job!r}", "claim", at, job or None,
+                target=said, model="never: it was acked")  # fmt: skip
+    return record.evidence(message.splitlines()[0])
 
 
 def _drain(queue: QueueAdapter, acked: Stories, number: int, name: str, lease: float) -> int:
@@ -238,5 +279,5 @@ def _recovered(number: int) -> str:
 
 
 def _steps(story: list[str]) -> str:
-    """The numbered steps the report draws (``leasecheck.report``'s scenario shape)."""
+    """The numbered steps a reader follows (the picture draws the evidence, not these)."""
     return "\n".join(f"  {number}. {line}" for number, line in enumerate(story, 1))

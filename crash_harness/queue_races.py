@@ -46,6 +46,8 @@ from adapters.protocol import Capabilities, Claim, QueueAdapter, QueueLibrary, S
 from adapters.timing import MARGIN_MS, Pacer
 from crash_harness.engine import Channel, Child, Engine
 from models._history import Operation, Raised, Returned
+from models.evidence import Evidence, Recorder, attach
+from models.evidence import Lease as Held
 
 __all__ = ["ExclusiveReport", "Racers", "StaleCallBreach", "check_exclusive", "linear_history"]
 
@@ -335,7 +337,7 @@ def _check_claims(
                 f"{holder.cid}, leased until t={holder.until} ms"
             )
             breach = StaleCallBreach if since else AssertionError
-            raise breach(
+            error = breach(
                 f"queue.exclusive violated by {racers.library.name}: {op.args['cid']} claimed "
                 f"job {job!r} at t={end} ms while {holder.cid}'s lease on it was live until "
                 f"t={holder.until} ms (both claims are real processes racing: two live leases "
@@ -346,10 +348,25 @@ def _check_claims(
                     f"while that lease was live",
                 )
             )
+            second = Lease(str(op.args["cid"]), end, start + racers.time.lease)
+            raise attach(error, _two_leases(job, holder, second, op.process))
         if holder is not None:
             stale.append(holder.cid)
         live[job] = Lease(str(op.args["cid"]), start, start + racers.time.lease)
     return stale
+
+
+def _two_leases(job: str, first: Lease, second: Lease, process: str) -> Evidence:
+    """The two claims of one job, each a lease on its process's lane; they overlap."""
+    record = Recorder()
+    for lease, who in ((first, first.cid.split("#")[0]), (second, process)):
+        number = lease.cid.split("#")[-1]
+        token = int(number) if number.isdigit() else None
+        record.step(who, f"claim as {lease.cid}", "claim", lease.start, job, token,
+                    target=f"returned job {job!r}")  # fmt: skip
+        record.lease(Held("target", job, token, who, lease.start, lease.until, record.last))
+    said = f"{second.cid} claimed job {job!r} while {first.cid}'s lease on it was live"
+    return record.evidence(said)
 
 
 def _between(

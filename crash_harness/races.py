@@ -32,11 +32,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from crash_harness._evidence import HistoryRecorder
 from crash_harness._ops import Op
 from crash_harness._queue_files import LeftOpen, QueueFiles, Scenario, read_stored
 from crash_harness._serial import Call, double_leases, double_wins, explain, unexplained
 from crash_harness.engine import Channel, Child, Engine, ErrorInfo, Outcome
 from models.contracts import Snapshot
+from models.evidence import Evidence, attach
 
 __all__ = ["RaceReport", "check_races"]
 
@@ -107,6 +109,18 @@ class _Race:
     report: RaceReport
     held: list[_Held] = field(default_factory=list)
     winners: dict[tuple[str, int], str] = field(default_factory=dict)
+    ran: list[Call] = field(default_factory=list)
+    """Every call of the round so far, step by step (the evidence of a failure)."""
+    began: Snapshot = field(default_factory=Snapshot)
+    """The stored state the round started from."""
+
+    def evidence(self, now: int, message: str) -> Evidence:
+        """The round's calls, each racer on its lane; the model reads them in the order
+        they answered (no order explains a failing step, so any order shows where)."""
+        record = HistoryRecorder(self.began, now)
+        for call in self.ran:
+            record.ran(call.op, call.outcome, call.who)
+        return record.evidence(message.splitlines()[0])
 
     def step(self, what: str, ops: list[list[Op]]) -> list[Call]:
         """Release every racer with its calls at once; check the results; the calls."""
@@ -119,6 +133,7 @@ class _Race:
             message = racer.next(f"racer r{index} to finish its calls in '{what}'")
             for op, outcome in zip(calls, message.value, strict=True):
                 made.append(Call(f"r{index}", op, outcome))
+        self.ran += made
         self._check(made)
         return made
 
@@ -196,10 +211,12 @@ def check_races(
                     f"round {number} of {rounds} at t={now}; the state before it:\n"
                     + race.state.describe()
                 )
+                race.ran, race.began = [], race.state
                 try:
                     _round(race, now)
                 except AssertionError as error:
-                    raise race.scenario.fail(str(error)) from error
+                    failure = attach(race.scenario.fail(str(error)), race.evidence(now, str(error)))
+                    raise failure from error
                 report.rounds += 1
                 now += rng.choice((0, 150, 400, 900, 1600))
             for racer in racers:

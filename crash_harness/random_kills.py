@@ -25,6 +25,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from crash_harness._evidence import HistoryRecorder, at_of, owner_of
 from crash_harness._ops import Expected, Op, agrees
 from crash_harness._queue_files import (
     QueueFiles,
@@ -36,6 +37,7 @@ from crash_harness._queue_files import (
 from crash_harness._states import World, random_op, step
 from crash_harness.engine import FINAL_KINDS, Channel, Child, Engine, ErrorInfo, Outcome
 from models.contracts import Snapshot
+from models.evidence import Evidence, attach
 from targets.lease_target import read_snapshot
 
 __all__ = ["RandomKillReport", "check_random_kills"]
@@ -148,6 +150,24 @@ def _one_kill(
     child = engine.fork(f"history-{report.kills + 1}", _history_body(module, path, _ops(plan)))
     seen = _read_until(child, trigger)
     seen += [m.value for m in child.kill()]
+    try:
+        return _judge(path, plan, world, seen, trigger, scenario, report)
+    except AssertionError as error:
+        attach(error, _evidence(world, plan, seen, str(error)))
+        raise
+
+
+def _judge(
+    path: Path,
+    plan: list[_Planned],
+    world: World,
+    seen: list[Any],
+    trigger: int,
+    scenario: Scenario,
+    report: RandomKillReport,
+) -> World:
+    """The world the reopened file is in: after the acknowledged prefix, or after the
+    operation in flight too; raises if it is neither."""
     check_opened(seen, world.state)
     acks = _acks(seen, plan)
     scenario.add(
@@ -167,6 +187,31 @@ def _one_kill(
         report.in_flight_kept += 1
         return plan[len(acks)].world
     raise AssertionError(_mismatch(plan, acks, before.state, stored))
+
+
+def _evidence(world: World, plan: list[_Planned], seen: list[Any], message: str) -> Evidence:
+    """The acknowledged operations (the target's results beside the model's), the one in
+    flight when the SIGKILL came, and the first that disagreed or the kill as the step
+    where they part."""
+    opened = next((rest[0] for kind, *rest in seen if kind == "opened"), world.state)
+    record = HistoryRecorder(world.state, world.now, opened)
+    record.step(
+        "child", "open_queue(path)", "open_queue", world.now,
+        target=f"left {len(opened.jobs)} job rows", model=f"keeps {len(world.state.jobs)}",
+    )  # fmt: skip
+    acks = [rest[1] for kind, *rest in seen if kind == "ack"]
+    parted = record.last if opened != world.state else None
+    for planned, got in zip(plan, acks, strict=False):
+        record.ran(planned.op, got, expected=planned.expected)
+        if parted is None and not agrees(got, planned.expected):
+            parted = record.last
+    if parted is None and len(acks) < len(plan):
+        flying = plan[len(acks)].op
+        record.ran(flying, None, expected=plan[len(acks)].expected, advance_model=False)
+        record.event("kill", owner_of(flying), at_of(flying), "SIGKILL (this op in flight)")
+    elif parted is None:
+        record.event("kill", "queue", at_of(plan[-1].op), "SIGKILL (history done)")
+    return record.evidence(message.splitlines()[0], parted, ops=str(len(plan)))
 
 
 def _ops(plan: list[_Planned]) -> list[Op]:

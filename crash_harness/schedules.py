@@ -30,9 +30,10 @@ from typing import Any
 from crash_harness.engine import GO, Channel, Child, Engine, Message
 from models import lease_model
 from models.contracts import JobRow, Snapshot
+from models.evidence import Evidence, Recorder
 from targets.lease_target import read_snapshot, write_snapshot
 
-__all__ = ["BOUNDS", "Run", "Schedule", "enumerate_schedules", "replay"]
+__all__ = ["BOUNDS", "Run", "Schedule", "enumerate_schedules", "evidence", "replay"]
 
 NOW = 1000
 LEASE_MS = 1000
@@ -82,6 +83,9 @@ class Run:
     problem: str | None = None
     diverged: bool = False
     """A recorded choice was not open when run again (a timing-dependent 'blocked')."""
+    record: Recorder = field(default_factory=Recorder)
+    """Each decision and result as it happened, on its process's lane (the evidence);
+    every operation runs at t=NOW, so they stand side by side in order."""
 
     def describe(self) -> str:
         lines = [f"  {n}. {step}" for n, step in enumerate(self.steps, 1)]
@@ -189,12 +193,14 @@ def _apply(run: Run, procs: dict[str, _Proc], choice: str) -> None:
         proc = procs[name]
         run.killed[name] = (proc.op, proc.point or "?")
         run.steps.append(f"{name} is SIGKILLed at {proc.point!r}")
+        run.record.event("kill", name, NOW, f"{name} SIGKILLed at {proc.point}")
         for message in proc.child.kill():
             _note(run, name, proc, message)
         proc.done, proc.point = True, None
         return
     proc = procs[choice]
     run.steps.append(f"{choice} goes on from {proc.point!r}")
+    run.record.step(choice, f"{choice} goes on from {proc.point!r}", "resume", NOW)
     proc.point = None
     proc.child.answer(GO)
     _await(run, choice, proc, BLOCKED_WAIT_S if _lock_held(procs) else None)
@@ -213,6 +219,7 @@ def _await(run: Run, name: str, proc: _Proc, wait_s: float | None) -> None:
             message = proc.child.poll_message(wait_s, f"{name}'s next hook point")
         if message is None:
             run.steps.append(f"{name} is blocked (no hook within {wait_s} s: the write lock)")
+            run.record.step(name, f"{name} is blocked on the write lock", "blocked", NOW)
             return
         if _note(run, name, proc, message):
             return
@@ -222,6 +229,7 @@ def _note(run: Run, name: str, proc: _Proc, message: Message) -> bool:
     """Record one message; True when the process paused or ended."""
     if message.kind == "event":
         run.seen[name].append(message.value)
+        _result(run, name, proc.op, message.value)
         proc.op += 1
         return False
     if message.kind == "point":
@@ -229,9 +237,44 @@ def _note(run: Run, name: str, proc: _Proc, message: Message) -> bool:
         return True
     if message.kind == "raise":
         run.errors[name] = message.value.describe()
+        what = "claim" if proc.op == 0 else "finish"
+        run.record.step(name, f"{what} raised", what, NOW, target=run.errors[name])
     proc.done = True
     proc.child._collect_final(f"{name}'s last message")  # reap; checks a clean exit
     return True
+
+
+def _result(run: Run, name: str, op: int, value: Any) -> None:
+    """Record what operation ``op`` of process ``name`` returned, and the lease it got."""
+    what = "claim" if op == 0 else "finish"
+    ticket = value if isinstance(value, dict) else None
+    job = str(ticket["id"]) if ticket else None
+    token = ticket.get("token") if ticket else None
+    call = f"claim({name!r}, {NOW}, {LEASE_MS})" if op == 0 else f"finish(ticket, 'ok', {NOW})"
+    run.record.step(name, call, what, NOW, job, token, target=f"returned {value!r}")
+    if ticket and isinstance(ticket.get("lease_until"), int):
+        run.record.held(
+            "target",
+            [*_held(run, "target"), (str(ticket["id"]), token, name, ticket["lease_until"])],
+            NOW,
+        )
+
+
+def _held(run: Run, side: str) -> list[tuple[str, int | None, str, float]]:
+    return [
+        (lease.job, lease.token, lease.holder, lease.until)
+        for (held_side, _, _), lease in run.record.live.items()
+        if held_side == side
+    ]
+
+
+def evidence(run: Run) -> Evidence:
+    """The failing run as evidence: the decisions, results and leases, parting at the end
+    (the outcome no serial execution gives)."""
+    text = (run.problem or "").splitlines()[0] if run.problem else ""
+    for row in run.final.jobs:
+        run.record.deadline(row.id, row.deadline)
+    return run.record.evidence(text, extra_schedule=run.schedule.to_json())
 
 
 def _wake_blocked(run: Run, procs: dict[str, _Proc]) -> None:
@@ -239,6 +282,7 @@ def _wake_blocked(run: Run, procs: dict[str, _Proc]) -> None:
     for name, proc in procs.items():
         if not proc.done and proc.point is None:
             run.steps.append(f"{name} gets the lock and goes on")
+            run.record.step(name, f"{name} gets the write lock", "resume", NOW)
             _await(run, name, proc, None)
 
 

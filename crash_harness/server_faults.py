@@ -32,6 +32,7 @@ from typing import Any
 from adapters.protocol import Promise, QueueLibrary, SharedClock
 from adapters.servers import Server, owned_temp_dir
 from crash_harness.server_agents import Agent, AgentRefused
+from models.evidence import Evidence, Lease, Recorder
 
 __all__ = ["FAULTS", "FaultResult", "Scenario", "run_fault", "run_server_faults"]
 
@@ -64,6 +65,8 @@ class FaultResult:
     steps: tuple[str, ...] = ()
     problem: str = ""
     checked: str = ""
+    evidence: Evidence | None = None
+    """The failing round as data (its commands on each worker's lane)."""
 
     @property
     def verdict(self) -> str:
@@ -91,8 +94,12 @@ class Scenario:
     """How the worker processes load the library (``--adapter``'s value); default: its
     ``module:Class``."""
     steps: list[str] = field(default_factory=list)
+    record: Recorder = field(default_factory=lambda: Recorder("wall ms"))
+    """Each command on its worker's lane, in ms since the scenario began (plus every
+    clock advance of a patched clock), and the leases the claims got."""
 
     def __post_init__(self) -> None:
+        self.began, self.advanced = time.monotonic(), 0.0
         self.real = self.library.capabilities.real_time
         self.lease = REAL_LEASE if self.real else PATCHED_LEASE
         self.location = self.library.create(self.directory, self.server.url)
@@ -117,7 +124,23 @@ class Scenario:
             self.steps.append(f"{call}  # refused: {str(refused).rsplit(': ', 1)[-1]}")
             raise
         self.steps.append(f"{call}  # -> {value!r}" if value is not None else call)
+        self._recorded(agent.name, call, op, args, value)
         return value
+
+    def ms(self) -> float:
+        return round((time.monotonic() - self.began + self.advanced) * 1000, 3)
+
+    def _recorded(self, who: str, call: str, op: str, args: dict[str, Any], value: Any) -> None:
+        job = value.get("job") if isinstance(value, dict) else args.get("job")
+        at = self.ms()
+        self.record.step(who, call, op, at, job, target=f"returned {value!r}")
+        if op == "claim" and isinstance(job, str):
+            until = at + self.lease * 1000
+            self.record.lease(Lease("target", job, None, who, at, until, self.record.last))
+
+    def event(self, kind: str, who: str, label: str) -> None:
+        """A kill or a pause of a process, on its lane, now."""
+        self.record.event(kind, who, self.ms(), label)
 
     def note(self, step: str) -> None:
         self.steps.append(step)
@@ -126,6 +149,8 @@ class Scenario:
         """Move every worker's time on: the shared clock, or real time where it cannot move."""
         self.note(f"sleep({seconds:g})" if self.real else f"clock.advance({seconds:g})")
         self.clock.advance(seconds)
+        self.advanced += 0 if self.real else seconds
+        self.record.event("clock", "clock", self.ms(), f"+{seconds:g} s")
 
     def states(self, agent: Agent) -> dict[str, str]:
         return {job: state for job, state in self.do(agent, "observe")}
@@ -168,6 +193,7 @@ def server_crash(s: Scenario, rng: random.Random) -> str:
             if got and rng.random() < 0.7 and s.do(w1, "ack", job=got["job"]):
                 acked.append(got["job"])
         s.note("server.kill()  # SIGKILL of the server and all its processes")
+        s.event("kill", "server", "SIGKILL of the server")
         s.server.kill()
         w1.kill()
     s.note("server.restart()  # same data directory, same port")
@@ -207,6 +233,7 @@ def zombie_pause(s: Scenario, rng: random.Random) -> str:
         s.do(w1, "enqueue", job="a")
         s.do(w1, "claim", worker="w1", lease=s.lease)
         s.note("w1.pause()  # SIGSTOP: a GC pause longer than the lease")
+        s.event("pause", "w1", "SIGSTOP: paused past its lease")
         w1.pause()
         s.advance(s.lease * 1.5)
         s.do(w2, "recover")
@@ -283,7 +310,11 @@ def run_fault(
             problem = _FAULT_RUNS[fault](scenario, rng)
             if problem:
                 steps = (f"# {fault}, seed {seed}, round {round_}", *scenario.steps)
-                return FaultResult(fault, library.name, version, False, promise, steps, problem)
+                evidence = scenario.record.evidence(problem)
+                return FaultResult(
+                    fault, library.name, version, False, promise, steps, problem,
+                    evidence=evidence,
+                )  # fmt: skip
     checked = f"{rounds} round{'s' if rounds > 1 else ''}"
     return FaultResult(fault, library.name, version, True, promise, checked=checked)
 

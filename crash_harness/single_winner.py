@@ -27,6 +27,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from crash_harness._evidence import HistoryRecorder, at_of, owner_of
 from crash_harness._ops import Op, agrees, expect
 from crash_harness._queue_files import (
     QueueFiles,
@@ -40,6 +41,7 @@ from crash_harness._serial import Call, double_leases, double_wins, explain, une
 from crash_harness._states import prepare, random_history
 from crash_harness.engine import GO, Child, Engine, Message, Outcome
 from models.contracts import Snapshot
+from models.evidence import Evidence, attach
 
 __all__ = ["SingleWinnerReport", "check_single_winner"]
 
@@ -73,6 +75,9 @@ class _Case:
     claim_a: Op
     claim_b: Op
     scenario: Scenario
+    ran: list[tuple[str, Op, Outcome | None]] = field(default_factory=list)
+    """What each process ran and got, in the order they answered (the evidence)."""
+    killed: bool = False
 
     def fork_a(self) -> Child:
         return self.engine.fork("A", op_body(self.module, self.path, self.claim_a))
@@ -91,6 +96,7 @@ class _Case:
             child.answer(GO)
             return child.outcome("A's claim to return after it was released")
         self.scenario.add("A is SIGKILLed inside fault('after-claim'), before COMMIT")
+        self.killed = True
         child.kill()
         return None
 
@@ -116,7 +122,8 @@ def check_single_winner(
                 if a_won:
                     report.stale_refused += _takeover(case, calls[0].outcome.value, stored)
             except AssertionError as error:
-                raise case.scenario.fail(str(error)) from error
+                failure = attach(case.scenario.fail(str(error)), _evidence(case, str(error)))
+                raise failure from error
             label = f"{kind}{k or ''}-{'release' if release else 'kill'}"
             report.scenarios[label] += 1
             files.remove(case.path)
@@ -185,7 +192,24 @@ def _run_to_begin(b: Child, k: int) -> Outcome | None:
 
 def _calls(case: _Case, a: Outcome | None, b: Outcome) -> list[Call]:
     calls = [Call("A", case.claim_a, a)] if a is not None else []
-    return [*calls, Call("B", case.claim_b, b)]
+    calls.append(Call("B", case.claim_b, b))
+    case.ran += [(call.who, call.op, call.outcome) for call in calls]
+    return calls
+
+
+def _evidence(case: _Case, message: str) -> Evidence:
+    """The claims as each process got them (the target's leases) beside the model's
+    serial reading of them in the order they answered, the kill, and the takeover."""
+    record = HistoryRecorder(case.before, at_of(case.claim_a))
+    for who in ("A", "B"):
+        record.actor(who, "process")
+    if case.killed:
+        record.step("A", case.claim_a.describe(), "claim", at_of(case.claim_a),
+                    target="no answer: SIGKILLed in fault('after-claim')")  # fmt: skip
+        record.event("kill", "A", at_of(case.claim_a), "A SIGKILLed before COMMIT")
+    for who, op, got in case.ran:
+        record.ran(op, got, who)
+    return record.evidence(message.splitlines()[0])
 
 
 def _judge(case: _Case, calls: list[Call]) -> Snapshot:
@@ -217,6 +241,7 @@ def _takeover(case: _Case, ticket_a: dict[str, Any], state: Snapshot) -> int:
     outcome = child.outcome("the takeover sequence (claims by B, late finishes by A)")
     if outcome.raised:
         raise AssertionError(f"the takeover child {outcome.describe()}")
+    case.ran += [(owner_of(op, "B"), op, got) for op, got in zip(ops, outcome.value, strict=True)]
     refused = 0
     for op, got in zip(ops, outcome.value, strict=True):
         expected = expect(op, state)

@@ -22,6 +22,7 @@ from typing import Any
 
 from models._lease_system import LeaseSystem, LeaseWorld, ticket_dict
 from models.contracts import InjectedFault, Snapshot
+from models.evidence import Evidence, Recorder
 from models.explorer import Edge, ExploreResult, Move, concretize
 from targets.lease_compare import Outcome, differences, error_kind
 from targets.lease_target import read_snapshot, write_snapshot
@@ -39,6 +40,8 @@ class ConformanceReport:
     """Distinct (stored state, operation) pairs run on the target."""
     seconds: float = 0.0
     failure: str | None = None
+    evidence: Evidence | None = None
+    """The failing run as data: each step's model state, and the target's at the last."""
 
 
 class _Hook:
@@ -128,7 +131,9 @@ def replay_lease(
                 _model_outcome(edge.move), target, con.in_transaction, system.describe_op(op)
             )
             if problems:
-                report.failure = _explain(module, con, system, explored, edge, problems)
+                report.failure, report.evidence = _explain(
+                    module, con, system, explored, edge, problems
+                )
                 break
         report.states, report.transitions = len(sources), len(seen)
     finally:
@@ -146,7 +151,7 @@ def _explain(
     explored: ExploreResult[LeaseWorld],
     edge: Edge[LeaseWorld],
     problems: list[str],
-) -> str:
+) -> tuple[str, Evidence]:
     """The failing transition as a numbered run from the empty queue (a shortest one).
 
     The explored path is made concrete (consistent names, absolute clock); the last
@@ -158,15 +163,63 @@ def _explain(
     before = steps[-2].state if len(steps) > 1 else system.initial()
     write_snapshot(con, before.queue)
     last = steps[-1].op
-    again = compare(_model_outcome(steps[-1]), run_on_target(module, con, last),
-                    con.in_transaction, system.describe_op(last))  # fmt: skip
+    ran = run_on_target(module, con, last)
+    again = compare(_model_outcome(steps[-1]), ran, con.in_transaction,
+                    system.describe_op(last))  # fmt: skip
     if not again:
         steps = [*concretize(system, trace[:-1]), edge.move]
         before = edge.source
+        write_snapshot(con, before.queue)
+        ran = run_on_target(module, con, edge.move.op)
+        if con.in_transaction:
+            con.execute("ROLLBACK")
     lines = ["the target disagrees with the model on an explored transition;",
              "a shortest run from the empty queue:"]  # fmt: skip
     lines += [f"  {n}. {system.describe_op(move.op)}" for n, move in enumerate(steps, 1)]
     lines.append(f"step {len(steps)} starts from")
     lines.append(system.describe_state(before))
     lines += [f"  -> {problem}" for problem in (again or problems)]
-    return "\n".join(lines)
+    return "\n".join(lines), _evidence(system, steps, before, ran, (again or problems)[0])
+
+
+def _evidence(
+    system: LeaseSystem, steps: list[Move[LeaseWorld]], before: LeaseWorld, ran: Outcome, said: str
+) -> Evidence:
+    """The run as evidence: every step's model state (the target agreed on all but the
+    last), and what the target returned and stored at the last."""
+    record = Recorder()
+    at = float(before.now)
+    record.rows("model", before.queue.jobs, at)
+    record.rows("target", before.queue.jobs, at)
+    for number, move in enumerate(steps, 1):
+        assert isinstance(move.op, tuple)
+        kind: str = move.op[0]
+        args: list[Any] = list(move.op[1:])
+        if kind == "tick":
+            record.event("clock", "clock", move.state.now, f"t={move.state.now}")
+            continue
+        last = number == len(steps)
+        record.step(
+            _actor(kind, args), system.describe_op(move.op), kind, _at(kind, args),
+            target=ran.describe() if last else None,
+            model=_model_outcome(move).describe(),
+        )  # fmt: skip
+        record.rows("model", move.state.queue.jobs, _at(kind, args))
+        stored = ran.state if last and ran.state is not None else move.state.queue
+        record.rows("target", stored.jobs, _at(kind, args))
+    return record.evidence(said)
+
+
+def _actor(kind: str, args: list[Any]) -> str:
+    if kind == "claim":
+        return str(args[0])
+    if kind == "finish":
+        return str(ticket_dict(args[1])["owner"])
+    return "queue"
+
+
+def _at(kind: str, args: list[Any]) -> float:
+    """An explored operation's time: its ``now`` argument."""
+    where = {"enqueue": 2, "claim": 1, "finish": 3, "redrive": 1}.get(kind, 0)
+    at = args[where] if len(args) > where else 0
+    return float(at) if isinstance(at, int | float) else 0.0

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from models.evidence import Evidence, evidence_of
 from stateful_tests.program import program_of
 
 __all__ = ["Counterexample", "ScheduleFailure", "export"]
@@ -67,16 +68,19 @@ class Counterexample:
     """Operations in the program, or numbered steps of a process-level scenario."""
     schedule: Mapping[str, object] | None = None
     """The failing schedule of ``lease.interleavings`` (its replayable record)."""
+    evidence: Evidence | None = None
+    """What the harness saw, as data (``models.evidence``), when it attached any."""
 
     @classmethod
     def from_error(cls, error: BaseException) -> Counterexample:
         """What ``error`` says, in the process that raised it."""
-        message = _own_message(error)
+        message, evidence = _own_message(error), evidence_of(error)
         program = program_of(error)
         if program is not None:
-            return cls(program.machine, program.lines, message, program.steps)
+            return cls(program.machine, program.lines, message, program.steps, None, evidence)
         schedule = error.schedule if isinstance(error, ScheduleFailure) else None
-        return cls(None, (), message, sum(1 for line in message if _numbered(line)), schedule)
+        steps = sum(1 for line in message if _numbered(line))
+        return cls(None, (), message, steps, schedule, evidence)
 
     def record(self) -> dict[str, object]:
         """JSON-ready, for the events file."""
@@ -86,11 +90,12 @@ class Counterexample:
             "message": list(self.message),
             "steps": self.steps,
             "schedule": None if self.schedule is None else dict(self.schedule),
+            "evidence": self.evidence.to_json() if self.evidence else None,
         }
 
     @classmethod
     def from_record(cls, record: Mapping[str, object]) -> Counterexample:
-        machine = record.get("machine")
+        machine, evidence = record.get("machine"), record.get("evidence")
         schedule = record.get("schedule")
         return cls(
             machine if isinstance(machine, str) else None,
@@ -98,6 +103,7 @@ class Counterexample:
             tuple(str(line) for line in _list(record.get("message"))),
             int(str(record.get("steps") or 0)),
             schedule if isinstance(schedule, dict) else None,
+            Evidence.from_json(evidence) if isinstance(evidence, Mapping) else None,
         )
 
     def text(self, limit: int = 40) -> str:

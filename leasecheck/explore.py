@@ -20,8 +20,10 @@ from types import ModuleType
 from typing import Any
 
 from crash_harness.schedules import BOUNDS, enumerate_schedules
+from crash_harness.schedules import evidence as schedule_evidence
 from leasecheck.conformance import replay_lease
 from leasecheck.job_conformance import probe_clear_error, probe_expiry_on_error, replay_jobs
+from models.evidence import Evidence
 from models.job_explorer import JobScope, explore_jobs, job_scope_parts
 from models.lease_explorer import LeaseScope, explore_lease, scope_parts
 from targets.loader import TargetError, load_jobs_target, load_worker
@@ -54,6 +56,8 @@ class PartReport:
     schedules: int = 0
     coverage: dict[str, int] = field(default_factory=dict)
     problem: str | None = None
+    evidence: Evidence | None = None
+    """What the failing run did, as data (a failing schedule records it)."""
 
     def line(self) -> str:
         if self.schedules:
@@ -91,6 +95,7 @@ def check_lease_part(module: ModuleType, part: LeaseScope, directory: Path) -> P
         replayed = replay_lease(module, system, result, directory / f"{part.name}.db")
         report.replayed_states, report.replayed_transitions = replayed.states, replayed.transitions
         report.replay_seconds, report.problem = replayed.seconds, replayed.failure
+        report.evidence = replayed.evidence
     return report
 
 
@@ -102,6 +107,7 @@ def check_jobs_part(cls: type[Any], part: JobScope) -> PartReport:
         replayed = replay_jobs(cls, system, result)
         report.replayed_states, report.replayed_transitions = replayed.states, replayed.transitions
         report.replay_seconds, report.problem = replayed.seconds, replayed.failure
+        report.evidence = replayed.evidence
     return report
 
 
@@ -120,7 +126,13 @@ def check_schedules(module: ModuleType, jobs: int, kills: int, directory: Path) 
             f"{failing.problem}\nschedule (replay with crash_harness.schedules.replay):\n"
             f"{failing.describe()}\n  {failing.schedule.to_json()}"
         )
+        report.evidence = schedule_evidence(failing)
     return report
+
+
+def _part_json(report: PartReport) -> dict[str, Any]:
+    evidence = report.evidence.to_json() if report.evidence else None
+    return {**asdict(report), "evidence": evidence}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -158,8 +170,9 @@ def explore_command(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - started
     failed = [r for r in reports if r.problem]
     if args.json:
+        parts = [_part_json(r) for r in reports]
         print(json.dumps({"scope": args.scope, "seconds": round(seconds, 2),
-                          "ok": not failed, "parts": [asdict(r) for r in reports]}))  # fmt: skip
+                          "ok": not failed, "parts": parts}))  # fmt: skip
     else:
         print(f"leasecheck explore --scope {args.scope}")
         for report in reports:

@@ -19,6 +19,7 @@ from typing import Any
 
 from leasecheck.conformance import ConformanceReport
 from models import job_model as jm
+from models.evidence import Evidence, Recorder
 from models.explorer import Edge, ExploreResult, Move
 from models.job_explorer import JobSystem, JobWorld
 from queue_impl.jobs import Lease, RetryPolicy
@@ -175,6 +176,7 @@ def replay_jobs(
         problems = _replay_one(cls, system, path, edge)
         if problems:
             report.failure = _explain(system, path, edge, problems)
+            report.evidence = _evidence(system, path, edge, problems[0])
             break
     report.states = len(sources)
     report.seconds = time.perf_counter() - started
@@ -211,6 +213,45 @@ def _token_of(world: JobWorld, job_id: str) -> int:
     job = next(j for j in world.state.jobs if j.id == job_id)
     assert job.token is not None
     return job.token
+
+
+def _evidence(
+    system: JobSystem,
+    path: list[tuple[Move[JobWorld], JobWorld]],
+    edge: Edge[JobWorld],
+    said: str,
+) -> Evidence:
+    """The shortest run as evidence: each step on its worker's lane at the model's clock,
+    the model's leases after it (the target agreed with every step but the last)."""
+    record = Recorder()
+    holders: dict[object, str] = {}
+    moves = [*path, (edge.move, edge.move.state)]
+    for number, (move, after) in enumerate(moves, 1):
+        assert isinstance(move.op, tuple)
+        kind, who = str(move.op[0]), str(move.op[1])
+        if kind == "tick":
+            record.event("clock", "clock", after.now, f"t={after.now}")
+            continue
+        actor = who if kind in ("poll", "complete", "fail") else "queue"
+        job = str(move.op[2]) if kind in ("complete", "fail") else None
+        job = str(move.op[1]) if kind in ("retry_dead", "cancel") else job
+        token = move.op[3] if kind in ("complete", "fail") else None
+        if isinstance(move.result, Lease):
+            job, token = move.result.job_id, move.result.token
+            holders[token] = who
+        said_here = said if number == len(moves) else None
+        expected = f"raises {move.error}" if move.error else f"returns {move.result!r}"
+        record.step(
+            actor, system.describe_op(move.op), kind, after.now, job,
+            token if type(token) is int else None, target=said_here, model=expected,
+        )  # fmt: skip
+        leases = [
+            (j.id, j.token, holders.get(j.token, "?"), j.lease_until)
+            for j in after.state.jobs
+            if j.status.name == "RUNNING" and j.lease_until is not None
+        ]
+        record.held("model", leases, after.now)
+    return record.evidence(said)
 
 
 def _explain(

@@ -24,10 +24,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from models import job_model
+from models.evidence import Evidence, Recorder, attach
+from models.evidence import Lease as Held
 from models.job_model import JobState, ModelJob
 from queue_impl.jobs import IllegalStateError, JobStatus, JobView, Lease, RetryPolicy
 
@@ -103,6 +105,25 @@ class FinishedRound:
     """The clock when the threads had finished."""
 
 
+def _evidence(summary: str, calls: Sequence[Call]) -> Evidence:
+    """The calls involved, each on its thread's lane at the first clock value it read,
+    and the leases the polls among them got (the target's side: no model runs here)."""
+    record = Recorder()
+    for call in calls:
+        at = float(call.reads[0] if call.reads else call.clock[0])
+        lease = call.lease
+        token = lease.token if lease is not None and type(lease.token) is int else None
+        outcome = f"raised {type(call.raised).__name__}" if call.raised else "ok"
+        if call.method == "poll" and not call.raised:
+            outcome = f"returned {_show(lease)}"
+        job = lease.job_id if lease is not None else None
+        record.step(call.worker, call.describe(), call.method, at, job, token, target=outcome)
+        if call.method == "poll" and lease is not None and call.raised is None:
+            held = Held("target", lease.job_id, token, call.worker, at, lease.lease_until)
+            record.lease(replace(held, step=record.last))
+    return record.evidence(summary)
+
+
 def judge(finished: FinishedRound) -> None:
     """Check one finished round against the spec; raise AssertionError on the first violation."""
     _Judge(finished).check()
@@ -139,11 +160,12 @@ class _Judge:
 
     def fail(self, what: str, calls: Sequence[Call] = ()) -> None:
         steps = "\n".join(f"  {n}. {c.describe()}" for n, c in enumerate(calls, 1))
-        raise AssertionError(
+        error = AssertionError(
             f"{what}\n  (jobs.threads round seed {self.round.seed}, "
             f"{self.round.threads} threads, {len(self.round.log)} calls, {self.policy})"
             + (f"\n  the calls involved:\n{steps}" if steps else "")
         )
+        raise attach(error, _evidence(what.splitlines()[0], calls))
 
     def _errors_allowed(self) -> None:
         for call in self.round.log:

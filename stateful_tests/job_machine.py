@@ -46,6 +46,7 @@ from hypothesis.stateful import (
 )
 
 from models import job_model
+from models.evidence import Recorder, attach
 from models.job_model import JobQueueModel, JobState, expire
 from queue_impl.jobs import JobStatus, JobView, Lease, RetryPolicy
 from stateful_tests.program import check
@@ -178,6 +179,14 @@ class JobAgreement(RuleBasedStateMachine):
         self.tokens: list[tuple[object, int]] = []
         """(target token, model token) for every lease handed out, in poll order."""
         self.error_reading_learnt = False
+        self.record = Recorder()
+        """What each step did on both sides, attached to a failure as its evidence."""
+        self.doing: tuple[str, str, str | None, object] | None = None
+        """(operation, who runs it, job, model token) of the step about to be recorded."""
+        self.held: dict[str, tuple[int | None, str, int]] = {}
+        """job -> (model token, worker, lease_until) of the lease the target handed out."""
+        self.holders: dict[object, str] = {}
+        """model token -> the worker whose poll got it (stale tokens too)."""
         self._open(DEFAULT_POLICY)
 
     def _open(self, policy: RetryPolicy) -> None:
@@ -205,6 +214,7 @@ class JobAgreement(RuleBasedStateMachine):
         self, type: str | None, payload: str | None, priority: int, run_at_millis: int
     ) -> MultipleResults[Any]:
         call = f"submit({type!r}, {payload!r}, {priority!r}, {run_at_millis!r})"
+        self.doing = ("submit", "queue", None, None)
         outcome = self._both(
             call,
             lambda: self.target.submit(type, payload, priority, run_at_millis),
@@ -221,6 +231,7 @@ class JobAgreement(RuleBasedStateMachine):
     @rule(target=leases, worker=WORKERS, lease_millis=LEASE_MILLIS)
     def poll(self, worker: str | None, lease_millis: int) -> object:
         call = f"poll({worker!r}, {lease_millis!r})"
+        self.doing = ("poll", worker if isinstance(worker, str) else "?", None, None)
         outcome = self._both(
             call,
             lambda: self.target.poll(worker, lease_millis),
@@ -235,6 +246,7 @@ class JobAgreement(RuleBasedStateMachine):
                 f"{call} returned {target_lease!r} on the target but {model_lease!r} on the model"
             )
         self._check_lease(call, target_lease, model_lease)
+        self._leased(worker, target_lease, model_lease)
         return target_lease
 
     @precondition(_has_leases)
@@ -245,6 +257,7 @@ class JobAgreement(RuleBasedStateMachine):
         ``job_id`` None means the lease's own job (J1 for a made-up token).
         """
         job, token, model_token = self._credentials(lease, job_id)
+        self._finishing("complete", job, model_token, token)
         self._both(
             f"complete({job!r}, {token!r})",
             lambda: self.target.complete(job, token),
@@ -258,6 +271,7 @@ class JobAgreement(RuleBasedStateMachine):
     def fail(self, lease: object, job_id: str | None, error: str | None) -> MultipleResults[Any]:
         """Fail with ``lease``'s token (current or stale) or a made-up token, like ``complete``."""
         job, token, model_token = self._credentials(lease, job_id)
+        self._finishing("fail", job, model_token, token)
         self._both(
             f"fail({job!r}, {token!r}, {error!r})",
             lambda: self.target.fail(job, token, error),
@@ -270,6 +284,7 @@ class JobAgreement(RuleBasedStateMachine):
     @rule(target=observers, job_id=JOB_IDS)
     def view(self, job_id: str) -> MultipleResults[Any]:
         call = f"view({job_id!r})"
+        self.doing = ("view", "queue", job_id, None)
         outcome = self._both(
             call, lambda: self.target.view(job_id), lambda: self.model.view(job_id)
         )
@@ -283,6 +298,7 @@ class JobAgreement(RuleBasedStateMachine):
     @precondition(_has_dead_jobs)
     @rule(target=observers)
     def dead_letters(self) -> MultipleResults[Any]:
+        self.doing = ("dead_letters", "queue", None, None)
         outcome = self._both(
             "dead_letters()", lambda: list(self.target.dead_letters()), self.model.dead_letters
         )
@@ -293,6 +309,7 @@ class JobAgreement(RuleBasedStateMachine):
     @precondition(_has_dead_jobs)
     @rule(target=observers, job_id=JOB_IDS)
     def retry_dead(self, job_id: str) -> MultipleResults[Any]:
+        self.doing = ("retry_dead", "queue", job_id, None)
         self._both(
             f"retry_dead({job_id!r})",
             lambda: self.target.retry_dead(job_id),
@@ -303,6 +320,7 @@ class JobAgreement(RuleBasedStateMachine):
     @precondition(_has_live_jobs)
     @rule(target=observers, job_id=JOB_IDS)
     def cancel(self, job_id: str) -> MultipleResults[Any]:
+        self.doing = ("cancel", "queue", job_id, None)
         self._both(
             f"cancel({job_id!r})",
             lambda: self.target.cancel(job_id),
@@ -328,6 +346,9 @@ class JobAgreement(RuleBasedStateMachine):
         later = sorted(at + offset for at in ahead if at is not None and at + offset > now)
         if later:
             self.time.now = later[0]
+        self.record.event(
+            "clock", "clock", self.time.now, f"to {to} {offset:+d}: t={self.time.now}"
+        )
         return multiple()
 
     def teardown(self) -> None:
@@ -338,6 +359,7 @@ class JobAgreement(RuleBasedStateMachine):
     @check
     def views_agree(self) -> None:
         """After every step the views of all jobs and ``dead_letters()`` agree."""
+        self._note_leases()
         for expected in job_model.views(self.model.state):
             try:
                 got = self.target.view(expected.id)
@@ -362,6 +384,45 @@ class JobAgreement(RuleBasedStateMachine):
     def _record(self, call: str) -> None:
         self.step += 1
         self.last_call = call
+        if self.doing is not None:
+            name, who, job, token = self.doing
+            tok = token if type(token) is int else None
+            self.record.step(who, call, name, self.time.now, job, tok)
+        self.doing = None
+
+    def _finishing(self, name: str, job: str, model_token: object, token: object) -> None:
+        """The step about to run hands in a lease: its holder runs it. Its token is the
+        model's name for it, or the made-up token itself (one no poll handed out)."""
+        who = self.holders.get(model_token, "made-up token")
+        self.doing = (name, who, job, model_token if type(model_token) is int else token)
+
+    def _leased(self, worker: object, got: Lease, expected: Lease) -> None:
+        """The target handed out ``got`` (the model's ``expected``) to ``worker``."""
+        token = expected.token if isinstance(expected.token, int) else None
+        who = worker if isinstance(worker, str) else "?"
+        self.holders[expected.token] = who
+        self.held[got.job_id] = (token, who, got.lease_until)
+        last = self.record.steps[-1]
+        self.record.answered(last.target, last.model, got.job_id, token)
+
+    def _note_leases(self) -> None:
+        """The leases each side holds now: the target's as it handed them out (until its
+        view of the job stops RUNNING), the model's from its state."""
+        for job in list(self.held):
+            try:
+                running = self.target.view(job).status is JobStatus.RUNNING
+            except Exception:
+                running = False  # views_agree reports it
+            if not running:
+                del self.held[job]
+        target = [(job, t, w, until) for job, (t, w, until) in self.held.items()]
+        model = [
+            (j.id, j.token, self.holders.get(j.token, "?"), j.lease_until)
+            for j in self.model.state.jobs
+            if j.status is JobStatus.RUNNING and j.lease_until is not None
+        ]
+        self.record.held("target", target, self.time.now)
+        self.record.held("model", model, self.time.now)
 
     def _both(
         self,
@@ -384,6 +445,7 @@ class JobAgreement(RuleBasedStateMachine):
             model_result, model_error = model_op(), None
         except SPEC_ERRORS as error:
             model_result, model_error = None, error
+        self.record.answered(said(target_result, target_error), said(model_result, model_error))
         if error_kind(target_error) != error_kind(model_error):
             self._fail(
                 f"{call} {said(target_result, target_error)} on the target but "
@@ -467,10 +529,11 @@ class JobAgreement(RuleBasedStateMachine):
     def _fail(self, comparison: str) -> NoReturn:
         if JobAgreement.first_failure_at is None:
             JobAgreement.first_failure_at = time.perf_counter()
-        raise AssertionError(
+        error = AssertionError(
             f"{comparison}\n  after step {self.step}: {self.last_call} at now={self.time.now} "
             f"with {self.policy}\n{self._table()}"
         )
+        raise attach(error, self.record.evidence(comparison.splitlines()[0]))
 
     def _table(self) -> str:
         rows = [f"  {'job':<4} {'target':<66} model"]

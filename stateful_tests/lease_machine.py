@@ -53,6 +53,7 @@ from hypothesis.stateful import (
 
 import models.lease_model as lease_model
 from models.contracts import LeaseQueue, Snapshot
+from models.evidence import Recorder, attach
 from models.lease_model import MAX_NOW, LeaseModel, retry_delay_readings
 from stateful_tests.program import check
 from targets.lease_compare import Outcome, differences, error_kind, same, state_difference
@@ -173,6 +174,8 @@ class LeaseAgreement(RuleBasedStateMachine):
         self.issued: dict[str, list[dict[str, Any]]] = {}
         self.redrives: tuple[object, ...] = ()
         self.seen = Snapshot()
+        self.record = Recorder()
+        """What each step did on both sides, attached to a failure as its evidence."""
 
     @property
     def con(self) -> sqlite3.Connection:
@@ -204,6 +207,7 @@ class LeaseAgreement(RuleBasedStateMachine):
         model = self._attempt(
             Side("model", lease_model), on_model or on_target, self.model, copy.deepcopy(inputs)
         )
+        self.record.answered(target.describe(), model.describe(), *_job_token(target.result))
         self._compare(call, target, model, accept)
         for name, value in inputs.items():
             if not same(value, pristine[name]):
@@ -242,6 +246,9 @@ class LeaseAgreement(RuleBasedStateMachine):
 
     def _check_state(self, call: str) -> None:
         target, model = read_snapshot(self.con), self.model.snapshot()
+        at = self.record.steps[-1].start if self.record.steps else self.now
+        self.record.rows("target", target.jobs, at)
+        self.record.rows("model", model.jobs, at)
         if target != model:
             self._fail(state_difference(f"after {call}", target, model))
         self.seen = target
@@ -252,7 +259,18 @@ class LeaseAgreement(RuleBasedStateMachine):
     def _fail(self, message: str) -> NoReturn:
         if LeaseAgreement.first_failure_at is None:
             LeaseAgreement.first_failure_at = time.perf_counter()
-        raise AssertionError(message)
+        lines = message.splitlines()
+        said = " ".join(lines[:2]) if lines[0].endswith(":") else lines[0]
+        raise attach(AssertionError(message), self.record.evidence(said))
+
+    def _doing(
+        self, actor: object, name: str, at: object, call: str, ticket: object = None
+    ) -> None:
+        """Record the step about to run: who runs it, the operation's name, the model time,
+        and the job and token of the ticket it hands in."""
+        who = actor if isinstance(actor, str) and actor.strip() else "made-up"
+        when = at if isinstance(at, int | float) and math.isfinite(at) else self.now
+        self.record.step(who, call, name, float(when), *_job_token(ticket))
 
     # --- helpers that turn rule arguments into call arguments ---------------------------
 
@@ -349,6 +367,7 @@ class LeaseAgreement(RuleBasedStateMachine):
         call = (
             "enqueue({event!r}, now_ms={now!r}, ttl_ms={ttl_ms!r}, max_attempts={max_attempts!r})"
         )
+        self._doing("queue", "enqueue", args["now"], call.format(**args))
         self._agree(
             call.format(**args),
             lambda queue, side, event: queue.enqueue(
@@ -371,6 +390,7 @@ class LeaseAgreement(RuleBasedStateMachine):
     ) -> MultipleResults[dict[str, Any]]:
         args = self._arguments(bad, owner=owner, now=now, lease_ms=lease_ms)
         call = "claim({owner!r}, now_ms={now!r}, lease_ms={lease_ms!r}, fault={fault!r})"
+        self._doing(args["owner"], "claim", args["now"], call.format(fault=fault, **args))
         outcome = self._agree(
             call.format(fault=fault, **args),
             lambda queue, side: queue.claim(
@@ -405,6 +425,9 @@ class LeaseAgreement(RuleBasedStateMachine):
         args = self._arguments(bad, outcome=outcome, now=now, delay_ms=delay_ms)
         changed = change.apply(ticket)
         call = "finish({ticket!r}, {outcome!r}, now_ms={now!r}, delay_ms={delay_ms!r}, fault={f!r})"
+        holder = changed.get("owner") if isinstance(changed, dict) else None
+        text = call.format(ticket=changed, f=fault, **args)
+        self._doing(holder, "finish", args["now"], text, changed)
         self._agree(
             call.format(ticket=changed, f=fault, **args),
             lambda queue, side, ticket: queue.finish(
@@ -429,6 +452,7 @@ class LeaseAgreement(RuleBasedStateMachine):
         call = "redrive({job!r}, now_ms={now!r}, ttl_ms={ttl_ms!r}, note={note!r}, fault={fault!r})"
         call = call.format(fault=fault, **args)
         before = self.model.snapshot().job(job)
+        self._doing("queue", "redrive", args["now"], call)
         self._agree(
             call,
             lambda queue, side: queue.redrive(
@@ -449,6 +473,7 @@ class LeaseAgreement(RuleBasedStateMachine):
     @rule(ms=s.steps)
     def advance_clock(self, ms: int) -> None:
         self.now = min(self.now + ms, MAX_NOW)
+        self.record.event("clock", "clock", self.now, f"+{ms} ms → t={self.now}")
 
     # --- run_once and run_file -----------------------------------------------------------
 
@@ -473,6 +498,7 @@ class LeaseAgreement(RuleBasedStateMachine):
             f" lease_ms={lease_ms})"
         )
         expected = self._would_claim(owner, readings[0], lease_ms)
+        self._doing(owner, "run_once", readings[0], call)
         self._agree(
             call,
             lambda queue, side: queue.run_once(
@@ -497,6 +523,7 @@ class LeaseAgreement(RuleBasedStateMachine):
         clocks, readings = self._clock(clock), clock.readings(self._at)
         call = f"run_file({path!r}, {owner!r}, clock={readings}, send={send!r}, jitter={jitter!r})"
         expected = self._would_claim(owner, readings[0], 1000) if path == "queue" else None
+        self._doing(owner, "run_file", readings[0], call)
 
         def on_target(queue: Any, side: Side) -> object:
             return self.module.run_file(real, owner, clocks(), self._send(send, side), jitter)
@@ -536,6 +563,7 @@ class LeaseAgreement(RuleBasedStateMachine):
     @rule(attempt=s.attempts, base_ms=s.base_delays, cap_ms=s.cap_delays, jitter=s.delay_jitters)
     def retry_delay(self, attempt: object, base_ms: object, cap_ms: object, jitter: object) -> None:
         call = f"retry_delay({attempt!r}, {base_ms!r}, {cap_ms!r}, {jitter!r})"
+        self._doing("queue", "retry_delay", self.now, call)
         target = self._attempt(
             Side("target", self.module),
             lambda queue, side: queue.retry_delay(attempt, base_ms, cap_ms, jitter),
@@ -552,6 +580,7 @@ class LeaseAgreement(RuleBasedStateMachine):
         agree = target.error == model.error and (
             target.error is not None or (type(target.result) is int and target.result in readings)
         )
+        self.record.answered(target.describe(), model.describe())
         if not agree:
             wanted = model.describe() if model.error else f"returned one of {sorted(readings)}"
             self._fail(f"{call} {target.describe()} on the target but {wanted} on the model")
@@ -563,6 +592,7 @@ class LeaseAgreement(RuleBasedStateMachine):
         """Close the active connection and open the file again: nothing may change."""
         self.con.close()
         self.cons[self.active] = self.module.open_queue(self.path)
+        self._doing(f"connection {self.active}", "reopen", self.now, "reopen()")
         self._check_state(f"reopen() of connection {self.active}")
         return multiple()
 
@@ -570,6 +600,7 @@ class LeaseAgreement(RuleBasedStateMachine):
     def use_connection(self, index: int) -> MultipleResults[object]:
         """Switch to another open connection to the same file."""
         self.active = index
+        self._doing(f"connection {index}", "use_connection", self.now, f"use_connection({index})")
         self._check_state(f"use_connection({index})")
         return multiple()
 
@@ -646,3 +677,14 @@ def _row_problem(row: Any) -> str | None:
     if not 0 <= row.attempts <= row.max_attempts or row.token < row.attempts:
         return f"attempts={row.attempts}, max_attempts={row.max_attempts}, token={row.token}"
     return None
+
+
+def _job_token(ticket: object) -> tuple[str | None, int | None]:
+    """The job and token a ticket (or a claim's result) names, where it names them."""
+    if not isinstance(ticket, dict):
+        return None, None
+    job, token = ticket.get("id"), ticket.get("token")
+    return (
+        job if isinstance(job, str) else None,
+        token if type(token) is int else None,
+    )

@@ -34,6 +34,8 @@ from typing import Any
 from hypothesis import strategies as st
 
 from models.contracts import Snapshot
+from models.evidence import Evidence, attach
+from models.history_evidence import history_evidence
 from models.job_model import JobState
 from models.linearizability import JobQueueSpec, LeaseSpec, Operation, Verdict, check
 from queue_impl.jobs import RetryPolicy
@@ -41,11 +43,13 @@ from queue_impl.jobs import RetryPolicy
 __all__ = [
     "JOB_POLICY",
     "Command",
+    "Failure",
     "FailureMemo",
     "Held",
     "ParallelProgram",
     "check_jobs_history",
     "check_lease_history",
+    "failure",
     "failure_message",
     "job_programs",
     "lease_programs",
@@ -278,7 +282,7 @@ class FailureMemo:
 
     def __init__(self, budget_s: float) -> None:
         self.budget_s = budget_s
-        self.failed: dict[str, str] = {}
+        self.failed: dict[str, Failure] = {}
         self.first_failure: float | None = None
 
     @property
@@ -286,18 +290,28 @@ class FailureMemo:
         started = self.first_failure
         return started is not None and time.monotonic() - started > self.budget_s
 
-    def run(self, program: ParallelProgram, attempt: Callable[[], str | None]) -> None:
+    def run(self, program: ParallelProgram, attempt: Callable[[], Failure | str | None]) -> None:
         key = repr(program)
-        message = self.failed.get(key)
-        if message is None:
+        failed = self.failed.get(key)
+        if failed is None:
             if self.exhausted:
                 return
-            message = attempt()
-            if message is None:
+            found = attempt()
+            if found is None:
                 return
-            self.failed[key] = message
+            failed = found if isinstance(found, Failure) else Failure(found)
+            self.failed[key] = failed
             self.first_failure = self.first_failure or time.monotonic()
-        raise AssertionError(message)  # one raise site: Hypothesis sees one failure
+        error = AssertionError(failed.message)  # one raise site: Hypothesis sees one failure
+        raise attach(error, failed.evidence) if failed.evidence else error
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failed history: its message, and its evidence (``models.history_evidence``)."""
+
+    message: str
+    evidence: Evidence | None = None
 
 
 def check_lease_history(history: Sequence[Operation]) -> Verdict:
@@ -314,6 +328,15 @@ def check_jobs_history(history: Sequence[Operation], policy: RetryPolicy = JOB_P
     verdicts = [check(history, JobQueueSpec(policy, clear), JobState()) for clear in (False, True)]
     passing = [v for v in verdicts if v.linearizable]
     return passing[0] if passing else max(verdicts, key=lambda v: len(v.order))
+
+
+def failure(
+    name: str, program: ParallelProgram, verdict: Verdict, seed: int, target: str = ""
+) -> Failure:
+    """``failure_message`` with the history as evidence."""
+    summary = f"{name}: no sequential order explains this concurrent history"
+    message = failure_message(name, program, verdict, seed, target)
+    return Failure(message, history_evidence(verdict, summary))
 
 
 def failure_message(

@@ -50,6 +50,7 @@ from hypothesis.stateful import (
 from adapters.protocol import Claim, QueueAdapter, QueueLibrary, SharedClock, Unsupported
 from adapters.timing import Pacer
 from models import queue_model as qm
+from models.evidence import Evidence, Recorder, attach
 
 __all__ = ["REAL_SCALE", "Held", "QueueMachine"]
 
@@ -136,6 +137,17 @@ class QueueMachine(RuleBasedStateMachine):
         self.stepping = False
         self.failed = False
         self.last = "the start"
+        self.record = Recorder()
+        """What each step did, attached to a failure as its evidence."""
+        self.doing: tuple[str, str, str | None, int | None, object] = (
+            "enqueue", "queue", None, None, None,
+        )  # fmt: skip
+        """(operation, connection, job, claim number, the library's answer) of the step
+        being applied."""
+        self.given: dict[str, tuple[str, str, int]] = {}
+        """cid -> (job, connection, until): the leases the library handed out and holds."""
+        self.owners: dict[str, str] = {}
+        """cid -> the connection whose claim it is (the lane its acks are drawn on)."""
 
     # -- the one place target and model are compared --------------------------------------
 
@@ -146,13 +158,53 @@ class QueueMachine(RuleBasedStateMachine):
         if what != "observe()":
             self.last = what
             self.trace.append(f"t={self.states[0].now} ms: {what}")
+            self._recorded(what, mismatch)
         if mismatch is not None and mismatch.prop in self.enforce:
             self.failed = True
+            if what == "observe()":  # the store showed it after the last step
+                self.record.answered(self.record.steps[-1].target, f"observe: {mismatch.text}")
             self._disagree(
                 f"{mismatch.prop} violated by {self.library.name}: at {what} after {self.last}, "
                 f"{mismatch.text}\nthe model's state before it:\n{self.states[0].describe()}"
             )
         self.states = after
+        name, _, _, token, answer = self.doing
+        if name in ("ack", "nack") and answer is True:
+            self.given = {c: g for c, g in self.given.items() if _number(c) != token}
+        if what != "observe()" and after:
+            self._leases_now(after[0])
+
+    def _recorded(self, what: str, mismatch: qm.Mismatch | None) -> None:
+        """Record the step being applied: who ran it, what the library said, and whether
+        some state of the model explains it."""
+        name, who, job, token, answer = self.doing
+        if name != "advance_clock":
+            self.record.step(
+                who, what, name, self.states[0].now, job, token,
+                target=f"returned {answer!r}",
+                model=mismatch.text if mismatch else "allows it",
+            )  # fmt: skip
+        self.doing = ("observe", "queue", None, None, None)
+
+    def _doing(
+        self, name: str, who: str, job: str | None = None, cid: str = "", answer: object = None
+    ) -> None:
+        self.doing = (name, who, job, _number(cid) if cid else None, answer)
+
+    def _leases_now(self, state: qm.QueueState) -> None:
+        """The leases the library handed out and still holds, beside the first possible
+        state's (a lease's token is its claim's number)."""
+        owners = self.owners
+        target = [
+            (job, _number(cid), conn, until) for cid, (job, conn, until) in self.given.items()
+        ]
+        model = [
+            (j.key, _number(j.holder or ""), owners.get(j.holder or "", "?"), j.until)
+            for j in state.jobs
+            if j.state == "leased"
+        ]
+        self.record.held("target", target, state.now)
+        self.record.held("model", model, state.now)
 
     @contextmanager
     def _step(self) -> Iterator[None]:
@@ -204,6 +256,7 @@ class QueueMachine(RuleBasedStateMachine):
             key = f"j{self.counts['jobs']}"
             self.counts["jobs"] += 1
             self._call(lambda: self.connections[0].enqueue(key, f"payload of {key}"))
+            self._doing("enqueue", "queue", key)
             self._apply(f"enqueue({key!r})", lambda s: qm.enqueue(s, key))
 
     @rule(target=claims, conn=st.integers(0, 1), lease_ms=st.sampled_from(LEASES_MS))
@@ -214,6 +267,10 @@ class QueueMachine(RuleBasedStateMachine):
             lease = self._lease(lease_ms)
             got = self._call(lambda: self.connections[conn].claim(f"w{conn}", lease / 1000))
             job = None if got is None else got.job
+            self._doing("claim", f"w{conn}", job, cid, job)
+            if job is not None:
+                self.given[cid] = (job, f"w{conn}", self.states[0].now + lease)
+                self.owners[cid] = f"w{conn}"
             self._apply(f"claim {cid} -> {job!r}", lambda s: qm.claim(s, cid, lease, job))
             self._leased(lease)
             if got is None:
@@ -229,6 +286,7 @@ class QueueMachine(RuleBasedStateMachine):
             return
         with self._step():
             ok = self._call(lambda: _accepted(lambda: self.connections[conn].ack(claim)))
+            self._doing("ack", self._holder(held, conn), claim.job, held.cid, ok)
             what = f"ack of {held} -> {ok}"
             self._apply(what, lambda s: qm.ack(s, held.cid, claim.job, ok))
 
@@ -243,6 +301,10 @@ class QueueMachine(RuleBasedStateMachine):
             self.held.remove(zombie)
             self.zombie_acks[0] += 1
             self.ack(zombie, conn)
+
+    def _holder(self, held: Held, conn: int) -> str:
+        """The lane of a call made with ``held``: the connection that claimed it."""
+        return self.owners.get(held.cid, f"w{conn}")
 
     def _zombie(self) -> Held | None:
         """The oldest claim whose job a later claim got: decided by the claims alone, so a
@@ -262,6 +324,7 @@ class QueueMachine(RuleBasedStateMachine):
             return
         with self._step():
             ok = self._call(lambda: _accepted(lambda: self.connections[conn].nack(claim)))
+            self._doing("nack", self._holder(held, conn), claim.job, held.cid, ok)
             what = f"nack of {held} -> {ok}"
             self._apply(what, lambda s: qm.nack(s, held.cid, claim.job, ok))
 
@@ -274,6 +337,13 @@ class QueueMachine(RuleBasedStateMachine):
             lease = self._lease(lease_ms)
             extend = self.connections[0].extend
             ok = self._call(lambda: _accepted(lambda: extend(claim, lease / 1000)))
+            self._doing("extend", self._holder(held, 0), claim.job, held.cid, ok)
+            if ok and held.cid in self.given:
+                self.given[held.cid] = (
+                    claim.job,
+                    self.given[held.cid][1],
+                    self.states[0].now + lease,
+                )
             what = f"extend of {held} by {lease} ms -> {ok}"
             self._apply(what, lambda s: qm.extend(s, held.cid, claim.job, lease, ok))
             self._leased(lease)
@@ -282,6 +352,7 @@ class QueueMachine(RuleBasedStateMachine):
     def recover(self) -> None:
         with self._step():
             returned = self._call(self.connections[1].recover)
+            self._doing("recover", "queue", None, "", returned)
             self._apply(f"recover() -> {returned}", lambda s: qm.recover(s, returned))
 
     @precondition(lambda self: self.advanced < MAX_ELAPSED_MS)
@@ -294,7 +365,9 @@ class QueueMachine(RuleBasedStateMachine):
                 self.last = f"advance_clock({ms})"
                 self.trace.append(f"slept {self._ms(ms)} ms: {self.last}")
                 return  # the next call reads the time it runs at
+            self._doing("advance_clock", "clock")
             self._apply(f"advance_clock({ms})", lambda s: qm.advance(s, self._ms(ms)))
+            self.record.event("clock", "clock", self.states[0].now, f"+{self._ms(ms)} ms")
 
     @invariant()
     def observed(self) -> None:
@@ -355,13 +428,19 @@ class QueueMachine(RuleBasedStateMachine):
         if self.pacer is not None:
             steps = "\n".join(f"  {number}. {what}" for number, what in enumerate(self.trace, 1))
             self.failures.append(f"{message}\nthe calls as they ran, on real time:\n{steps}")
-        _disagree(message)
+        _disagree(message, self.record.evidence(message.splitlines()[0]))
 
 
-def _disagree(message: str) -> NoReturn:
+def _disagree(message: str, evidence: Evidence | None = None) -> NoReturn:
     # Raised at module level: pytest indents the report by the raise's indentation, and
     # leasecheck.counterexample reads the program from lines indented as Hypothesis prints.
-    raise AssertionError(message)
+    error = AssertionError(message)
+    raise attach(error, evidence) if evidence is not None else error
+
+
+def _number(cid: str) -> int | None:
+    """The number of a claim id (``c3`` -> 3): the token its lease is drawn with."""
+    return int(cid[1:]) if cid[1:].isdigit() else None
 
 
 def _scratch_root() -> str | None:

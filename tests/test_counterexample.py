@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, rule, run_state_machine_as_test
 
 from leasecheck.counterexample import Counterexample
+from models.evidence import Lease, Recorder, attach
 from stateful_tests.program import CHECKS, check
 
 
@@ -72,3 +75,28 @@ def test_a_process_scenario_counts_its_numbered_steps() -> None:
 def test_a_record_survives_the_trip_through_the_events_file() -> None:
     example = Counterexample.from_error(_failure())
     assert Counterexample.from_record(example.record()) == example
+
+
+def test_evidence_attached_where_the_failure_is_raised_travels_in_the_record() -> None:
+    """A harness attaches its evidence to the error it raises (or to the error a wrapper
+    raises ``from`` it); the record carries it as JSON, and reads back equal."""
+    record = Recorder()
+    record.step("A", "claim('A', 0, 10)", "claim", 0.0, "a", 1, target="returned a ticket")
+    record.lease(Lease("target", "a", 1, "A", 0.0, 10.0, record.last))
+    record.event("kill", "A", 0.0, "SIGKILL")
+    evidence = record.evidence("two processes won the same job at once")
+    try:
+        try:
+            raise attach(AssertionError("two processes won"), evidence)
+        except AssertionError as inner:
+            raise AssertionError("two processes won\nscenario: ...") from inner
+    except AssertionError as error:
+        example = Counterexample.from_error(error)
+    assert example.evidence == evidence
+    sent = json.loads(json.dumps(example.record()))
+    assert Counterexample.from_record(sent).evidence == evidence
+    assert Counterexample.from_record({**sent, "evidence": None}).evidence is None
+
+
+def test_an_error_without_evidence_records_none() -> None:
+    assert Counterexample.from_error(_failure()).evidence is None

@@ -1,12 +1,12 @@
-"""The report: program lines read as data, timelines built from each property family's
-printed counterexample, SVG and HTML written safely, and the page checked in a real
-headless Chromium (the DOM it shows and a screenshot), on a planted bug.
+"""The report: every family's planted failure drawn from the evidence its harness recorded,
+the picture's geometry (a time axis, no label over another, the failing step in view),
+the page's words, and the page checked in a real headless Chromium (the DOM it shows and a
+screenshot), where each bug's visible shape is asserted.
 
 The samples in ``tests/data/report/`` are real failures as the test process records them
-(the property and ``Counterexample.record()``), each from ``leasecheck check`` on the
-public mutant of the file's name (``python tests/data/report/regenerate.py`` remakes them);
-``queue-<bug>.json`` from ``leasecheck check --adapter planted:<bug>``, with that adapter,
-on which a queue program is replayed.
+(the property and ``Counterexample.record()``, with its evidence), each from ``leasecheck
+check`` on the public mutant of the file's name (``python tests/data/report/regenerate.py``
+remakes them); ``queue-<bug>.json`` from ``leasecheck check --adapter planted:<bug>``.
 """
 
 from __future__ import annotations
@@ -31,16 +31,15 @@ import pytest
 from leasecheck.cli import main
 from leasecheck.counterexample import Counterexample
 from leasecheck.mutants import by_name, materialize
-from leasecheck.report import build_timeline, render_svg, trace_from_result, write_report
-from leasecheck.report.program import ProgramError, Variable, parse_line
-from leasecheck.report.timeline import Timeline
-from leasecheck.report.trace import Trace
+from leasecheck.report import draw, write_report
+from leasecheck.report.picture import CHAR
 from leasecheck.runner import PropertyResult
-from stateful_tests import _lease_values
+from models.evidence import Evidence, Lease, Recorder
 
 DATA = Path(__file__).parent / "data" / "report"
-VALUES = {"When": _lease_values.When, "Shift": _lease_values.Shift}
 CHROMIUM_INSTALL = "apt-get install -y chromium"
+SVG = "{http://www.w3.org/2000/svg}"
+SAMPLES = sorted(path.stem for path in DATA.glob("*.json"))
 
 
 def _sample(name: str) -> dict[str, Any]:
@@ -48,219 +47,217 @@ def _sample(name: str) -> dict[str, Any]:
     return data
 
 
-def sample(name: str) -> PropertyResult:
+def sample(name: str, verdict: str = "VIOLATED") -> PropertyResult:
     data = _sample(name)
     failure = Counterexample.from_record(data["record"])
-    return PropertyResult(
-        data["property"], "VIOLATED", failures=[failure], runs=["1 run"], seconds=1.0
-    )
+    return PropertyResult(data["property"], verdict, failures=[failure], runs=["1 run"])
 
 
-def trace_of(name: str, adapter: str | None = None) -> Trace:
-    """The sample's trace; a queue sample keeps the ``--adapter`` its run checked."""
-    return trace_from_result(sample(name), adapter=adapter or _sample(name).get("adapter"))
+def evidence_of(name: str) -> Evidence:
+    example = sample(name).counterexample
+    assert example is not None and example.evidence is not None, f"{name} has no evidence"
+    return example.evidence
 
 
-def timeline_of(name: str) -> Timeline:
-    timeline = build_timeline(trace_of(name))
-    assert timeline is not None
-    return timeline
+def picture(name: str) -> ET.Element:
+    return ET.fromstring(draw(evidence_of(name)))
 
 
-# --- program lines are parsed, never evaluated ------------------------------------------
+def having(svg: ET.Element, kind: str, **attributes: str) -> list[ET.Element]:
+    """Every element of ``data-kind=kind`` whose attributes include ``attributes``."""
+    return [
+        e
+        for e in svg.iter()
+        if e.get("data-kind") == kind
+        and all(e.get(f"data-{k}") == v for k, v in attributes.items())
+    ]
 
 
-def test_a_program_line_becomes_a_call_with_rebuilt_values() -> None:
-    line = "(tickets_0,) = state.claim(bad=None, lease_ms=10, now=When('now'), owner='w1')"
-    call = parse_line(line, VALUES)
-    assert (call.method, call.targets, call.unpack) == ("claim", ("tickets_0",), True)
-    assert call.arguments == {
-        "bad": None,
-        "lease_ms": 10,
-        "now": VALUES["When"]("now"),
-        "owner": "w1",
-    }
-    finish = parse_line("state.finish(change=Shift('token', -1), ticket=tickets_0)", VALUES)
-    assert finish.arguments["ticket"] == Variable("tickets_0")
-    assert finish.arguments["change"] == VALUES["Shift"]("token", -1)
+def bar_span(lease: ET.Element) -> tuple[float, float]:
+    return float(lease.get("data-x1") or 0), float(lease.get("data-x2") or 0)
 
 
-@pytest.mark.parametrize(
-    "line",
-    [
-        "state.claim(owner=__import__('os').system('true'))",
-        "state.claim(owner=open('x'))",
-        "os.system('true')",
-        "state.claim('w1')",
-        "state.claim(owner='w1'); state.finish()",
-        "x.y = state.claim()",
-    ],
-)
-def test_anything_but_a_plain_program_line_is_refused(line: str) -> None:
-    with pytest.raises(ProgramError, match="program line"):
-        parse_line(line, VALUES)
+# --- every family's failure carries evidence and draws --------------------------------------
 
 
-# --- each family's printed counterexample has the right shape ------------------------------
-
-FAMILIES = {
-    "stale-finish-accepted": "program",
-    "lease-not-capped-at-deadline": "program",
-    "jobs-stale-token-accepted": "program",
-    "claim-select-before-begin": "history",
-    "jobs-poll-two-critical-sections": "history",
-    "finish-two-transactions": "scenario",
-    "open-queue-recreates-tables": "scenario",
-    "claim-selects-outside-lock": "scenario",
-    "finish-ignores-marker": "scenario",
-    "run-once-sends-twice": "scenario",
-    "deferred-begin": "scenario",
-    "quarantine-deadline-strict": "scenario",
-    "jobs-ready-boundary": "scenario",
-    "jobs-unlocked-poll": "scenario",
-    "synchronous-off": "scenario",
-    "redrive-checks-dead-before-begin": "scenario",
-    "queue-ack-ignores-lease": "program",
-    "queue-recover-deletes-expired": "program",
-    "queue-lease-truncated-to-minutes": "history",
-}
-
-
-def test_every_property_family_has_a_sample() -> None:
+def test_every_property_family_has_a_sample_with_evidence() -> None:
     from leasecheck.mutants import CATALOGUE
 
     families = {m.caught_by for m in CATALOGUE}
-    covered = {_sample(name)["property"] for name in FAMILIES}
+    covered = {_sample(name)["property"] for name in SAMPLES}
     assert families <= covered, f"no report sample for {sorted(families - covered)}"
+    missing = [name for name in SAMPLES if not _sample(name)["record"].get("evidence")]
+    assert not missing, f"samples without evidence (regenerate them): {missing}"
 
 
-@pytest.mark.parametrize("name", sorted(FAMILIES))
-def test_each_sample_reads_as_its_shape_and_draws(name: str) -> None:
-    trace = trace_of(name)
-    shape = {"program": bool(trace.program), "history": bool(trace.history)}
-    shape["scenario"] = bool(trace.scenario)
-    assert [k for k, v in shape.items() if v] == [FAMILIES[name]]
-    timeline = build_timeline(trace)
-    assert timeline is not None and timeline.disagreement is not None
-    assert timeline.disagreement.lane in timeline.lanes
-    svg = ET.fromstring(render_svg(timeline))
+@pytest.mark.parametrize("name", SAMPLES)
+def test_each_sample_draws_its_parting_step_on_a_lane(name: str) -> None:
+    evidence = evidence_of(name)
+    svg = picture(name)
     lanes = [g.get("data-lane") for g in svg.iter() if g.get("class") == "lc-lane"]
-    assert lanes == list(timeline.lanes)
-    assert sum(1 for g in svg.iter() if g.get("class") == "lc-disagreement") == 1
+    (parted,) = having(svg, "parted")
+    assert parted.get("data-lane") in lanes
+    step = evidence.step(evidence.parted)
+    if step is not None:
+        assert parted.get("data-step") == str(step.index)
+        assert having(svg, "step", step=str(step.index)), "the parting step is drawn"
 
 
-def test_a_stale_finish_is_drawn_as_the_lease_and_the_refused_step() -> None:
-    timeline = timeline_of("stale-finish-accepted")
-    assert timeline.lanes == ("queue", "w1")
-    (lease,) = timeline.intervals
-    assert (lease.lane, lease.start, lease.label) == ("w1", 2, "a · token 1 · until t=100")
-    assert lease.open_end  # still live when the program stopped
-    refused = [m for m in timeline.marks if m.kind == "refused"]
-    assert [(m.lane, m.step, m.label) for m in refused] == [("w1", 4, "finish refused")]
-    assert timeline.disagreement is not None
-    assert (timeline.disagreement.lane, timeline.disagreement.step) == ("w1", 4)
-    assert "returned 'done' on the target but returned False" in timeline.disagreement.text
+def _label_boxes(svg: ET.Element) -> list[tuple[float, float, float, float, str]]:
+    """(x1, y1, x2, y2, text) of every text element (11px monospace: CHAR per character)."""
+    boxes = []
+    for text in svg.iter(f"{SVG}text"):
+        content = "".join(text.itertext())
+        if not content or text.get("x") is None:
+            continue
+        x, y = float(text.get("x") or 0), float(text.get("y") or 0)
+        width = len(content) * (7.6 if "lc-lane-name" in (text.get("class") or "") else CHAR)
+        boxes.append((x, y - 10, x + width - 1, y + 2, content))
+    return boxes
 
 
-def test_a_deadline_capped_lease_ends_at_the_deadline_in_the_model() -> None:
-    (lease,) = timeline_of("lease-not-capped-at-deadline").intervals
-    assert lease.label == "a · token 1 · until t=100"
+@pytest.mark.parametrize("name", SAMPLES)
+def test_no_label_overlaps_another(name: str) -> None:
+    boxes = _label_boxes(picture(name))
+    for i, (ax1, ay1, ax2, ay2, a) in enumerate(boxes):
+        for bx1, by1, bx2, by2, b in boxes[i + 1 :]:
+            apart = ax2 <= bx1 or bx2 <= ax1 or ay2 <= by1 or by2 <= ay1
+            assert apart, f"{name}: label {a!r} overlaps {b!r}"
 
 
-def test_a_non_linearizable_history_is_drawn_per_process_in_real_time() -> None:
-    timeline = timeline_of("claim-select-before-begin")
-    assert (timeline.axis, timeline.lanes) == ("ms", ("prefix", "P1", "P2"))
-    spans = {(i.lane, i.kind): (i.start, i.end) for i in timeline.intervals}
-    assert spans[("P1", "op")] == (6.874, 8.666)
-    assert spans[("P2", "op-conflict")] == (6.888, 11.921)
-    assert timeline.disagreement is not None and timeline.disagreement.lane == "P2"
-    assert "here the model returns None" in timeline.disagreement.text
+@pytest.mark.parametrize("name", SAMPLES)
+def test_the_legend_shows_exactly_the_glyphs_drawn(name: str) -> None:
+    svg = picture(name)
+    legend = {g.get("data-glyph") for g in svg.iter() if g.get("data-kind") == "legend"}
+    drawn = set()
+    for element in svg.iter():
+        if element.get("data-kind") in ("step", "event"):
+            for shape in element:
+                for css in (shape.get("class") or "").split():
+                    if css.startswith("lc-glyph-"):
+                        drawn.add(css.removeprefix("lc-glyph-"))
+    assert drawn == legend
 
 
-def test_a_kill_scenario_marks_the_sigkill_and_the_failed_check() -> None:
-    timeline = timeline_of("finish-two-transactions")
-    kills = [m for m in timeline.marks if m.kind == "kill"]
-    assert [m.step for m in kills] == [4]
-    assert timeline.ticks[-1].label == "check"
-    race = timeline_of("claim-selects-outside-lock")
-    assert {"A", "B"} <= set(race.lanes)
-    assert race.disagreement is not None and race.disagreement.lane == "B"  # the second winner
+def test_the_axis_is_time_with_labelled_ticks() -> None:
+    svg = picture("lease-not-capped-at-deadline")
+    ticks = {g.get("data-at"): g for g in svg.iter() if g.get("class") == "lc-axis-tick"}
+    assert {"0", "100", "1000"} <= set(ticks)
+    x = {at: float(g[0].get("x1") or 0) for at, g in ticks.items()}
+    assert x["0"] < x["100"] < x["1000"]
+    assert (x["1000"] - x["100"]) > 5 * (x["100"] - x["0"]), "to scale: 900 ms vs 100 ms"
 
 
-def test_the_model_checkers_named_step_is_the_marked_one() -> None:
-    timeline = timeline_of("quarantine-deadline-strict")
-    assert timeline.disagreement is not None
-    assert (timeline.disagreement.step, timeline.disagreement.lane) == (5, "d1")
-    assert [m.label for m in timeline.marks if m.kind == "clock"] == ["t=101", "t=103", "t=104"]
+# --- the shape of each bug ------------------------------------------------------------------
+
+
+def test_a_lease_past_the_deadline_is_drawn_past_the_drawn_deadline() -> None:
+    """lease.agreement on lease-not-capped-at-deadline: the lease the target stored runs
+    past job a's deadline; the model's, drawn beside it, ends there."""
+    svg = picture("lease-not-capped-at-deadline")
+    (deadline,) = having(svg, "deadline", job="a")
+    at = float(deadline.get("data-x") or 0)
+    (target,) = having(svg, "lease", job="a", side="target")
+    (model,) = having(svg, "lease", job="a", side="model")
+    assert bar_span(target)[1] > at + 100, "the target's lease crosses the deadline"
+    assert abs(bar_span(model)[1] - at) < 1, "the model's lease ends at the deadline"
+    assert target.get("data-lane") == model.get("data-lane") == "w1"
+
+
+def test_two_winners_are_two_overlapping_leases_in_two_lanes() -> None:
+    """lease.single-winner on claim-selects-outside-lock: A and B both hold job j0."""
+    svg = picture("claim-selects-outside-lock")
+    target = having(svg, "lease", side="target") + having(svg, "lease", side="both")
+    by_lane = {lease.get("data-lane"): lease for lease in target}
+    assert {"A", "B"} <= set(by_lane)
+    a, b = bar_span(by_lane["A"]), bar_span(by_lane["B"])
+    assert by_lane["A"].get("data-job") == by_lane["B"].get("data-job")
+    assert max(a[0], b[0]) < min(a[1], b[1]), "the two bars overlap in time"
+    (shade,) = having(svg, "overlap")
+    assert set((shade.get("data-lanes") or "").split()) == {"A", "B"}
+
+
+@pytest.mark.parametrize(
+    ("name", "lane", "stale", "live"),
+    [("stale-finish-accepted", "w1", "2", "1"), ("queue-ack-ignores-lease", "w0", "0", "1")],
+)
+def test_a_stale_tickets_token_stands_beside_the_live_one(
+    name: str, lane: str, stale: str, live: str
+) -> None:
+    """A fencing bug: the step that handed in the stale token is on the lane where the
+    lease of the current token is drawn, and it is the step where they part."""
+    svg = picture(name)
+    (parted,) = having(svg, "parted")
+    step = having(svg, "step", step=parted.get("data-step") or "")[0]
+    assert (step.get("data-lane"), step.get("data-token")) == (lane, stale)
+    bars = having(svg, "lease", lane=lane, token=live)
+    assert bars and all(bar.get("data-job") == step.get("data-job") for bar in bars)
+
+
+def test_a_non_linearizable_history_is_drawn_per_process_in_wall_time() -> None:
+    svg = picture("claim-select-before-begin")
+    assert svg.get("data-unit") == "wall ms"
+    spans = [e for e in svg.iter() if e.get("data-kind") == "op"]
+    lanes = {span.get("data-lane") for span in spans}
+    assert {"P1", "P2"} <= lanes
+    (parted,) = having(svg, "parted")
+    assert parted.get("data-lane") in {"P1", "P2"}
+
+
+def test_a_kill_is_drawn_where_it_happened() -> None:
+    svg = picture("finish-two-transactions")
+    (kill,) = [e for e in having(svg, "event") if e.get("data-event") == "kill"]
+    (parted,) = having(svg, "parted")
+    assert kill.get("data-step") == parted.get("data-step") == "1"
+    target = having(svg, "lease", side="target")
+    model = having(svg, "lease", side="model")
+    assert target and model, "the stored lease and the model's rolled-back one differ"
+    assert bar_span(target[0])[1] < bar_span(model[0])[1]
+
+
+def test_a_long_history_folds_its_middle_and_keeps_the_failing_step_in_view() -> None:
+    record = Recorder()
+    for number in range(60):
+        record.step("w1" if number % 2 else "w2", f"claim {number}", "claim", number * 10.0)
+    record.lease(Lease("target", "a", 7, "w1", 590.0, 900.0, 60))
+    evidence = record.evidence("the last claim broke it")
+    svg = ET.fromstring(draw(evidence))
+    width = float(svg.get("width") or 0)
+    (parted,) = having(svg, "parted")
+    assert parted.get("data-step") == "60"
+    line = next(e for e in parted if e.tag == f"{SVG}line")
+    assert float(line.get("x1") or 0) < 1200 and width < 1400, "in view without scrolling"
+    assert sum(int(f.get("data-hidden") or 0) for f in having(svg, "fold")) > 30
+    assert len(having(svg, "step")) < 15
+
+
+def test_the_evidence_round_trips_through_the_counterexample_record() -> None:
+    evidence = evidence_of("claim-selects-outside-lock")
+    record = Counterexample(None, (), ("AssertionError: x",), 0, evidence).record()
+    back = Counterexample.from_record(json.loads(json.dumps(record)))
+    assert back.evidence == evidence
 
 
 # --- HTML -------------------------------------------------------------------------------
 
 
-def test_a_stale_queue_ack_is_drawn_on_its_jobs_lane_next_to_the_new_lease() -> None:
-    """queue.stale-ack on planted:ack-ignores-lease, replayed on that adapter: c0's lease
-    on j0 expires, c2 claims j0, and c0's ack is taken: the red line is at that ack."""
-    timeline = timeline_of("queue-ack-ignores-lease")
-    assert "replayed on planted:ack-ignores-lease" in timeline.title
-    assert timeline.lanes[:3] == ("clock", "queue", "j0")
-    bars = {i.label.split(" · ")[0]: i for i in timeline.intervals if i.lane == "j0"}
-    assert bars["c0"].kind == "expired" and bars["c2"].kind == "lease" and bars["c2"].open_end
-    ack = next(m for m in timeline.marks if m.label.startswith("ack c0"))
-    assert (ack.lane, ack.kind) == ("j0", "commit")
-    assert timeline.disagreement is not None
-    assert (timeline.disagreement.lane, timeline.disagreement.at) == ("j0", ack.at)
-    assert "an ack from a stale claim completed it" in timeline.disagreement.text
-
-
-def test_a_lost_queue_job_is_drawn_with_the_teardowns_drain() -> None:
-    """queue.no-loss on planted:recover-deletes-expired: the teardown expires the lease and
-    recovers (drain columns), and the store no longer holds j0."""
-    timeline = timeline_of("queue-recover-deletes-expired")
-    drained = [tick for tick in timeline.ticks if "drain" in tick.note]
-    assert [m.label for m in timeline.marks if m.at in {t.at for t in drained}] == [
-        "+1150 ms",
-        "recover → 1",
+def test_the_pages_verdicts_are_the_consoles_words(tmp_path: Path) -> None:
+    results = [
+        sample("stale-finish-accepted"),
+        sample("synchronous-off", verdict="not promised"),
+        PropertyResult("lease.crash-points", "holds"),
     ]
-    assert timeline.disagreement is not None and timeline.disagreement.lane == "j0"
-    assert timeline.disagreement.at == drained[-1].at
-    assert "the job was lost" in timeline.disagreement.text
+    page = write_report(tmp_path, results).read_text()
+    overall = page.split('<p class="lc-overall">', 1)[1].split("</p>", 1)[0]
+    assert overall == "VIOLATED: lease.agreement; not promised: lease.power-loss"
+    assert "<h2>not promised: lease.power-loss</h2>" in page
+    assert "violated: lease.power-loss" not in page.lower()
 
 
-def test_a_queue_replay_that_does_not_fail_says_so() -> None:
-    """The same program on the lease-worker adapter (which keeps the lease) draws, and the
-    caption says the replay did not fail where the run did."""
-    timeline = build_timeline(trace_of("queue-ack-ignores-lease", adapter="lease-worker"))
-    assert timeline is not None
-    assert "did not fail where the run did" in timeline.caption
-    assert any(m.label == "ack c0 refused" for m in timeline.marks)
-
-
-def test_the_report_draws_a_queue_failure(tmp_path: Path) -> None:
-    results = [sample("queue-ack-ignores-lease")]
-    page = write_report(tmp_path, results, adapter="planted:ack-ignores-lease").read_text()
-    section = page.split('data-property="queue.stale-ack"', 2)[2].split("</section>")[0]
-    svg = ET.fromstring(section[section.index("<svg") : section.index("</svg>") + 6])
-    lanes = [g.get("data-lane") for g in svg.iter() if g.get("class") == "lc-lane"]
-    assert "j0" in lanes
-    marked = [g for g in svg.iter() if g.get("class") == "lc-disagreement"]
-    assert len(marked) == 1 and marked[0].get("data-lane") == "j0"
-
-
-def test_a_queue_exclusive_failure_draws_the_two_claims(tmp_path: Path) -> None:
-    message = (
-        "AssertionError: queue.exclusive violated by planted:claim-picks-outside-lock: P2#5 "
-        "claimed job 'r0j0' at t=0 ms while P1#4's lease on it was live until t=10050 ms "
-        "(both claims are real processes racing: two live leases on one job):",
-        "  1. at t=0 ms P1 claimed job 'r0j0' as P1#4, leased until t=10050 ms",
-        "  2. at t=0 ms P2 claimed job 'r0j0' as P2#5, while that lease was live",
-    )
-    failure = Counterexample(None, (), message)
-    result = PropertyResult("queue.exclusive", "VIOLATED", failures=[failure], runs=["1 run"])
-    page = write_report(tmp_path, [result]).read_text()
-    section = page.split('data-property="queue.exclusive"', 2)[2].split("</section>")[0]
-    svg = ET.fromstring(section[section.index("<svg") : section.index("</svg>") + 6])
-    lanes = [g.get("data-lane") for g in svg.iter() if g.get("class") == "lc-lane"]
-    assert {"P1", "P2"} <= set(lanes), lanes
+def test_the_report_draws_every_sample(tmp_path: Path) -> None:
+    page = write_report(tmp_path, [sample(name) for name in SAMPLES]).read_text()
+    assert page.count('class="lc-timeline lc-pic"') == len(SAMPLES)
+    assert "No picture" not in page
 
 
 def test_text_from_a_run_is_escaped(tmp_path: Path) -> None:
@@ -270,11 +267,7 @@ def test_text_from_a_run_is_escaped(tmp_path: Path) -> None:
     page = write_report(tmp_path, [evil, PropertyResult("lease.ok", "holds")]).read_text()
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "<b>x</b>" not in page
-    assert "No picture" in page  # nothing to draw, and the page says so
-
-
-def test_a_trace_without_counterexample_has_no_picture() -> None:
-    assert build_timeline(Trace("lease.races", "HUNG", ("did not finish",))) is None
+    assert "No picture: lease.&lt;b&gt;x&lt;/b&gt; recorded no evidence" in page
 
 
 def test_report_must_be_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -282,6 +275,18 @@ def test_report_must_be_a_directory(tmp_path: Path, capsys: pytest.CaptureFixtur
     afile.write_text("")
     assert main(["check", "--report", str(afile)]) == 2
     assert "--report" in capsys.readouterr().err
+
+
+def test_a_drawing_failure_still_writes_the_page_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(evidence: Evidence, *, standalone: bool = False) -> str:
+        raise RuntimeError("a drawing bug")
+
+    monkeypatch.setattr("leasecheck.report.html.draw", broken)
+    page = write_report(tmp_path, [sample("stale-finish-accepted")]).read_text()
+    assert "No picture: drawing this counterexample failed (RuntimeError: a drawing bug)" in page
+    assert "returned &#x27;done&#x27; on the target" in page  # the text is all there
 
 
 # --- the page in a real browser -------------------------------------------------------------
@@ -323,21 +328,37 @@ def browser_processes(profile: str, wait: float) -> list[str]:
 
 
 class _Elements(HTMLParser):
-    """Every element's tag and attributes, and every text node, from the dumped DOM."""
+    """Every element's tag and attributes, and every text node, from the dumped DOM; each
+    element also knows the property section it is in."""
 
     def __init__(self) -> None:
         super().__init__()
         self.elements: list[tuple[str, dict[str, str | None]]] = []
         self.text: list[str] = []
+        self.section: str | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.elements.append((tag, dict(attrs)))
+        found = dict(attrs)
+        if tag == "section":
+            self.section = found.get("data-property")
+        found["section"] = self.section
+        self.elements.append((tag, found))
 
     def handle_data(self, data: str) -> None:
         self.text.append(data)
 
     def having(self, css: str) -> list[dict[str, str | None]]:
         return [a for _, a in self.elements if css in (a.get("class") or "").split()]
+
+    def kind(self, section: str, kind: str, **attributes: str) -> list[dict[str, str | None]]:
+        """Elements of ``data-kind=kind`` in ``section`` with these ``data-*`` values."""
+        return [
+            a
+            for _, a in self.elements
+            if a.get("section") == section
+            and a.get("data-kind") == kind
+            and all(a.get(f"data-{k}") == v for k, v in attributes.items())
+        ]
 
 
 def png_rows(png: bytes) -> tuple[int, int, bytes]:
@@ -351,6 +372,87 @@ def png_rows(png: bytes) -> tuple[int, int, bytes]:
             data += png[offset + 8 : offset + 8 + length]
         offset += 12 + length
     return width, height, zlib.decompress(data)
+
+
+def _span(element: dict[str, str | None]) -> tuple[float, float]:
+    return float(element.get("data-x1") or 0), float(element.get("data-x2") or 0)
+
+
+@pytest.fixture(scope="module")
+def samples_dom(tmp_path_factory: pytest.TempPathFactory) -> _Elements:
+    """The report of every planted sample, as headless Chromium shows it; each section is
+    named after its sample (two samples may fail one property)."""
+    directory = tmp_path_factory.mktemp("samples")
+    results = [sample(name) for name in SAMPLES]
+    for name, result in zip(SAMPLES, results, strict=True):
+        result.name = name
+    page = write_report(directory, results)
+    dom = browse(page, "--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    elements = _Elements()
+    elements.feed(dom.stdout)
+    return elements
+
+
+def test_in_the_browser_two_winners_overlap_in_two_lanes(samples_dom: _Elements) -> None:
+    section = "claim-selects-outside-lock"
+    bars = [b for b in samples_dom.kind(section, "lease") if b.get("data-side") != "model"]
+    lanes = {b.get("data-lane"): b for b in bars}
+    assert {"A", "B"} <= set(lanes), lanes
+    a, b = _span(lanes["A"]), _span(lanes["B"])
+    assert lanes["A"].get("data-job") == lanes["B"].get("data-job")
+    assert max(a[0], b[0]) < min(a[1], b[1])
+    assert samples_dom.kind(section, "overlap")
+
+
+def test_in_the_browser_a_deadline_bug_crosses_the_drawn_deadline(
+    samples_dom: _Elements,
+) -> None:
+    section = "lease-not-capped-at-deadline"
+    deadlines = {d.get("data-job"): float(d.get("data-x") or 0)
+                 for d in samples_dom.kind(section, "deadline")}  # fmt: skip
+    crossing = [
+        bar
+        for bar in samples_dom.kind(section, "lease", side="target")
+        if _span(bar)[1] > deadlines.get(bar.get("data-job"), float("inf")) + 1
+    ]
+    assert crossing, "no target lease bar runs past its job's deadline"
+
+
+def test_in_the_browser_a_stale_token_stands_beside_the_current_one(
+    samples_dom: _Elements,
+) -> None:
+    """The parting step hands in a token that is not the live lease's, and that lease is
+    drawn with its own token: on the same lane for a stale ticket of the same worker, on
+    the lane above for a made-up one (``jobs-stale-token-accepted``)."""
+    for section, same_lane in (
+        ("stale-finish-accepted", True),
+        ("queue-ack-ignores-lease", True),
+        ("jobs-stale-token-accepted", False),
+    ):
+        (parted,) = samples_dom.kind(section, "parted")
+        (step,) = samples_dom.kind(section, "step", step=parted.get("data-step") or "")
+        token, job = step.get("data-token"), step.get("data-job")
+        assert token is not None, f"{section}: the parting step names no token"
+        current = [
+            bar
+            for bar in samples_dom.kind(section, "lease", job=job or "")
+            if bar.get("data-token") != token
+            and (not same_lane or bar.get("data-lane") == step.get("data-lane"))
+        ]
+        assert current, f"{section}: no lease of job {job} with a token other than {token}"
+
+
+def test_in_the_browser_every_failure_has_its_picture_and_the_consoles_verdict(
+    samples_dom: _Elements,
+) -> None:
+    sections = [a for a in samples_dom.having("lc-property")]
+    assert sections and all(a.get("data-verdict") == "VIOLATED" for a in sections)
+    pictures = {a.get("section") for a in samples_dom.having("lc-timeline")}
+    assert pictures == {a.get("data-property") for a in sections}
+    overall = next(a for a in samples_dom.having("lc-overall"))
+    assert overall is not None
+    assert any(text.startswith("VIOLATED: ") for text in samples_dom.text)
 
 
 @pytest.fixture(scope="module")
@@ -380,16 +482,16 @@ def test_the_report_of_a_planted_bug_shows_lanes_and_the_marked_step(planted_rep
     sections = [a.get("data-property") for a in page.having("lc-property")]
     # lease.power-loss is there too: "not promised" by the spec's own journal setting.
     assert sections[0] == "lease.agreement" and set(sections) <= {"lease.agreement", *rows}
-    lanes = [a.get("data-lane") for a in page.having("lc-lane")]
-    assert lanes[:1] == ["queue"] and "w1" in lanes
-    leases = [a for a in page.having("lc-interval") if a.get("data-kind") == "lease"]
-    assert any((a.get("data-label") or "").startswith("a · token 1") for a in leases)
-    refused = [a for a in page.having("lc-mark") if a.get("data-kind") == "refused"]
-    assert refused
-    where = (refused[-1].get("data-lane"), refused[-1].get("data-step"))
-    marked = [a for a in page.having("lc-disagreement")]
-    assert [(a.get("data-lane"), a.get("data-step")) for a in marked].count(where) == 1
+    lanes = [a.get("data-lane") for a in page.having("lc-lane") if a.get("section") == sections[0]]
+    (parted,) = page.kind("lease.agreement", "parted")
+    assert parted.get("data-lane") in lanes
+    step = page.kind("lease.agreement", "step", step=parted.get("data-step") or "")
+    assert step and step[0].get("data-step-kind") in ("finish", "run_once", "run_file")
+    assert page.kind("lease.agreement", "lease"), "the stale finish's job has its lease drawn"
     assert any("on the target but" in text for text in page.text)
+    verdicts = {a.get("data-property"): a.get("data-verdict") for a in page.having("lc-property")}
+    assert verdicts["lease.agreement"] == "VIOLATED"
+    assert all(v in ("VIOLATED", "not promised") for v in verdicts.values())
 
 
 def test_the_report_renders_to_a_picture(planted_report: Path, tmp_path: Path) -> None:
@@ -426,15 +528,3 @@ def test_the_teaching_command_regenerates_the_page(tmp_path: Path) -> None:
     assert written == sorted(f"{i.slug}.svg" for i in INVARIANTS)
     page = (tmp_path / "invariants.md").read_text()
     assert "/dev/shm" not in page and "leasecheck-teach-" not in page  # no scratch paths
-
-
-def test_a_drawing_failure_still_writes_the_page_and_says_so(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def broken(trace: Trace) -> Timeline:
-        raise RuntimeError("a drawing bug")
-
-    monkeypatch.setattr("leasecheck.report.html.build_timeline", broken)
-    page = write_report(tmp_path, [sample("stale-finish-accepted")]).read_text()
-    assert "No picture: drawing this counterexample failed (RuntimeError: a drawing bug)" in page
-    assert "returned &#x27;done&#x27; on the target" in page  # the text is all there

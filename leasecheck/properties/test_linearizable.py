@@ -29,11 +29,12 @@ from leasecheck.profiles import Profile
 from stateful_tests._parallel_jobs import run_jobs_program
 from stateful_tests._parallel_lease import run_lease_program
 from stateful_tests.parallel import (
+    Failure,
     FailureMemo,
     ParallelProgram,
     check_jobs_history,
     check_lease_history,
-    failure_message,
+    failure,
     job_programs,
     lease_programs,
 )
@@ -65,12 +66,10 @@ def test_lease_linearizable(
     memo = _memo(lc_profile)
     target = f" --impl {worker_path}" if worker_path else ""
 
-    def attempt(program: ParallelProgram) -> str | None:
+    def attempt(program: ParallelProgram) -> Failure | None:
         verdict = check_lease_history(run_lease_program(worker_target, scratch, program))
         ok = verdict.linearizable
-        return (
-            None if ok else failure_message("lease.linearizable", program, verdict, lc_seed, target)
-        )
+        return None if ok else failure("lease.linearizable", program, verdict, lc_seed, target)
 
     @_settings(lc_profile)
     @given(program=lease_programs(processes=(2, max(3, min(4, lc_profile.race_processes)))))
@@ -95,12 +94,10 @@ def test_jobs_linearizable(
     memo = _memo(lc_profile)
     target = f" --jobs-impl {jobs_path}" if jobs_path else ""
 
-    def attempt(program: ParallelProgram) -> str | None:
+    def attempt(program: ParallelProgram) -> Failure | None:
         verdict = check_jobs_history(run_jobs_program(jobs_target, program))
         ok = verdict.linearizable
-        return (
-            None if ok else failure_message("jobs.linearizable", program, verdict, lc_seed, target)
-        )
+        return None if ok else failure("jobs.linearizable", program, verdict, lc_seed, target)
 
     @_settings(lc_profile)
     @given(program=job_programs(threads=(2, max(3, min(4, lc_profile.race_processes)))))

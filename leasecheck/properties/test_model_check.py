@@ -18,6 +18,7 @@ import pytest
 from leasecheck.explore import check_jobs_part, check_lease_part
 from leasecheck.plugin import Checked
 from leasecheck.profiles import Profile
+from models.evidence import attach
 from models.job_explorer import job_scope_parts
 from models.lease_explorer import scope_parts
 
@@ -29,7 +30,9 @@ def test_lease_model_check(
     states = transitions = 0
     for part in scope_parts(lc_profile.explore_scope):
         report = check_lease_part(worker_target, part, scratch)
-        assert report.problem is None, f"lease.model-check, {report.name}:\n{report.problem}"
+        if report.problem is not None:
+            error = AssertionError(f"lease.model-check, {report.name}:\n{report.problem}")
+            raise attach(error, report.evidence) if report.evidence else error
         states, transitions = states + report.states, transitions + report.replayed_transitions
     checked(f"{states} states, {transitions} replayed", states=states, replayed=transitions)
 
@@ -39,6 +42,8 @@ def test_jobs_model_check(jobs_target: type[Any], lc_profile: Profile, checked: 
     states = transitions = 0
     for part in job_scope_parts(lc_profile.explore_scope):
         report = check_jobs_part(jobs_target, part)
-        assert report.problem is None, f"jobs.model-check, {report.name}:\n{report.problem}"
+        if report.problem is not None:
+            error = AssertionError(f"jobs.model-check, {report.name}:\n{report.problem}")
+            raise attach(error, report.evidence) if report.evidence else error
         states, transitions = states + report.states, transitions + report.replayed_transitions
     checked(f"{states} states, {transitions} replayed", states=states, replayed=transitions)

@@ -21,6 +21,8 @@ from adapters.protocol import GENERIC_PROPERTIES, QueueLibrary
 from crash_harness.queue_races import linear_history
 from leasecheck.profiles import Profile
 from models._queue_spec import QueueSpec
+from models.evidence import attach
+from models.history_evidence import history_evidence
 from models.linearizability import check
 from models.queue_model import QueueState
 
@@ -58,8 +60,9 @@ def test_queue_linearizable(
             )  # fmt: skip
             operations += len(history)
             verdict = check(history, spec, QueueState())
-            assert verdict.linearizable, (
-                f"queue.linearizable violated by {library.name} (history {number}, "
-                f"seed {seed}):\n{verdict.report()}"
-            )
+            if not verdict.linearizable:
+                said = f"queue.linearizable violated by {library.name} (history {number}, "
+                said += f"seed {seed})"
+                evidence = history_evidence(verdict, said)
+                raise attach(AssertionError(f"{said}:\n{verdict.report()}"), evidence)
     checked(f"{histories} histories, {operations} operations")

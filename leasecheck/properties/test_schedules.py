@@ -19,6 +19,7 @@ from crash_harness.schedules import BOUNDS
 from leasecheck.explore import check_schedules
 from leasecheck.plugin import Checked
 from leasecheck.profiles import Profile
+from models.evidence import attach
 
 
 @pytest.mark.leasecheck("lease.schedules")
@@ -38,6 +39,8 @@ def test_schedules(
             (export / f"schedule-jobs{jobs}-kills{kills}.json").write_text(
                 report.problem.rsplit("\n", 1)[-1].strip()
             )
-        assert report.problem is None, f"lease.schedules, {report.name}:\n{report.problem}"
+        if report.problem is not None:
+            error = AssertionError(f"lease.schedules, {report.name}:\n{report.problem}")
+            raise attach(error, report.evidence) if report.evidence else error
         schedules += report.schedules
     checked(f"{schedules} schedules", schedules=schedules)

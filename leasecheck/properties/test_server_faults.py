@@ -29,6 +29,7 @@ from crash_harness.server_faults import (
 from leasecheck.plugin import property_name
 from leasecheck.profiles import Profile
 from leasecheck.promises import judge
+from models.evidence import attach
 
 pytestmark = pytest.mark.servers
 pytest_plugins = ["leasecheck.properties._server_fixtures"]
@@ -65,11 +66,14 @@ def _fault(fault: str, library: QueueLibrary, server: Server, profile: Profile, 
     checked(f"{result.library}: {result.checked or 'a counterexample'}")
     if result.holds:
         return
+    failure = AssertionError(
+        f"{result.report()}\n  replay: {replay_command(request, profile, seed)}"
+    )
+    if result.evidence is not None:
+        attach(failure, result.evidence)
     strict = bool(request.config.getoption("--strict-promises"))
     with judge(library, PROMISE_OF[fault], strict):
-        raise AssertionError(
-            f"{result.report()}\n  replay: {replay_command(request, profile, seed)}"
-        )
+        raise failure
 
 
 @pytest.mark.leasecheck(SERVER_CRASH)

@@ -18,9 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from leasecheck.mutants import Mutant, by_name
-from leasecheck.report.svg import render_svg
-from leasecheck.report.timeline import build_timeline
-from leasecheck.report.trace import Trace, trace_from_result
+from leasecheck.report.picture import draw
 from leasecheck.runner import PropertyResult
 from leasecheck.selfcheck import run_mutant, violations
 
@@ -47,8 +45,9 @@ INVARIANTS: tuple[Invariant, ...] = (
         "job (`pending` and available, or `leased` with `lease_until <= now_ms`).",
         "While a lease is live, nobody else may hold the job. This mutant picks its job "
         "before taking the write lock, so two processes read the same pending row and both "
-        "lease it. The picture shows the two claims overlapping in real time; no order of "
-        "them explains both getting a ticket (the model gives the second one `None`).",
+        "lease it. The picture shows each process's calls as spans in real time (wall ms); "
+        "the two claims overlap, and the ringed one is the claim no order explains: both "
+        "got a ticket, where the model gives the second one `None`.",
     ),
     Invariant(
         "fencing-token", "Fencing token", "stale-finish-accepted",
@@ -56,15 +55,17 @@ INVARIANTS: tuple[Invariant, ...] = (
         "lease_until differs from the row.",
         "The token is the fence: a ticket whose token is not the job's current one must be "
         "refused. This mutant does not compare the token, so the finish with the changed "
-        "ticket (`Shift('token', 1)`) completes the job. The model refuses it (hollow "
-        "circle); the red line is where the target said `'done'` instead.",
+        "ticket (`Shift('token', 1)`) completes the job: on w1's lane the finish carries "
+        "token 2, beside the bar of the live lease with token 1. The model refuses it; the "
+        "red line is where the target said `'done'` instead.",
     ),
     Invariant(
         "deadline-cap", "Deadline cap", "lease-not-capped-at-deadline",
         "claim sets `lease_until = min(now_ms + lease_ms, deadline)`.",
         "A lease never outlives its job's deadline. This mutant forgets the `min`, so the "
-        "lease runs to `now + lease_ms`. The bar is the model's lease, which ends at the "
-        "deadline; the stored row of the target says otherwise at the red line.",
+        "lease runs to `now + lease_ms`. The solid bar is the lease the target stored: it "
+        "runs far past the dashed deadline. The outlined bar under it is the model's, which "
+        "ends at the deadline.",
     ),
     Invariant(
         "atomic-finish", "Atomic finish", "finish-two-transactions",
@@ -72,7 +73,8 @@ INVARIANTS: tuple[Invariant, ...] = (
         "state exactly as it was before the operation.",
         "A SIGKILL before COMMIT must roll the whole finish back. This mutant commits the "
         "new status first and clears owner and lease in a second transaction; the child "
-        "is killed in between (✕), and the reopened file holds half a finish.",
+        "is killed in between (✕). The target's stored lease (solid) ends at the kill; the "
+        "model's (outlined: rolled back) goes on: the reopened file holds half a finish.",
     ),
     Invariant(
         "single-winner", "Single winner", "claim-selects-outside-lock",
@@ -80,7 +82,8 @@ INVARIANTS: tuple[Invariant, ...] = (
         "job and generation to exactly one of them.",
         "Two real processes claim at the same instant, paused at chosen points. This mutant "
         "commits its SELECT before it leases, so B, held at its second BEGIN, goes on and "
-        "leases the job that A has just leased: two winners.",
+        "leases the job that A has just leased: two winners, one lease bar on each lane, "
+        "shaded red where both are live.",
     ),
     Invariant(
         "idempotent-receive", "Idempotent receive", "run-once-sends-twice",
@@ -88,7 +91,7 @@ INVARIANTS: tuple[Invariant, ...] = (
         "with token 2. Nothing claims exactly-once delivery; the receiver deduplicates.",
         "Dispatcher A sends, the receiver commits the effect, and A is killed before it "
         "finishes; B re-claims and resends. The receiver must see exactly two requests. "
-        "This mutant sends every job twice, so three arrive.",
+        "This mutant sends every job twice, so three arrive (the receiver's lane, ringed).",
     ),
 )  # fmt: skip
 
@@ -120,14 +123,16 @@ def _renamed(text: str, names: dict[str, str]) -> str:
     return text
 
 
-def _section(invariant: Invariant, trace: Trace, mutant: Mutant, image: str) -> str:
+def _section(invariant: Invariant, caught: PropertyResult, mutant: Mutant, image: str) -> str:
+    example = caught.counterexample
+    text = example.text(limit=200) if example is not None else ""
     return "\n".join(
         [
             f"## {invariant.title}",
             "",
             f"**The rule** (lease-worker.md): {invariant.rule}",
             "",
-            f"**The planted bug** (`{mutant.name}`, caught by `{trace.property}`): "
+            f"**The planted bug** (`{mutant.name}`, caught by `{caught.name}`): "
             f"{mutant.bug_class}. In the wild: {mutant.real_world}.",
             "",
             invariant.lesson,
@@ -137,7 +142,7 @@ def _section(invariant: Invariant, trace: Trace, mutant: Mutant, image: str) -> 
             "The counterexample as leasecheck prints it:",
             "",
             "```",
-            trace.text,
+            text,
             "```",
             "",
             f"Check this mutant yourself: `leasecheck mutants --only {mutant.name}`.",
@@ -150,10 +155,13 @@ HEADER = f"""# The invariants, one counterexample each
 
 Each section below takes one invariant of the lease worker contract
 ([lease-worker.md](lease-worker.md)), plants the bug from the public mutant catalogue
-that breaks it, and shows the counterexample leasecheck finds: as a timeline (one
-lane per worker, leases as bars with their token, ▲ claim, ● commit, ○ refused,
-✕ SIGKILL, ◆ clock move, ▶ send, and the red line where it breaks) and as the text
-the command line prints. Everything here is generated, not drawn by hand:
+that breaks it, and shows the counterexample leasecheck finds: as a timeline drawn from
+the evidence the harness recorded (a time axis, one lane per process or worker, leases
+as bars with their token: solid as the target stored them, outlined as the model
+expects them where the two differ; each job's deadline dashed orange, two live leases
+of one job shaded red, the red line where target and model part, and a legend of the
+glyphs under each picture) and as the text the command line prints. Everything here is
+generated, not drawn by hand:
 
 ```sh
 {COMMAND}
@@ -171,16 +179,16 @@ def write_docs(directory: Path, profile: str = "quick", seed: int = 0) -> list[P
     sections, written = [HEADER], []
     for invariant in INVARIANTS:
         mutant = by_name(invariant.mutant)
-        trace = trace_from_result(check_planted(mutant, profile, seed))
-        timeline = build_timeline(trace)
-        if timeline is None:
-            raise RuntimeError(f"{mutant.name}: {trace.property} printed nothing to draw")
-        svg = render_svg(timeline, standalone=True)
+        caught = check_planted(mutant, profile, seed)
+        example = caught.counterexample
+        if example is None or example.evidence is None:
+            raise RuntimeError(f"{mutant.name}: {caught.name} recorded no evidence to draw")
+        svg = draw(example.evidence, standalone=True)
         path = images / f"{invariant.slug}.svg"
         path.write_text(svg + "\n", encoding="utf-8")
         written.append(path)
-        sections.append(_section(invariant, trace, mutant, f"img/{invariant.slug}.svg"))
-        print(f"  {invariant.slug}: {mutant.name} caught by {trace.property}", flush=True)
+        sections.append(_section(invariant, caught, mutant, f"img/{invariant.slug}.svg"))
+        print(f"  {invariant.slug}: {mutant.name} caught by {caught.name}", flush=True)
     page = directory / "invariants.md"
     page.write_text("\n".join(sections).rstrip() + "\n", encoding="utf-8")
     return [page, *written]

@@ -3,10 +3,10 @@
     python tests/data/report/regenerate.py
 
 Each ``<mutant>.json`` holds the property that caught the mutant and the structured
-counterexample the test process sent (``Counterexample.record()``), exactly what
-``leasecheck check --report`` draws from. ``queue-<bug>.json`` is the planted-bug
-adapter ``planted:<bug>`` checked with ``--adapter``; it also keeps the adapter, on
-which the report replays a queue program.
+counterexample the test process sent (``Counterexample.record()``, with the evidence the
+harness attached), exactly what ``leasecheck check --report`` draws from.
+``queue-<bug>.json`` is the planted-bug adapter ``planted:<bug>`` checked with
+``--adapter``; it also keeps the adapter's name.
 """
 
 from __future__ import annotations
