@@ -9,7 +9,8 @@ shows, and the export, a standalone pytest file that binds the same target and
 replays the steps (with the invariant checks between them), so it fails while the
 bug is present and passes once it is fixed. Process-level properties describe their
 scenario as numbered steps; their export re-runs that property at the same profile
-and seed.
+and seed. A ``jobs.interleavings`` failure carries its schedule as data (the error's
+``leasecheck_replay``); its export replays exactly that schedule.
 
 A ``queue.*`` failure exports against the run's ``--adapter`` (a bundled name,
 ``planted:NAME`` or an adapter file): the generic queue machine's program
@@ -23,6 +24,7 @@ profile and seed, and says so.
 from __future__ import annotations
 
 import importlib
+import pprint
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -54,6 +56,8 @@ class Counterexample:
     message: tuple[str, ...]
     steps: int = 0
     """Operations in the program, or numbered steps of a process-level scenario."""
+    replay: Mapping[str, object] | None = None
+    """A failing schedule as data (``jobs.interleavings``): exported as an exact replay."""
 
     @classmethod
     def from_error(cls, error: BaseException) -> Counterexample:
@@ -62,7 +66,9 @@ class Counterexample:
         program = program_of(error)
         if program is not None:
             return cls(program.machine, program.lines, message, program.steps)
-        return cls(None, (), message, sum(1 for line in message if _numbered(line)))
+        replay = getattr(error, "leasecheck_replay", None)
+        steps = sum(1 for line in message if _numbered(line))
+        return cls(None, (), message, steps, replay if isinstance(replay, dict) else None)
 
     def record(self) -> dict[str, object]:
         """JSON-ready, for the events file."""
@@ -71,16 +77,19 @@ class Counterexample:
             "program": list(self.program),
             "message": list(self.message),
             "steps": self.steps,
+            "replay": None if self.replay is None else dict(self.replay),
         }
 
     @classmethod
     def from_record(cls, record: Mapping[str, object]) -> Counterexample:
         machine = record.get("machine")
+        replay = record.get("replay")
         return cls(
             machine if isinstance(machine, str) else None,
             tuple(str(line) for line in _list(record.get("program"))),
             tuple(str(line) for line in _list(record.get("message"))),
             int(str(record.get("steps") or 0)),
+            replay if isinstance(replay, dict) else None,
         )
 
     def text(self, limit: int = 40) -> str:
@@ -182,6 +191,30 @@ def test_{slug}() -> None:
         state.teardown()
 '''
 
+_SCHEDULE_TEMPLATE = '''"""Counterexample found by leasecheck: property {prop} on {target}.
+
+Replays exactly the failing schedule: the scenario in SCHEDULE, its threads taking
+turns in the recorded order (one thread name per scheduling point). It fails while
+the bug is present and passes once it is fixed; where a fix changes the code so that
+a recorded choice no longer applies, the replay goes on without preempting.
+Run it with:  pytest {filename}
+
+What failed:
+{message}
+"""
+
+from leasecheck.targets import load_jobs_target
+from stateful_tests.job_interleavings import replay
+
+TARGET = {target!r}
+SCHEDULE = {record}
+
+
+def test_{slug}() -> None:
+    replayed = replay(load_jobs_target(TARGET), SCHEDULE)
+    assert replayed.failure is None, replayed.report()
+'''
+
 _RACE_NOTE = """
 Why a re-run and not a replay: this property runs real processes as the OS schedules
 them (racing, or SIGKILLed at a random instant), so no file can replay the
@@ -233,6 +266,13 @@ def export(
         text = _STATEFUL_TEMPLATE.format(
             prop=prop, target=str(target), filename=path.name, loader=loader, module=module,
             machine=example.machine, slug=slug, steps=steps or "        pass", names=names,
+        )  # fmt: skip
+    elif example.replay is not None:
+        shown = "\n".join(f"    {line}" for line in example.message[:12])
+        message = shown.replace("\\", "\\\\").replace('"""', "'''")
+        text = _SCHEDULE_TEMPLATE.format(
+            prop=prop, target=str(target), filename=path.name, message=message, slug=slug,
+            record=pprint.pformat(dict(example.replay), width=96, compact=True),
         )  # fmt: skip
     else:
         selector = nodeid.rsplit("::", 1)[-1].split("[", 1)[0]
