@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -226,7 +226,7 @@ class _JobWorld:
         self.queue = cls(self.clock, policy)
         self.ticks = itertools.count(1)
         self.ops: list[Operation] = []
-        self.events: list[Hashable] = []
+        self.events: list[object] = []
         self.returned_at: dict[tuple[str, int], int] = {}
         """(thread, call number) -> the step during which that call returned."""
         self.position: dict[str, int] = {}
@@ -293,10 +293,10 @@ class _JobWorld:
     def atoms(self) -> tuple[type, ...]:
         return (ThreadClock,)
 
-    def thread_key(self, name: str) -> Hashable:
+    def thread_key(self, name: str) -> object:
         return self.position.get(name, 0)
 
-    def history_key(self) -> Hashable:
+    def history_key(self) -> object:
         return self.events
 
     def judge(self, steps: Sequence[Step], problem: str | None) -> Violation | None:

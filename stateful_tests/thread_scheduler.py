@@ -34,7 +34,7 @@ import linecache
 import sys
 import threading
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import CodeType, FrameType
 from typing import Any, Generic, Protocol, TypeVar
@@ -64,6 +64,7 @@ TURN_DEADLINE_S = 120.0
 READY, BLOCKED, DONE = "ready", "blocked", "done"
 
 V = TypeVar("V")
+V_co = TypeVar("V_co", covariant=True)
 
 
 class SchedulerStuck(Exception):
@@ -367,7 +368,7 @@ def _held(thread: _Thread) -> bool:
     return lock.owner is not None and not (lock.reentrant and lock.owner == thread.name)
 
 
-class World(Protocol[V]):
+class World(Protocol[V_co]):
     """A fresh copy of what is scheduled: a scenario's threads on a new queue."""
 
     target_file: str
@@ -378,15 +379,15 @@ class World(Protocol[V]):
         """The shared objects, fingerprinted first."""
         ...
 
-    def thread_key(self, name: str) -> Hashable:
+    def thread_key(self, name: str) -> object:
         """What the harness keeps for thread ``name`` (its next operation, its leases)."""
         ...
 
-    def history_key(self) -> Hashable:
+    def history_key(self) -> object:
         """The history so far: calls and returns in order, with outcomes."""
         ...
 
-    def judge(self, steps: Sequence[Step], problem: str | None) -> V | None:
+    def judge(self, steps: Sequence[Step], problem: str | None) -> V_co | None:
         """The verdict on a finished run (``problem``: a deadlock or runaway the run saw)."""
         ...
 
@@ -447,7 +448,7 @@ class _Execution(Generic[V]):
         bound: Bound,
         prefix: Sequence[str],
         deferred: Callable[[list[str], int], None] | None = None,
-        seen: set[Hashable] | None = None,
+        seen: set[bytes] | None = None,
     ) -> None:
         self.world = world
         self.bound = bound
@@ -566,8 +567,9 @@ def explore(factory: Callable[[], World[V]], bound: Bound) -> Exploration[V]:
     preemptions, fewest first; stops at the first schedule the world judges a failure."""
     started = time.perf_counter()
     result: Exploration[V] = Exploration(bound.preemptions)
-    levels: list[list[list[str]]] = [[[]]] + [[] for _ in range(bound.preemptions)]
-    seen: set[Hashable] | None = set() if bound.prune else None
+    levels: list[list[list[str]]] = [[[]]]
+    levels += [[] for _ in range(bound.preemptions)]
+    seen: set[bytes] | None = set() if bound.prune else None
     for level, stack in enumerate(levels):
         explored_before = result.explored
 
