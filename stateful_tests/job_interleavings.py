@@ -479,9 +479,9 @@ class Summary:
 
     def text(self) -> str:
         return (
-            f"{len(self.scenarios)} scenarios, <={self.threads} threads x <={self.operations} "
-            f"ops, <={self.preemptions} preemptions: {self.explored} schedules explored, "
-            f"{self.pruned} pruned"
+            f"{self.explored} schedules, {self.pruned} pruned; {len(self.scenarios)} scenarios "
+            f"<={self.threads} threads x <={self.operations} calls, "
+            f"<={self.preemptions} preemptions"
         )
 
 
