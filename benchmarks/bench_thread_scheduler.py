@@ -25,7 +25,9 @@ from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from types import ModuleType
 
-from stateful_tests.job_interleavings import CI_SCENARIOS, Scenario, _poll, _submit, check_scenarios
+from stateful_tests._job_scenarios import call
+from stateful_tests.job_interleavings import CI_SCENARIOS, Scenario, check_scenarios
+from stateful_tests.parallel import Command
 from stateful_tests.thread_scheduler import Step, follow
 from targets.loader import load_jobs_target
 
@@ -76,6 +78,10 @@ class _CounterWorld:
 
     def judge(self, steps: Sequence[Step], problem: str | None) -> str | None:
         return problem
+
+
+def _submit(priority: int) -> Command:
+    return call("submit", type="email", payload="p", priority=priority, run_at=0, now=0)
 
 
 def _median(repeat: int, run: Callable[[], float]) -> float:
@@ -130,7 +136,8 @@ def growth(repeat: int) -> None:
     for threads in (2, 3, 4):
         scenario = Scenario(
             f"{threads} polls", "growth", (_submit(0), _submit(1)),
-            tuple((_poll(f"w{n}"),) for n in range(1, threads + 1)),
+            tuple((call("poll", worker_id=f"w{n}", lease_millis=1000, now=100),)
+                  for n in range(1, threads + 1)),
         )  # fmt: skip
         cells = []
         for bound in (0, 1, 2):

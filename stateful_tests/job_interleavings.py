@@ -32,9 +32,18 @@ from typing import Any
 from models.linearizability import Operation, Raised, Returned
 from queue_impl.jobs import Lease, RetryPolicy
 from stateful_tests._coop_threading import instrument
+from stateful_tests._job_scenarios import (
+    CI_SCENARIOS,
+    DEEP_SCENARIOS,
+    EXCLUSIVE,
+    NOW,
+    PLANS,
+    Scenario,
+    call,
+)
 from stateful_tests._parallel_jobs import ThreadClock, _call, _resolve
 from stateful_tests._state_key import state_key
-from stateful_tests.parallel import JOB_POLICY, Command, Held, check_jobs_history
+from stateful_tests.parallel import JOB_POLICY, Command, check_jobs_history
 from stateful_tests.thread_scheduler import (
     Bound,
     Exploration,
@@ -61,143 +70,9 @@ __all__ = [
     "replay",
 ]
 
-NOW = 100
-"""The instant every thread's call reads (the opening calls read earlier instants)."""
 TICK_NS = 1_000_000
 """A history's instants are event numbers (call and return in order), written as if
 milliseconds so that a printed interval reads ``[3.000 ms .. 6.000 ms]``: event 3 to 6."""
-
-
-def _cmd(name: str, **args: Any) -> Command:
-    return Command(name, tuple(args.items()))
-
-
-def _submit(priority: int = 0, now: int = 0, type: str = "email") -> Command:
-    return _cmd("submit", type=type, payload="p", priority=priority, run_at=0, now=now)
-
-
-def _poll(worker: str, now: int = NOW, lease: int = 1000) -> Command:
-    return _cmd("poll", worker_id=worker, lease_millis=lease, now=now)
-
-
-def _complete(now: int = NOW) -> Command:
-    return _cmd("complete", token=Held(), now=now)
-
-
-def _fail(now: int = NOW, error: str | None = "boom") -> Command:
-    return _cmd("fail", token=Held(), now=now, error=error)
-
-
-def _on(name: str, job_id: str = "J1", now: int = NOW) -> Command:
-    return _cmd(name, job_id=job_id, now=now)
-
-
-@dataclass(frozen=True)
-class Scenario:
-    """Opening calls run alone, then ``threads`` (T1, T2, ...) at once."""
-
-    name: str
-    why: str
-    """The spec sentence the race is about."""
-    prefix: tuple[Command, ...]
-    threads: tuple[tuple[Command, ...], ...]
-
-    def describe(self) -> list[str]:
-        lines = [f"scenario {self.name!r} ({self.why})"]
-        lines += [f"  opening, run alone: {i}. {c.text()}" for i, c in enumerate(self.prefix, 1)]
-        for number, calls in enumerate(self.threads, 1):
-            lines.append(f"  T{number}: " + "; then ".join(c.text() for c in calls))
-        return lines
-
-    def record(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "why": self.why,
-            "prefix": [_command_record(c) for c in self.prefix],
-            "threads": [[_command_record(c) for c in calls] for calls in self.threads],
-        }
-
-    @classmethod
-    def from_record(cls, record: dict[str, Any]) -> Scenario:
-        return cls(
-            record["name"],
-            record["why"],
-            tuple(_command_of(c) for c in record["prefix"]),
-            tuple(tuple(_command_of(c) for c in calls) for calls in record["threads"]),
-        )
-
-
-def _command_record(command: Command) -> dict[str, Any]:
-    args = {k: {"held": v.back} if isinstance(v, Held) else v for k, v in command.args}
-    return {"name": command.name, "args": args}
-
-
-def _command_of(record: dict[str, Any]) -> Command:
-    args = {
-        k: Held(v["held"]) if isinstance(v, dict) and set(v) == {"held"} else v
-        for k, v in record["args"].items()
-    }
-    return Command(record["name"], tuple(args.items()))
-
-
-_LEASED = (_submit(), _poll("w1", now=0))
-_EXPIRING = (_submit(), _poll("w1", now=0, lease=50))
-_DEAD = (_submit(), _poll("w1", now=0), _fail(now=1), _poll("w1", now=20), _fail(now=21))
-_EXCLUSIVE = "a job is never leased to two workers at the same time"
-_TOKEN = "complete and fail work only with the token of the job's current lease"
-
-CI_SCENARIOS: tuple[Scenario, ...] = (
-    Scenario("two polls, two ready jobs", _EXCLUSIVE, (_submit(0), _submit(1)),
-             ((_poll("w1"),), (_poll("w2"),))),
-    Scenario("complete and fail one lease", _TOKEN, _LEASED, ((_complete(),), (_fail(),))),
-    Scenario("complete one lease twice", _TOKEN, _LEASED, ((_complete(),), (_complete(),))),
-    Scenario("view while a poll leases", "all methods are safe to call from many threads",
-             (_submit(),), ((_poll("w1"),), (_on("view"),))),
-    Scenario("cancel while a poll leases", "cancel: only from PENDING", (_submit(),),
-             ((_on("cancel"),), (_poll("w2"),))),
-    Scenario("two submits", "ids J1, J2, ...", (_submit(),), ((_submit(1),), (_submit(2),))),
-    Scenario("an expired lease: complete and poll", "a lease is valid while now < lease_until",
-             _EXPIRING, ((_complete(),), (_poll("w2"),))),
-    Scenario("retry a dead job twice", "retry_dead: only from DEAD", _DEAD,
-             ((_on("retry_dead"),), (_on("retry_dead"),))),
-    Scenario("submit while dead letters are listed", "dead_letters: all DEAD jobs", _DEAD,
-             ((_submit(1),), (_cmd("dead_letters", now=NOW),))),
-    Scenario("three polls, two jobs", _EXCLUSIVE, (_submit(0), _submit(1)),
-             ((_poll("w1"),), (_poll("w2"),), (_poll("w3"),))),
-    Scenario("two workers poll and finish", _EXCLUSIVE, (_submit(0), _submit(1)),
-             ((_poll("w1"), _complete()), (_poll("w2"), _fail()))),
-)  # fmt: skip
-"""The ci scenarios: each race shape once, 2 threads (one with 3), 1-2 calls each."""
-
-DEEP_SCENARIOS: tuple[Scenario, ...] = (
-    *CI_SCENARIOS,
-    Scenario("three workers poll and finish", _EXCLUSIVE, (_submit(0), _submit(1)),
-             ((_poll("w1"), _complete()), (_poll("w2"), _fail()), (_poll("w3"),))),
-    Scenario("poll, fail, poll again", _EXCLUSIVE, (_submit(),),
-             ((_poll("w1"), _fail(), _poll("w1")), (_poll("w2"), _complete()))),
-    Scenario("cancel, submit and poll", "cancel: only from PENDING", (_submit(),),
-             ((_on("cancel"), _submit(1)), (_poll("w2"), _on("view")))),
-)  # fmt: skip
-
-Plan = tuple[tuple[Scenario, int], ...]
-"""Scenarios with the preemption bound each is explored to."""
-
-
-def _plan(scenarios: Sequence[Scenario], small: int, large: int) -> Plan:
-    """``small`` preemptions for 2 threads of 1 call, ``large`` for the bigger scenarios."""
-    return tuple(
-        (s, small if len(s.threads) == 2 and max(map(len, s.threads)) == 1 else large)
-        for s in scenarios
-    )
-
-
-PLANS: dict[str, Plan] = {
-    "quick": _plan(CI_SCENARIOS, 1, 1),
-    "ci": _plan(CI_SCENARIOS, 2, 1),
-    "deep": _plan(DEEP_SCENARIOS, 3, 2),
-}
-"""Per profile: every scenario with its bound (ci: 2 preemptions; 1 with 3 threads or
-2 calls a thread, whose space at 2 is about 6 s of the gate's 4)."""
 
 
 @dataclass(frozen=True)
@@ -318,8 +193,8 @@ class _JobWorld:
             1 for op in self.ops if op.name == "submit" and isinstance(op.outcome, Returned)
         )
         for number in range(1, submitted + 1):
-            self._run(("harness", number), _on("view", f"J{number}"), [])
-        self._run(("harness", submitted + 1), _cmd("dead_letters", now=NOW), [])
+            self._run(("harness", number), call("view", job_id=f"J{number}", now=NOW), [])
+        self._run(("harness", submitted + 1), call("dead_letters", now=NOW), [])
 
 
 def _judge(history: Sequence[Operation], policy: RetryPolicy) -> Violation | None:
@@ -371,7 +246,7 @@ def _double_lease(history: Sequence[Operation]) -> tuple[str, str] | None:
                 f"job {first.job_id} was leased to {a.args['worker_id']} (token {first.token!r}, "
                 f"until t={first.lease_until}) and to {b.args['worker_id']} (token "
                 f"{second.token!r}, until t={second.lease_until}) at the same time; "
-                f"job-queue.md: {_EXCLUSIVE}"
+                f"job-queue.md: {EXCLUSIVE}"
             )
     return None
 

@@ -19,7 +19,7 @@ import pytest
 
 from leasecheck.counterexample import Counterexample, export
 from leasecheck.mutants import Mutant, by_name, materialize
-from stateful_tests import thread_scheduler
+from stateful_tests import _thread_run, thread_scheduler
 from stateful_tests.job_interleavings import (
     CI_SCENARIOS,
     PLANS,
@@ -163,7 +163,7 @@ def test_a_queue_on_an_rlock_holds(tmp_path: Path) -> None:
 def test_a_wait_the_scheduler_does_not_control_stops_the_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(thread_scheduler, "POINT_DEADLINE_S", 0.3)
+    monkeypatch.setattr(_thread_run, "POINT_DEADLINE_S", 0.3)
     cls = _edited(
         tmp_path,
         ("        with self._lock:\n            now = self._time.now_millis()\n",
