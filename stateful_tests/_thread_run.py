@@ -45,15 +45,13 @@ class _Aborted(BaseException):
 
 @dataclass(frozen=True)
 class Step:
-    """One scheduling point a thread ran from: a line, a lock operation or a call."""
+    """One scheduling point a thread ran from: a line of the target or a lock operation."""
 
     thread: str
     kind: str
-    """``start``, ``call`` (between operations), ``line``, ``acquire``, ``release``."""
+    """``line``, ``acquire`` or ``release`` (``start`` before a thread's first point)."""
     code: CodeType | None = None
     line: int = 0
-    text: str = ""
-    """For ``call``: the operation about to be called."""
 
     def function(self) -> str:
         return self.code.co_qualname if self.code else ""
@@ -64,8 +62,6 @@ class Step:
         return linecache.getline(self.code.co_filename, self.line).strip()
 
     def describe(self) -> str:
-        if self.kind == "call":
-            return f"{self.thread} calls {self.text}"
         if self.kind == "start":
             return f"{self.thread} starts"
         if self.kind == "line":

@@ -151,6 +151,9 @@ class _Execution(Generic[V]):
         self.current: str | None = None
         self.diverged = False
         self.problem: str | None = None
+        self.last_level = False
+        """The run has no preemption left (points where only a preemption could branch
+        are not cached: fingerprinting them costs more than the runs they would cut)."""
 
     def go(self) -> tuple[Schedule, V | None]:
         """Run to the end (raise ``_Cut`` at a state already seen); the schedule and verdict."""
@@ -193,14 +196,16 @@ class _Execution(Generic[V]):
             return default
         if self.deferred is None or len(enabled) < 2:
             return default
+        spinning = current is not None and self.run.threads[current].spinning
+        cost = 1 if current in enabled and not spinning else 0
+        if cost and self.last_level:
+            return default  # no preemption left: nothing to branch on, so nothing to cache
         if self.seen is not None:
             key = self._key()
             if key is not None:
                 if key in self.seen:
                     raise _Cut
                 self.seen.add(key)
-        spinning = current is not None and self.run.threads[current].spinning
-        cost = 1 if current in enabled and not spinning else 0
         for other in enabled:
             if other != default:
                 self.deferred([*self.choices, other], cost)
@@ -260,6 +265,7 @@ def explore(factory: Callable[[], World[V]], bound: Bound) -> Exploration[V]:
 
         while stack:
             execution = _Execution(factory(), bound, stack.pop(), defer, seen)
+            execution.last_level = level == bound.preemptions
             try:
                 schedule, verdict = execution.go()
             except _Cut:
