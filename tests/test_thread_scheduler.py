@@ -155,8 +155,9 @@ def test_two_locks_taken_in_opposite_orders_deadlock(tmp_path: Path) -> None:
     assert "deadlock: every unfinished thread is blocked (T1 waits for a lock at" in str(error)
 
 
-def test_a_queue_on_an_rlock_holds(tmp_path: Path) -> None:
-    cls = _edited(tmp_path, ("self._lock = threading.Lock()", "self._lock = threading.RLock()"))
+@pytest.mark.parametrize("lock", ["RLock", "Condition"])
+def test_a_queue_on_an_rlock_or_a_condition_holds(tmp_path: Path, lock: str) -> None:
+    cls = _edited(tmp_path, ("self._lock = threading.Lock()", f"self._lock = threading.{lock}()"))
     check_scenarios(cls, PLANS["quick"][:3])
 
 
