@@ -352,10 +352,15 @@ class Summary:
     seconds: float = 0.0
     scenarios: list[tuple[str, Exploration[Violation]]] = field(default_factory=list)
 
+    @property
+    def exhaustive(self) -> int:
+        """Scenarios whose every interleaving was explored (the bound left none out)."""
+        return sum(1 for _, found in self.scenarios if found.complete)
+
     def text(self) -> str:
         return (
             f"{self.explored} schedules, {self.pruned} pruned; {len(self.scenarios)} scenarios "
-            f"<={self.threads} threads x <={self.operations} calls, "
+            f"({self.exhaustive} exhaustive) <={self.threads} threads x <={self.operations} calls, "
             f"<={self.preemptions} preemptions"
         )
 

@@ -118,6 +118,8 @@ class Exploration(Generic[V]):
     by_level: list[int] = field(default_factory=list)
     """Schedules explored with exactly 0, 1, ... preemptions."""
     failure: tuple[Schedule, V] | None = None
+    complete: bool = True
+    """No schedule was left out for the bound: every interleaving was explored."""
     seconds: float = 0.0
 
 
@@ -152,6 +154,8 @@ class _Execution(Generic[V]):
         self.diverged = False
         self.problem: str | None = None
         self.last_level = False
+        self.bounded = False
+        """The bound left out a schedule of this run (a preemption it could not afford)."""
         """The run has no preemption left (points where only a preemption could branch
         are not cached: fingerprinting them costs more than the runs they would cut)."""
 
@@ -199,7 +203,8 @@ class _Execution(Generic[V]):
         spinning = current is not None and self.run.threads[current].spinning
         cost = 1 if current in enabled and not spinning else 0
         if cost and self.last_level:
-            return default  # no preemption left: nothing to branch on, so nothing to cache
+            self.bounded = True  # a preemption would branch here, but none is left
+            return default  # nothing to branch on, so nothing worth caching
         if self.seen is not None:
             key = self._key()
             if key is not None:
@@ -260,8 +265,7 @@ def explore(factory: Callable[[], World[V]], bound: Bound) -> Exploration[V]:
         explored_before = result.explored
 
         def defer(prefix: list[str], cost: int, level: int = level) -> None:
-            if level + cost <= bound.preemptions:
-                levels[level + cost].append(prefix)
+            levels[level + cost].append(prefix)  # the last level defers no preemption
 
         while stack:
             execution = _Execution(factory(), bound, stack.pop(), defer, seen)
@@ -272,6 +276,8 @@ def explore(factory: Callable[[], World[V]], bound: Bound) -> Exploration[V]:
                 result.pruned += 1
                 result.steps += len(execution.steps)
                 continue
+            finally:
+                result.complete = result.complete and not execution.bounded
             result.explored += 1
             result.steps += len(schedule.steps)
             if verdict is not None:

@@ -62,7 +62,9 @@ def test_the_bundled_queue_holds_in_every_ci_schedule() -> None:
     summary = check_scenarios(load_jobs_target(), PLANS["ci"])
     assert summary.explored > len(PLANS["ci"]) * 2  # more than the schedules without preemption
     assert summary.threads == 3 and summary.preemptions == 2
-    assert summary.text().endswith("11 scenarios <=3 threads x <=2 calls, <=2 preemptions")
+    assert summary.text().endswith(
+        "11 scenarios (9 exhaustive) <=3 threads x <=2 calls, <=2 preemptions"
+    )
 
 
 def test_a_poll_that_picks_outside_the_lock_leases_one_job_twice(tmp_path: Path) -> None:

@@ -43,6 +43,7 @@ def test_job_interleavings(
     checked(
         summary.text(),
         scenarios=len(summary.scenarios),
+        exhaustive=summary.exhaustive,
         threads=summary.threads,
         operations=summary.operations,
         preemptions=summary.preemptions,
