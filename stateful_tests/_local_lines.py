@@ -91,9 +91,21 @@ def _chunks(code: CodeType) -> dict[int, _Chunk]:
 class LocalLines:
     """Answers "is the step this frame is about to run local?" (cached per code object)."""
 
+    _known: dict[str, LocalLines] = {}
+
+    @classmethod
+    def of(cls, module_file: str) -> LocalLines:
+        """The analysis of ``module_file``, shared by every run (it is static)."""
+        found = cls._known.get(module_file)
+        if found is None:
+            found = cls._known[module_file] = cls(module_file)
+        return found
+
     def __init__(self, module_file: str) -> None:
         self.module_file = module_file
         self.codes: dict[CodeType, dict[int, _Chunk]] = {}
+        self.continuations: dict[tuple[CodeType, int, int], bool] = {}
+        """(caller code, offset, line) -> the rest of that line after the call is local."""
 
     def _chunk(self, frame: FrameType) -> _Chunk | None:
         code = frame.f_code
@@ -125,13 +137,16 @@ class LocalLines:
         """A plain value returns to ``caller``: is the rest of its current line local?"""
         if caller is None or caller.f_code.co_filename != self.module_file:
             return False  # the harness: the operation returns, which others can see
-        rest = [
-            i
-            for i in dis.get_instructions(caller.f_code)
-            if i.offset > caller.f_lasti and i.positions and i.positions.lineno == caller.f_lineno
-        ]
-        names = {i.opname for i in rest if i.opname != "CACHE"}
-        return names <= {"STORE_FAST", "POP_TOP", "NOP"}
+        where = (caller.f_code, caller.f_lasti, caller.f_lineno)
+        found = self.continuations.get(where)
+        if found is None:
+            rest = {
+                i.opname
+                for i in dis.get_instructions(caller.f_code)
+                if i.offset > caller.f_lasti and i.positions and i.positions.lineno == where[2]
+            }
+            found = self.continuations[where] = rest <= {"STORE_FAST", "POP_TOP", "NOP", "CACHE"}
+        return found
 
     def _pure(self, frame: FrameType, name: str) -> bool:
         value = frame.f_globals.get(name, getattr(builtins, name, None))

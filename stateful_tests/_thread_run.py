@@ -134,7 +134,7 @@ class Run:
         self.local = threading.local()
         self.paths: dict[FrameType, int] = {}
         """Per target frame, a hash of the lines it has run (part of its state)."""
-        self.lines = LocalLines(target_file)
+        self.lines = LocalLines.of(target_file)
         self.aborting = False
         self.starting = True
         """Threads are being started: each runs alone to its first point."""
@@ -308,12 +308,18 @@ class Run:
         self.progress += 1
         if self.aborting:
             raise _Aborted
-        if self.lines.local(frame):
+        if self._local(frame):
             return self.trace_line
         thread = self.me()
         thread.frame, thread.step = frame, Step(thread.name, "line", frame.f_code, frame.f_lineno)
         self.reschedule(thread)
         return self.trace_line
+
+    def _local(self, frame: FrameType) -> bool:
+        try:
+            return self.lines.local(frame)
+        except Exception:  # a line the analysis cannot read is a point: never wrong, only slower
+            return False
 
     # -- state --
     def frames_state(self, thread: ScheduledThread) -> list[object]:
