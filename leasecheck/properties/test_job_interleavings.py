@@ -3,7 +3,7 @@
 job-queue.md: "with many threads polling at once, a job is never leased to two
 workers at the same time; all methods are safe to call from many threads".
 ``stateful_tests.job_interleavings`` runs each scenario of the profile's plan (a
-seeded queue, then 2-3 threads of 1-2 calls) under the deterministic thread
+seeded queue, then 2-3 threads of 1-3 calls) under the deterministic thread
 scheduler, through every schedule up to the scenario's preemption bound, fewest
 preemptions first, and judges each one: tokens unique, no job leased twice at once,
 and the history linearizable against the reference model. Nothing depends on the
