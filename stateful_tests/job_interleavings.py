@@ -302,11 +302,14 @@ class InterleavingFailure(AssertionError):
 
 
 def interleaving(schedule: Schedule, violation: Violation, keep: int = 3) -> list[str]:
-    """The steps in order, each run of one thread cut to its first and last ``keep`` steps,
-    with each call's outcome after the step in which it returned."""
+    """The steps in order. Of each run of one thread longer than ``keep + 2`` steps, its
+    first and last ``keep`` steps,
+    every lock acquire and release, and every step in which a call returned (with that
+    call's outcome under it) are shown; the other lines are counted."""
+    returned = dict(violation.returned_at)
     returns: dict[int, list[str]] = {}
     for op in violation.history:
-        step = dict(violation.returned_at).get((op.process, op.index))
+        step = returned.get((op.process, op.index))
         if step is not None:
             returns.setdefault(step, []).append(
                 f"        -> {op.label()} {op.name} {op.outcome_text()}"
@@ -319,12 +322,20 @@ def interleaving(schedule: Schedule, violation: Violation, keep: int = 3) -> lis
             preemptions += 1
             before = schedule.steps[run[0] - 1].thread
             lines.append(f"  >> preemption {preemptions}: {before} is switched out, {thread} runs")
-        hidden = set(run[1:-keep]) if len(run) > keep + 2 else set()
+        shown = {run[0], *run[-keep:]} | {
+            i for i in run if schedule.steps[i].kind != "line" or i + 1 in returns
+        }
+        if len(run) <= keep + 2:
+            shown = set(run)
+        hidden = 0
         for index in run:
-            if index not in hidden:
-                lines.append(f"  {index + 1:>4}. {schedule.steps[index].describe()}")
-            elif index == min(hidden):
-                lines.append(f"        ... {len(hidden)} more steps of {thread}")
+            if index not in shown:
+                hidden += 1
+                continue
+            if hidden:
+                lines.append(f"        ... {hidden} more lines of {thread}")
+                hidden = 0
+            lines.append(f"  {index + 1:>4}. {schedule.steps[index].describe()}")
             lines += returns.get(index + 1, [])
     return lines
 

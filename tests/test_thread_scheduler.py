@@ -19,6 +19,8 @@ import pytest
 
 from leasecheck.counterexample import Counterexample, export
 from leasecheck.mutants import Mutant, by_name, materialize
+from leasecheck.report import build_timeline, render_svg, trace_from_result
+from leasecheck.runner import PropertyResult
 from stateful_tests import _thread_run, thread_scheduler
 from stateful_tests.job_interleavings import (
     CI_SCENARIOS,
@@ -30,6 +32,7 @@ from stateful_tests.job_interleavings import (
 )
 from targets.loader import BUNDLED_JOBS, load_jobs_target
 
+CANCEL = "cancel while a poll leases"
 FAIL_LOCK = '        message = _optional_str("error", error)\n        with self._lock:\n'
 
 
@@ -175,3 +178,13 @@ def test_a_wait_the_scheduler_does_not_control_stops_the_run(
     )  # fmt: skip
     with pytest.raises(thread_scheduler.SchedulerStuck, match=r"does not control|did not unwind"):
         check_scenarios(cls, [(_scenario("two polls, two ready jobs"), 0)])
+
+
+def test_the_report_draws_the_failing_history_as_lanes(tmp_path: Path) -> None:
+    error = _failure(_mutant(by_name("jobs-cancel-check-then-act"), tmp_path), CANCEL)
+    failure = Counterexample.from_error(error)
+    result = PropertyResult("jobs.interleavings", "VIOLATED", failures=[failure])
+    timeline = build_timeline(trace_from_result(result))
+    assert timeline is not None and "One lane per process" in timeline.caption
+    svg = render_svg(timeline)
+    assert "T1" in svg and "T2" in svg and "cancel" in svg
