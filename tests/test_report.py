@@ -109,6 +109,7 @@ FAMILIES = {
     "jobs-stale-token-accepted": "program",
     "claim-select-before-begin": "history",
     "jobs-poll-two-critical-sections": "history",
+    "jobs-cancel-check-then-act": "history",
     "finish-two-transactions": "scenario",
     "open-queue-recreates-tables": "scenario",
     "claim-selects-outside-lock": "scenario",
