@@ -9,8 +9,9 @@ shows, and the export, a standalone pytest file that binds the same target and
 replays the steps (with the invariant checks between them), so it fails while the
 bug is present and passes once it is fixed. Process-level properties describe their
 scenario as numbered steps; their export re-runs that property at the same profile
-and seed, except ``lease.interleavings``: its failure carries the schedule itself (a
-JSON record, ``ScheduleFailure``), and its export replays exactly that schedule.
+and seed, except ``lease.interleavings`` and ``jobs.interleavings``: their failure
+carries the schedule itself (a JSON record: ``ScheduleFailure.schedule`` for processes,
+the error's ``leasecheck_replay`` for threads), and their export replays exactly it.
 
 A ``queue.*`` failure exports against the run's ``--adapter`` (a bundled name,
 ``planted:NAME`` or an adapter file): the generic queue machine's program
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import pprint
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -40,6 +42,17 @@ _MACHINES = {
     "JobAgreement": ("stateful_tests.job_machine", "load_jobs_target"),
 }
 QUEUE_MACHINE = "QueueMachine"
+
+
+JOBS_INTERLEAVINGS = "jobs.interleavings"
+
+
+def _schedule_of(error: BaseException) -> Mapping[str, object] | None:
+    """The replayable schedule a controlled-interleaving failure carries, if any."""
+    if isinstance(error, ScheduleFailure):
+        return error.schedule
+    replay = getattr(error, "leasecheck_replay", None)
+    return replay if isinstance(replay, dict) else None
 
 
 class ScheduleFailure(AssertionError):
@@ -67,7 +80,8 @@ class Counterexample:
     steps: int = 0
     """Operations in the program, or numbered steps of a process-level scenario."""
     schedule: Mapping[str, object] | None = None
-    """The failing schedule of ``lease.interleavings`` (its replayable record)."""
+    """The failing schedule of ``lease.interleavings`` or ``jobs.interleavings`` (its
+    replayable record)."""
     evidence: Evidence | None = None
     """What the harness saw, as data (``models.evidence``), when it attached any."""
 
@@ -78,7 +92,7 @@ class Counterexample:
         program = program_of(error)
         if program is not None:
             return cls(program.machine, program.lines, message, program.steps, None, evidence)
-        schedule = error.schedule if isinstance(error, ScheduleFailure) else None
+        schedule = _schedule_of(error)
         steps = sum(1 for line in message if _numbered(line))
         return cls(None, (), message, steps, schedule, evidence)
 
@@ -245,6 +259,30 @@ def test_{slug}() -> None:
     assert run.problem is None, run.interleaving() + "\\n" + run.problem
 '''
 
+_JOBS_SCHEDULE_TEMPLATE = '''"""Counterexample found by leasecheck: property {prop} on {target}.
+
+Replays exactly the failing schedule: the scenario in SCHEDULE, its threads taking
+turns in the recorded order (one thread name per scheduling point). It fails while
+the bug is present and passes once it is fixed; where a fix changes the code so that
+a recorded choice no longer applies, the replay goes on without preempting.
+Run it with:  pytest {filename}
+
+What failed:
+{message}
+"""
+
+from leasecheck.targets import load_jobs_target
+from stateful_tests.job_interleavings import replay
+
+TARGET = {target!r}
+SCHEDULE = {record}
+
+
+def test_{slug}() -> None:
+    replayed = replay(load_jobs_target(TARGET), SCHEDULE)
+    assert replayed.failure is None, replayed.report()
+'''
+
 _RACE_NOTE = """
 Why a re-run and not a replay: this property runs real processes as the OS schedules
 them (racing, or SIGKILLed at a random instant), so no file can replay the
@@ -296,6 +334,13 @@ def export(
         text = _STATEFUL_TEMPLATE.format(
             prop=prop, target=str(target), filename=path.name, loader=loader, module=module,
             machine=example.machine, slug=slug, steps=steps or "        pass", names=names,
+        )  # fmt: skip
+    elif example.schedule is not None and prop == JOBS_INTERLEAVINGS:
+        shown = "\n".join(f"    {line}" for line in example.message[:12])
+        message = shown.replace("\\", "\\\\").replace('"""', "'''")
+        text = _JOBS_SCHEDULE_TEMPLATE.format(
+            prop=prop, target=str(target), filename=path.name, message=message, slug=slug,
+            record=pprint.pformat(dict(example.schedule), width=96, compact=True),
         )  # fmt: skip
     elif example.schedule is not None:
         message = "\n".join(f"    {line}" for line in example.message[:30])

@@ -11,7 +11,7 @@ __all__ = ["CATALOGUE", "Mutant", "by_name", "materialize"]
 
 _FAMILIES = (
     "worker_bugs", "crash_bugs", "jobs_bugs", "explore_bugs", "race_bugs", "power_bugs",
-    "interleaving_bugs", "spec_bugs",
+    "interleaving_bugs", "interleaving_jobs_bugs", "spec_bugs",
 )  # fmt: skip
 
 
