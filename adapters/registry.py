@@ -22,6 +22,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from adapters.broker_adapters import BROKER_ADAPTERS
 from adapters.protocol import AdapterError, Capabilities, Promises, QueueLibrary
 from adapters.server_adapters import SERVER_ADAPTERS
 
@@ -40,6 +41,7 @@ BUNDLED: dict[str, str] = {
     "persist-queue": "adapters.persist_queue:PersistQueue",
     "localqueue": "adapters.localqueue:Localqueue",
     **SERVER_ADAPTERS,
+    **BROKER_ADAPTERS,
 }
 """Bundled adapters: name -> "module:attribute" (the server-backed ones last)."""
 

@@ -227,11 +227,19 @@ def _read(
         return replace(job, state="failed"), None
     if job.expired(now) and seen in ("ready", "failed"):
         return replace(job, state=seen, holder=None), None
-    return job, _observe_mismatch(now, job, seen)
+    return job, _observe_mismatch(now, job, seen, ack_deletes)
 
 
-def _observe_mismatch(now: int, job: Job, seen: ObservedState) -> Mismatch:
+def _observe_mismatch(now: int, job: Job, seen: ObservedState, ack_deletes: bool) -> Mismatch:
     said = f"job {job.key!r} reads {seen!r} but the model has it {job.describe(now)}"
+    if seen == "gone" and ack_deletes and job.state == "leased" and job.holder is not None:
+        # Where an ack deletes the job, "gone" is how "done" reads (``ack_deletes``): a job
+        # held by a claim that vanished was completed by an ack from a stale claim.
+        return Mismatch(
+            "queue.stale-ack",
+            said + " (an acknowledged job is deleted in this library): an ack from a stale "
+            "claim completed it",
+        )
     if job.state == "done":
         return Mismatch("queue.ack-final", said + ": an acknowledged job must stay done")
     if seen == "gone":

@@ -40,6 +40,14 @@ def test_a_stale_ack_must_change_nothing() -> None:
     assert qm.observe(done, [("a", "done")], ack_deletes=False)[1] is None
 
 
+def test_a_stale_ack_that_deletes_the_job_is_named_where_acks_delete() -> None:
+    again = _only(qm.claim(_only(qm.advance(_claimed(), 200)), "c2", 150, "a"))
+    _, deleted = qm.observe(again, [], ack_deletes=True)
+    assert deleted is not None and deleted.prop == "queue.stale-ack", deleted
+    _, lost = qm.observe(again, [], ack_deletes=False)
+    assert lost is not None and lost.prop == "queue.no-loss", lost
+
+
 def test_a_late_ack_by_the_holder_may_complete_or_be_refused() -> None:
     late = _only(qm.advance(_claimed(), 200))
     states, mismatch = qm.ack(late, "c1", "a", accepted=True)

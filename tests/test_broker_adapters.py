@@ -1,0 +1,101 @@
+"""The broker adapters (issue 26) against their real servers, started once per module.
+
+Each library's own behaviour is checked here through its adapter, on a real server (no
+mock): a round trip, and the behaviour ``docs/findings.md`` reports for it, as a fixed
+scenario that reads the store. The generic properties themselves run through
+``leasecheck check --adapter NAME`` (``test_a_broker_gets_the_generic_properties``).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from adapters import servers
+from adapters.protocol import QueueAdapter, QueueLibrary, SharedClock
+from adapters.registry import load_library
+
+
+def _started(kind: servers.ServerKind) -> Iterator[servers.Server]:
+    try:
+        with servers.start(kind, durable=False) as server:
+            yield server
+    except servers.ServerMissing as missing:  # pragma: no cover - CI installs them
+        pytest.fail(str(missing), pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def redis_server() -> Iterator[servers.Server]:
+    yield from _started("redis")
+
+
+class Store:
+    """One store of a library on a running server, and two connections to it."""
+
+    def __init__(self, library: QueueLibrary, server: servers.Server, directory: Path) -> None:
+        self.clock = SharedClock.of(directory / "clock", library.capabilities)
+        location = library.create(directory, server.url)
+        self.a: QueueAdapter = library.connect(location, self.clock)
+        self.b: QueueAdapter = library.connect(location, self.clock)
+
+    def states(self) -> dict[str, str]:
+        return {view.job: view.state for view in self.a.observe()}
+
+    def close(self) -> None:
+        self.a.close()
+        self.b.close()
+        self.clock.close()
+
+
+@pytest.fixture
+def kombu_store(redis_server: servers.Server) -> Iterator[Store]:
+    with tempfile.TemporaryDirectory(prefix="leasecheck-broker-") as directory:
+        store = Store(load_library("kombu-redis"), redis_server, Path(directory))
+        yield store
+        store.close()
+
+
+def test_kombu_round_trip(kombu_store: Store) -> None:
+    store = kombu_store
+    store.a.enqueue("j0", "payload")
+    claim = store.b.claim("w", 0.35)
+    assert claim is not None and claim.job == "j0"
+    assert store.states() == {"j0": "leased"}
+    assert store.a.claim("w", 0.35) is None, "a leased message was delivered again"
+    assert store.b.nack(claim)
+    assert store.states() == {"j0": "ready"}
+    again = store.a.claim("w", 0.35)
+    assert again is not None and store.a.ack(again)
+    assert store.states() == {"j0": "gone"}, "kombu deletes an acknowledged message"
+    assert store.b.claim("w", 0.35) is None
+
+
+def test_kombu_restores_only_past_the_visibility_timeout(kombu_store: Store) -> None:
+    store = kombu_store
+    store.a.enqueue("j0", "payload")
+    assert store.a.claim("w", 0.35) is not None
+    store.clock.advance(0.3)
+    assert store.b.recover() == 0 and store.states() == {"j0": "leased"}
+    store.clock.advance(0.1)
+    assert store.b.recover() == 1 and store.states() == {"j0": "ready"}
+
+
+def test_kombu_stale_ack_deletes_the_redelivered_message(kombu_store: Store) -> None:
+    """The finding: the delivery tag is made at publish and kept by a restore, so the first
+    delivery's late ack removes the second delivery's unacked entry. Nothing will restore
+    the message if its second worker dies now: it is gone while still being worked on."""
+    store = kombu_store
+    store.a.enqueue("j0", "payload")
+    first = store.a.claim("w0", 0.35)
+    assert first is not None
+    store.clock.advance(0.5)
+    assert store.b.recover() == 1
+    second = store.b.claim("w1", 0.35)
+    assert second is not None and second.token == first.token, "the tag changed"
+    assert store.a.ack(first), "kombu refused the stale ack"
+    assert store.states() == {"j0": "gone"}
+    store.clock.advance(10.0)
+    assert store.b.recover() == 0 and store.a.claim("w2", 0.35) is None
