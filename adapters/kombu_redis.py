@@ -67,13 +67,13 @@ PROMISES = Promises(
     properties={
         "queue.ack-final": Promise(
             True,
-            f"{_SRC}:QoS.ack",
+            f"{_SRC}:499 QoS.ack",
             "ack removes the delivery tag from the unacked hash and index; nothing "
             "restores a message that is in neither",
         ),
         "queue.no-loss": Promise(
             True,
-            f"{_SRC}:QoS.restore_visible, and the transport docstring",
+            f"{_SRC}:523 QoS.restore_visible; its module docstring (visibility_timeout)",
             "'visibility_timeout': an unacknowledged message is restored to its queue "
             "once it is older than the timeout",
         ),
@@ -81,18 +81,19 @@ PROMISES = Promises(
             False,
             f"{_DOCS} (Caveats, Visibility timeout)",
             "'If a task isn't acknowledged within the Visibility Timeout the task will "
-            "be redelivered to another worker': a slow worker's message runs twice",
+            "be redelivered to another worker and executed': a slow worker's task runs twice",
         ),
         "queue.stale-ack": Promise(
             False,
-            f"{_SRC}:QoS.ack and kombu/transport/virtual/base.py:Channel._inplace_augment_message",
+            f"{_SRC}:499 QoS.ack; kombu/transport/virtual/base.py:626 _inplace_augment_message",
             "the delivery tag is made once, at publish, and kept by a restore: a stale "
             "delivery's ack removes the current delivery's unacked entry",
         ),
         "queue.linearizable": Promise(
             False,
             "not mentioned in kombu's docs",
-            "claim is two commands (RPOP, then a pipeline into the unacked hash)",
+            "claim is two commands (virtual/base.py:668 basic_get: RPOP, then QoS.append's "
+            "pipeline into the unacked hash)",
         ),
         "queue.server-crash": Promise(
             False,
@@ -101,7 +102,7 @@ PROMISES = Promises(
         ),
         "queue.clock-skew": Promise(
             False,
-            f"{_SRC}:QoS.append and QoS.restore_visible",
+            f"{_SRC}:476 QoS.append and :523 QoS.restore_visible",
             "the delivery is stamped with the consumer's time() and compared with the "
             "restoring client's time() - visibility_timeout",
         ),
