@@ -210,7 +210,7 @@ def observe(
         observed = seen_map.pop(job.key, "gone")
         adopted, mismatch = _read(state.now, job, observed, ack_deletes)
         if mismatch is not None:
-            return [_adopt(state, job, observed)], mismatch
+            return [_adopt(state, job, observed, ack_deletes)], mismatch
         jobs.append(adopted)
     if seen_map:
         extra = ", ".join(repr(key) for key in seen_map)
@@ -253,7 +253,9 @@ def _observe_mismatch(now: int, job: Job, seen: ObservedState, ack_deletes: bool
     return Mismatch("queue.linearizable", said)
 
 
-def _adopt(state: QueueState, job: Job, seen: ObservedState) -> QueueState:
+def _adopt(state: QueueState, job: Job, seen: ObservedState, ack_deletes: bool) -> QueueState:
+    if seen == "gone" and ack_deletes:  # how "done" reads where an ack deletes the job
+        return state.put(replace(job, state="done", holder=None))
     if seen == "gone":
         return replace(state, jobs=tuple(j for j in state.jobs if j.key != job.key))
     holder = job.holder if seen == "leased" else None

@@ -9,6 +9,7 @@ scenario that reads the store. The generic properties themselves run through
 from __future__ import annotations
 
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -99,3 +100,54 @@ def test_kombu_stale_ack_deletes_the_redelivered_message(kombu_store: Store) -> 
     assert store.states() == {"j0": "gone"}
     store.clock.advance(10.0)
     assert store.b.recover() == 0 and store.a.claim("w2", 0.35) is None
+
+
+@pytest.fixture(scope="module")
+def nats_server() -> Iterator[servers.Server]:
+    yield from _started("nats")
+
+
+@pytest.fixture
+def nats_store(nats_server: servers.Server) -> Iterator[Store]:
+    with tempfile.TemporaryDirectory(prefix="leasecheck-broker-") as directory:
+        store = Store(load_library("nats-jetstream"), nats_server, Path(directory))
+        yield store
+        store.close()
+
+
+ACK_WAIT = 0.2
+"""A real AckWait: long beside a call (about 1 ms), short enough to wait out."""
+
+
+def test_nats_round_trip_and_in_progress(nats_store: Store) -> None:
+    store = nats_store
+    store.a.enqueue("j0", "payload")
+    assert store.states() == {"j0": "ready"}
+    claim = store.b.claim("w", ACK_WAIT)
+    assert claim is not None and claim.job == "j0" and claim.token == 1
+    assert store.states() == {"j0": "leased"}
+    for _ in range(3):  # +WPI restarts AckWait: 0.45 s held on a 0.2 s AckWait
+        time.sleep(ACK_WAIT * 0.75)
+        assert store.b.extend(claim, ACK_WAIT)
+    assert store.a.claim("w", ACK_WAIT) is None, "a message in progress was redelivered"
+    assert store.b.ack(claim)
+    assert store.states() == {"j0": "gone"}, "a work-queue stream removes an acked message"
+    time.sleep(ACK_WAIT * 1.5)
+    assert store.a.claim("w", ACK_WAIT) is None
+
+
+def test_nats_late_ack_of_an_earlier_delivery_acks_the_message(nats_store: Store) -> None:
+    """The finding: after AckWait the message is delivered again (delivery 2); the first
+    delivery's ack, sent late, is taken for the message and removes it while delivery 2
+    is being worked on."""
+    store = nats_store
+    store.a.enqueue("j0", "payload")
+    first = store.a.claim("w0", ACK_WAIT)
+    assert first is not None
+    time.sleep(ACK_WAIT * 1.5)
+    second = store.b.claim("w1", ACK_WAIT)
+    assert second is not None and (first.token, second.token) == (1, 2)
+    assert store.a.ack(first)
+    assert store.states() == {"j0": "gone"}
+    time.sleep(ACK_WAIT * 1.5)
+    assert store.b.claim("w2", ACK_WAIT) is None, "the message came back"

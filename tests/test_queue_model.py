@@ -44,6 +44,9 @@ def test_a_stale_ack_that_deletes_the_job_is_named_where_acks_delete() -> None:
     again = _only(qm.claim(_only(qm.advance(_claimed(), 200)), "c2", 150, "a"))
     _, deleted = qm.observe(again, [], ack_deletes=True)
     assert deleted is not None and deleted.prop == "queue.stale-ack", deleted
+    adopted, _ = qm.observe(again, [], ack_deletes=True)
+    found = adopted[0].job("a")
+    assert found is not None and found.state == "done", "adopted as done, as gone reads"
     _, lost = qm.observe(again, [], ack_deletes=False)
     assert lost is not None and lost.prop == "queue.no-loss", lost
 
