@@ -11,4 +11,5 @@ __all__ = ["BROKER_ADAPTERS"]
 BROKER_ADAPTERS = {
     "kombu-redis": "adapters.kombu_redis:KombuRedis",
     "nats-jetstream": "adapters.nats_jetstream:NatsJetstream",
+    "dramatiq-redis": "adapters.dramatiq_redis:DramatiqRedis",
 }

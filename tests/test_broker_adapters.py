@@ -151,3 +151,56 @@ def test_nats_late_ack_of_an_earlier_delivery_acks_the_message(nats_store: Store
     assert store.states() == {"j0": "gone"}
     time.sleep(ACK_WAIT * 1.5)
     assert store.b.claim("w2", ACK_WAIT) is None, "the message came back"
+
+
+@pytest.fixture
+def dramatiq_store(redis_server: servers.Server) -> Iterator[Store]:
+    with tempfile.TemporaryDirectory(prefix="leasecheck-broker-") as directory:
+        store = Store(load_library("dramatiq-redis"), redis_server, Path(directory))
+        yield store
+        store.close()
+
+
+def test_dramatiq_round_trip_and_dead_letter(dramatiq_store: Store) -> None:
+    store = dramatiq_store
+    store.a.enqueue("j0", "payload")
+    store.a.enqueue("j1", "payload")
+    claim = store.b.claim("w", 0.35)
+    assert claim is not None and claim.job == "j0"
+    assert store.states() == {"j0": "leased", "j1": "ready"}
+    assert store.b.ack(claim)
+    other = store.a.claim("w", 0.35)
+    assert other is not None and store.a.nack(other)
+    assert store.states() == {"j0": "gone", "j1": "failed"}, "nack dead-letters"
+
+
+def test_dramatiq_maintenance_requeues_only_silent_workers(dramatiq_store: Store) -> None:
+    store = dramatiq_store
+    store.a.enqueue("j0", "payload")
+    claim = store.a.claim("w", 0.35)
+    assert claim is not None
+    store.clock.advance(0.3)
+    assert store.a.extend(claim, 0.35)  # a heartbeat at t=0.3 s
+    store.clock.advance(0.3)
+    store.b.recover()
+    assert store.states() == {"j0": "leased"}, "a worker that heartbeats kept its message"
+    store.clock.advance(0.1)
+    store.b.recover()
+    assert store.states() == {"j0": "ready"}
+
+
+def test_dramatiq_acks_are_fenced_by_worker(dramatiq_store: Store) -> None:
+    """The finding: a dead worker's acks set goes when its messages are requeued, so its
+    late ack removes nothing; the new holder's ack still counts."""
+    store = dramatiq_store
+    store.a.enqueue("j0", "payload")
+    first = store.a.claim("w0", 0.35)
+    assert first is not None
+    store.clock.advance(0.5)
+    store.b.recover()
+    second = store.b.claim("w1", 0.35)
+    assert second is not None and second.job == "j0"
+    store.a.ack(first)
+    assert store.states() == {"j0": "leased"}, "the stale ack completed the message"
+    store.b.ack(second)
+    assert store.states() == {"j0": "gone"}
