@@ -3,20 +3,20 @@
 beanstalkd's protocol (doc/protocol.md, "delete"): "The delete command removes a job from
 the server entirely. It is normally used by the client when the job has successfully
 run to completion. A client can delete jobs that it has reserved, ready jobs, delayed
-jobs, and jobs that are buried." So a *reserved* job may be deleted, released or touched
-only by the connection that reserved it; everything else answers ``NOT_FOUND``. Each
-test below is one scenario on a server started for the module, TTR = 1 s (beanstalkd's
-smallest: a ``put`` with TTR 0 gets 1), every expiry waited out on the server's clock
-with a bounded margin (``EXPIRED``).
+jobs, and jobs that are buried." So a *reserved* job may be deleted, released, touched or
+buried only by the connection that reserved it; anyone else gets ``NOT_FOUND``. Each test
+is one scenario on a server of its own. A reservation is ended by ``release`` (or by
+closing the connection), never by waiting out a TTR: on this beanstalkd (1.12) a
+reservation's TTR expiry was sometimes not processed for seconds (docs/findings.md), so
+no verdict here depends on it.
 
-Why no generic adapter: a beanstalkd lease (TTR) is fixed by the producer at ``put``,
-in whole seconds of the server's clock, while the generic properties choose each
-claim's lease at claim time and lease for tens of milliseconds on real time.
+Why no generic adapter: a beanstalkd lease (TTR) is fixed by the producer at ``put``, in
+whole seconds of the server's clock, while the generic properties choose each claim's
+lease at claim time and, on real time, lease for tens of milliseconds.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,16 +25,14 @@ import pytest
 
 from adapters import servers
 
-Clients = tuple[Any, Any]
-
-TTR = 1
-EXPIRED = TTR + 0.3
-"""How long a reservation is waited out: beanstalkd checks deadlines in its event loop,
-so 300 ms past the TTR is room on a loaded machine (measured: within 5 ms)."""
+Clients = tuple[Any, Any, Any]
+TUBE = "leasecheck"
+TTR = 60
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def port() -> Iterator[int]:
+    """A server per test: it starts in about 10 ms."""
     try:
         with servers.beanstalkd() as server:
             yield server.port
@@ -43,13 +41,11 @@ def port() -> Iterator[int]:
 
 
 @pytest.fixture
-def clients(port: int, request: pytest.FixtureRequest) -> Iterator[Clients]:
-    tube = f"lc-{request.node.name}"[:200]
-    a = greenstalk.Client(("127.0.0.1", port), use=tube, watch=tube)
-    b = greenstalk.Client(("127.0.0.1", port), use=tube, watch=tube)
-    yield a, b
-    a.close()
-    b.close()
+def clients(port: int) -> Iterator[Clients]:
+    made = [greenstalk.Client(("127.0.0.1", port), use=TUBE, watch=TUBE) for _ in range(3)]
+    yield made[0], made[1], made[2]
+    for client in made:
+        client.close()
 
 
 def _state(client: Any, job: int) -> str:
@@ -59,68 +55,76 @@ def _state(client: Any, job: int) -> str:
         return "gone"
 
 
-def test_only_the_reserving_connection_may_delete_a_reserved_job(clients: Clients) -> None:
-    a, b = clients
+@pytest.mark.parametrize("verb", ["delete", "touch", "release", "bury"])
+def test_only_the_reserving_connection_may_end_a_reserved_job(clients: Clients, verb: str) -> None:
+    a, b, _ = clients
     job = a.put("j0", ttr=TTR)
     held = a.reserve(timeout=0)
-    for verb in (b.delete, b.touch, b.release, b.bury):
-        with pytest.raises(greenstalk.NotFoundError):
-            verb(held)
+    with pytest.raises(greenstalk.NotFoundError):
+        getattr(b, verb)(held)
     assert _state(b, job) == "reserved"
     a.delete(held)
     assert _state(b, job) == "gone"
 
 
 def test_a_stale_delete_after_another_connection_reserved_is_refused(clients: Clients) -> None:
-    a, b = clients
+    """A gives the job back (``release``), B reserves it, A's late delete: refused."""
+    a, b, _ = clients
     job = a.put("j0", ttr=TTR)
     first = a.reserve(timeout=0)
-    time.sleep(EXPIRED)
+    a.release(first)
     second = b.reserve(timeout=0)
     assert second.id == job and b.stats_job(job)["reserves"] == 2
     with pytest.raises(greenstalk.NotFoundError):
-        a.delete(first)  # the stale ack: refused
+        a.delete(first)  # the stale ack
     assert _state(b, job) == "reserved"
     b.delete(second)
+    assert _state(b, job) == "gone"
 
 
 def test_the_fence_is_the_connection_not_the_reservation(clients: Clients) -> None:
-    """One connection shared by two runs of a job (a worker whose first run outlived its
-    TTR, then reserved the job again): the first run's delete ends the second's job."""
-    a, b = clients
+    """One connection shared by two runs of a job (a worker process whose first run gave
+    the job back, then reserved it again): the first run's delete ends the second's."""
+    a, b, _ = clients
     job = a.put("j0", ttr=TTR)
     first = a.reserve(timeout=0)
-    time.sleep(EXPIRED)
+    a.release(first)
     second = a.reserve(timeout=0)
-    assert second.id == first.id == job
+    assert second.id == first.id == job and a.stats_job(job)["reserves"] == 2
     a.delete(first)
     assert _state(b, job) == "gone", "beanstalkd refused a delete of its own reservation"
 
 
 def test_a_ready_job_may_be_deleted_by_anyone(clients: Clients) -> None:
-    """After the TTR and before anyone reserves again, the late worker's delete succeeds:
-    the protocol lets any client delete a ready job."""
-    a, b = clients
+    """Between a job's release (or its TTR) and the next reserve, any client's delete
+    succeeds, the late worker's included."""
+    a, b, c = clients
     job = a.put("j0", ttr=TTR)
-    first = a.reserve(timeout=0)
-    time.sleep(EXPIRED)
-    assert _state(b, job) == "ready"
-    a.delete(first)
+    a.release(a.reserve(timeout=0))
+    c.delete(job)
     assert _state(b, job) == "gone"
 
 
 def test_touch_keeps_and_a_closed_connection_releases(clients: Clients) -> None:
-    a, b = clients
-    job = a.put("j0", ttr=TTR)
+    a, b, _ = clients
+    job = a.put("j0", ttr=60)
     held = a.reserve(timeout=0)
-    for _ in range(3):
-        time.sleep(TTR * 0.6)
-        a.touch(held)
-    assert _state(b, job) == "reserved", "touch did not renew the TTR"
+    a.touch(held)
+    assert a.stats_job(job)["time-left"] >= 58
     a.close()  # a worker whose connection dies gives its jobs back at once
     assert b.reserve(timeout=0).id == job
 
 
+def test_bury_keeps_a_job_out_of_reach_until_kicked(clients: Clients) -> None:
+    a, b, _ = clients
+    job = a.put("j0", ttr=TTR)
+    a.bury(a.reserve(timeout=0))
+    assert _state(b, job) == "buried"
+    with pytest.raises(greenstalk.TimedOutError):
+        b.reserve(timeout=0)
+    assert b.kick(1) == 1 and b.reserve(timeout=0).id == job
+
+
 def test_ttr_is_whole_seconds_and_at_least_one(clients: Clients) -> None:
-    a, _ = clients
+    a, _, _ = clients
     assert a.stats_job(a.put("j0", ttr=0))["ttr"] == 1
