@@ -4,7 +4,7 @@ Every broker operation is one call of Dramatiq's Lua script (``dramatiq/brokers/
 dispatch.lua``), which first records the calling broker's heartbeat (``ZADD
 __heartbeats__ <now> <broker_id>``). The adapter makes the calls Dramatiq's own
 ``_RedisConsumer`` makes, one broker (one ``broker_id``, one worker process) per
-connection:
+worker name (its ``broker_id`` derived from the name):
 
 - enqueue: ``RedisBroker.enqueue`` (the message in the ``.msgs`` hash, its id on the
   queue list);
@@ -35,6 +35,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import sys
+import uuid
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -148,8 +149,18 @@ class DramatiqAdapter:
 
         _CLOCK[:] = [clock]
         self.url, self.namespace = split_location(location)
-        self.broker = self._broker()
+        self.brokers: dict[str, Any] = {}
         self.client: Any = redis.Redis.from_url(self.url, socket_timeout=30)
+
+    def _worker(self, name: str) -> Any:
+        """The broker of worker ``name``: its ``broker_id`` is derived from the name, so a
+        claim is acked by the worker that fetched it whichever connection sends the ack
+        (a Dramatiq worker acks through its own broker)."""
+        if name not in self.brokers:
+            broker = self._broker()
+            broker.broker_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{self.namespace}/{name}"))
+            self.brokers[name] = broker
+        return self.brokers[name]
 
     def _broker(self, heartbeat_timeout: int = 60_000, maintenance: bool = False) -> Any:
         from dramatiq.brokers.redis import MAINTENANCE_SCALE, RedisBroker
@@ -172,14 +183,14 @@ class DramatiqAdapter:
             queue_name=QUEUE, actor_name="leasecheck", args=(payload,), kwargs={},
             options={"leasecheck_job": job},
         )  # fmt: skip
-        self.broker.enqueue(message)
+        self._worker("leasecheck-producer").enqueue(message)
         self.client.rpush(self._key(_ORDER_KEY), job)
 
     def claim(self, worker: str, lease: float) -> Claim | None:
         from dramatiq import Message
 
         self.client.set(self._key(_TIMEOUT_KEY), str(round(lease * 1000)), nx=True)
-        found = self.broker.do_fetch(QUEUE, 1)
+        found = self._worker(worker).do_fetch(QUEUE, 1)
         if not found:
             return None
         message = Message.decode(found[0])
@@ -187,15 +198,15 @@ class DramatiqAdapter:
         return Claim(job, worker, message, message.options["redis_message_id"])
 
     def ack(self, claim: Claim) -> bool:
-        self.broker.do_ack(QUEUE, claim.token)
+        self._worker(claim.worker).do_ack(QUEUE, claim.token)
         return True
 
     def nack(self, claim: Claim) -> bool:
-        self.broker.do_nack(QUEUE, claim.token)
+        self._worker(claim.worker).do_nack(QUEUE, claim.token)
         return True
 
     def extend(self, claim: Claim, lease: float) -> bool:
-        self.broker.do_fetch(QUEUE, 0)  # a heartbeat: every dispatch call records one
+        self._worker(claim.worker).do_fetch(QUEUE, 0)  # a heartbeat: every call records one
         return True
 
     def recover(self) -> int:
@@ -215,8 +226,11 @@ class DramatiqAdapter:
         dead = _jobs(self.client.hgetall(self._key(f"{QUEUE}.XQ.msgs")))
         queued = {raw.decode() for raw in self.client.lrange(self._key(QUEUE), 0, -1)}
         held: set[str] = set()
-        for key in self.client.scan_iter(match=self._key(f"__acks__.*.{QUEUE}")):
-            held |= {raw.decode() for raw in self.client.smembers(key)}
+        # Every worker with an acks set is in the heartbeats set (maintenance removes a
+        # worker only once its acks sets are gone): no scan of the server's keyspace.
+        for raw in self.client.zrange(self._key("__heartbeats__"), 0, -1):
+            members = self.client.smembers(self._key(f"__acks__.{raw.decode()}.{QUEUE}"))
+            held |= {member.decode() for member in members}
         views = []
         for job in order:
             state: JobState = "gone"
@@ -229,7 +243,8 @@ class DramatiqAdapter:
         return views
 
     def close(self) -> None:
-        self.broker.client.close()
+        for broker in self.brokers.values():
+            broker.client.close()
         self.client.close()
 
 

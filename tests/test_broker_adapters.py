@@ -18,6 +18,7 @@ import pytest
 from adapters import servers
 from adapters.protocol import QueueAdapter, QueueLibrary, SharedClock
 from adapters.registry import load_library
+from leasecheck.runner import HOLDS, NOT_PROMISED, CheckOptions, run_check
 
 
 def _started(kind: servers.ServerKind) -> Iterator[servers.Server]:
@@ -204,3 +205,17 @@ def test_dramatiq_acks_are_fenced_by_worker(dramatiq_store: Store) -> None:
     assert store.states() == {"j0": "leased"}, "the stale ack completed the message"
     store.b.ack(second)
     assert store.states() == {"j0": "gone"}
+
+
+@pytest.mark.parametrize("name", ["kombu-redis", "nats-jetstream", "dramatiq-redis"])
+def test_a_broker_gets_the_generic_properties(name: str) -> None:
+    """``leasecheck check --adapter NAME`` starts the broker's server for the run and keeps
+    every promise (quick profile: the ci figures are in docs/findings.md)."""
+    result = run_check(CheckOptions(adapter=name, profile="quick", workers="0"))
+    library = load_library(name)
+    verdicts = {prop: outcome.verdict for prop, outcome in result.properties.items()}
+    assert result.exit_code == 0, verdicts
+    assert len(verdicts) == 5, verdicts
+    for prop, verdict in verdicts.items():
+        promised = library.promises.of(prop).promised
+        assert verdict in ((HOLDS,) if promised else (HOLDS, NOT_PROMISED)), (prop, verdict)
