@@ -126,8 +126,8 @@ class Capabilities:
     """Several processes may open the same ``location`` at once."""
     ack_deletes: bool = False
     """An acknowledged job disappears from the store (``gone`` then means done)."""
-    server: Literal["postgres", "redis"] | None = None
-    """The server its store needs (started by ``adapters.servers``)."""
+    server: Literal["postgres", "redis", "beanstalkd", "nats", "rabbitmq"] | None = None
+    """The server its store needs (started by ``adapters.servers.start``)."""
     lease_granularity: float = 0.001
     """The smallest lease, in seconds, the library can express."""
     one_lease: bool = False

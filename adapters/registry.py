@@ -23,6 +23,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from adapters.broker_adapters import BROKER_ADAPTERS
 from adapters.protocol import AdapterError, Capabilities, Promises, QueueLibrary
 from adapters.server_adapters import SERVER_ADAPTERS
 
@@ -42,6 +43,7 @@ BUNDLED: dict[str, str] = {
     "localqueue": "adapters.localqueue:Localqueue",
     "femtoqueue": "adapters.femtoqueue:Femtoqueue",
     **SERVER_ADAPTERS,
+    **BROKER_ADAPTERS,
 }
 """Bundled adapters: name -> "module:attribute" (the server-backed ones last)."""
 

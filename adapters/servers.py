@@ -1,4 +1,5 @@
-"""The one server starter: throw-away PostgreSQL and Redis servers for a single run.
+"""The one server starter: throw-away PostgreSQL, Redis, beanstalkd, NATS and RabbitMQ
+servers for a single run.
 
 Each server comes from the OS packages, runs on a free loopback port with its data in
 a fresh temp directory, is waited for with a bounded readiness check, and is stopped
@@ -9,6 +10,11 @@ itself, then a restart on the same data to see what survived.
 
 PostgreSQL refuses to run as root, so under root the data directory is given to the
 ``postgres`` system user and the server runs as that user.
+
+RabbitMQ is an Erlang node: besides its AMQP port it needs Erlang's port mapper (epmd)
+and a distribution port. Both are put on loopback and on free ports, and the epmd is
+started here (not daemonised by the node), so it is a child that is stopped with the
+server instead of a daemon that outlives the run.
 """
 
 from __future__ import annotations
@@ -28,24 +34,36 @@ import urllib.parse
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import psutil
 
 __all__ = [
     "Server",
     "ServerError",
+    "ServerKind",
     "ServerMissing",
+    "beanstalkd",
     "create_database",
     "die_with_parent",
     "free_port",
+    "nats",
     "owned_temp_dir",
     "postgres",
+    "rabbitmq",
     "reap_orphans",
     "redis",
+    "start",
 ]
 
 PG_INSTALL = "apt-get install -y postgresql"
 REDIS_INSTALL = "apt-get install -y redis-server"
+BEANSTALKD_INSTALL = "apt-get install -y beanstalkd"
+NATS_INSTALL = "apt-get install -y nats-server"
+RABBITMQ_INSTALL = "apt-get install -y rabbitmq-server"
+_RABBITMQ_SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")
+"""The node script itself: ``/usr/sbin/rabbitmq-server`` is a wrapper that switches to
+the ``rabbitmq`` user and writes its logs under ``/var/log``."""
 _PG_BIN_DIRS = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
 
 
@@ -66,6 +84,10 @@ def free_port() -> int:
 
 
 def _binary(name: str, install: str) -> str:
+    if Path(name).is_absolute():
+        if not Path(name).exists():
+            raise ServerMissing(f"{name} is not installed; install it with: {install}")
+        return name
     found = shutil.which(name) or next(
         (str(d / name) for d in _PG_BIN_DIRS if (d / name).exists()), None
     )
@@ -84,13 +106,18 @@ class Server:
     command: Sequence[str]
     user: str | None = None
     ready_timeout: float = 30.0
+    env: dict[str, str] | None = None
+    """The server's whole environment, where it is configured through one (RabbitMQ)."""
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
     def url(self) -> str:
-        if self.kind == "postgres":
-            return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-        return f"redis://127.0.0.1:{self.port}/0"
+        return _URLS[self.kind].format(port=self.port)
+
+    @property
+    def log_path(self) -> Path:
+        """Its output (epmd beside RabbitMQ in one directory writes a log of its own)."""
+        return self.directory / ("epmd.log" if self.kind == "epmd" else "server.log")
 
     @property
     def pid(self) -> int:
@@ -99,10 +126,10 @@ class Server:
 
     def start(self) -> None:
         """Start the server and wait (bounded) until it answers."""
-        log = (self.directory / "server.log").open("ab")
+        log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             list(self.command), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, user=self.user, cwd=self.directory,
+            start_new_session=True, user=self.user, cwd=self.directory, env=self.env,
             preexec_fn=die_with_parent,
         )  # fmt: skip
         log.close()
@@ -124,7 +151,7 @@ class Server:
         )
 
     def _log_tail(self) -> str:
-        log = self.directory / "server.log"
+        log = self.log_path
         lines = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
         return " | ".join(lines[-3:]) or "(no output)"
 
@@ -180,6 +207,19 @@ def _kill_tree(process: subprocess.Popen[bytes]) -> None:
     process.wait(timeout=10)
 
 
+_URLS = {
+    "postgres": "postgresql://postgres@127.0.0.1:{port}/postgres",
+    "redis": "redis://127.0.0.1:{port}/0",
+    "beanstalkd": "beanstalk://127.0.0.1:{port}",
+    "nats": "nats://127.0.0.1:{port}",
+    "rabbitmq": "amqp://guest:guest@127.0.0.1:{port}//",
+    "epmd": "epmd://127.0.0.1:{port}",
+}
+
+_AMQP_HEADER = b"AMQP\x00\x00\x09\x01"
+"""AMQP 0-9-1's protocol header; a ready broker answers with a Connection.Start frame."""
+
+
 def _answers(kind: str, port: int) -> bool:
     """True once the server accepts a connection and answers its protocol's hello."""
     try:
@@ -187,9 +227,31 @@ def _answers(kind: str, port: int) -> bool:
             if kind == "redis":
                 sock.sendall(b"PING\r\n")
                 return sock.recv(16).startswith(b"+PONG")
+            if kind == "beanstalkd":
+                sock.sendall(b"stats\r\n")
+                return sock.recv(16).startswith(b"OK ")
+            if kind == "nats":
+                # The server greets first; JetStream must be on (``-js``) for it to count.
+                hello = _read_line(sock)
+                return hello.startswith(b"INFO ") and b'"jetstream":true' in hello
+            if kind == "rabbitmq":
+                sock.sendall(_AMQP_HEADER)
+                return sock.recv(1) == b"\x01"  # a method frame: Connection.Start
+            if kind == "epmd":
+                return True
             return _pg_ready(port)
     except OSError:
         return False
+
+
+def _read_line(sock: socket.socket, limit: int = 65536) -> bytes:
+    data = b""
+    while not data.endswith(b"\r\n") and len(data) < limit:
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 def _pg_ready(port: int) -> bool:
@@ -328,6 +390,130 @@ def redis(*, durable: bool = False, ready_timeout: float = 20.0) -> Iterator[Ser
         if running is not None:
             running.stop()
         shutil.rmtree(directory, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def beanstalkd(*, durable: bool = False, ready_timeout: float = 10.0) -> Iterator[Server]:
+    """A fresh beanstalkd on a free port; ``durable`` keeps its binlog in the temp
+    directory with an fsync at every write (``-b DIR -f 0``), so a restart replays it."""
+    binary = _binary("beanstalkd", BEANSTALKD_INSTALL)
+    directory = _temp_dir("leasecheck-beanstalkd-")
+    running: Server | None = None
+    try:
+        port = free_port()
+        command = [binary, "-l", "127.0.0.1", "-p", str(port)]
+        if durable:
+            (directory / "binlog").mkdir()
+            command += ["-b", str(directory / "binlog"), "-f", "0"]
+        running = Server("beanstalkd", port, directory, command, None, ready_timeout)
+        running.start()
+        yield running
+    finally:
+        if running is not None:
+            running.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def nats(*, ready_timeout: float = 15.0) -> Iterator[Server]:
+    """A fresh nats-server with JetStream (``-js``), its store in the temp directory."""
+    binary = _binary("nats-server", NATS_INSTALL)
+    directory = _temp_dir("leasecheck-nats-")
+    running: Server | None = None
+    try:
+        port = free_port()
+        command = [
+            binary, "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", str(directory / "js"),
+            "--server_name", f"leasecheck-{port}",
+        ]  # fmt: skip
+        running = Server("nats", port, directory, command, None, ready_timeout)
+        running.start()
+        yield running
+    finally:
+        if running is not None:
+            running.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+RABBITMQ_CONSUMER_TIMEOUT_MS = 60_000
+"""The broker's ``consumer_timeout`` for a run: a delivery not acked within it closes its
+channel and the message is requeued (the broker's own lease). RabbitMQ checks it on a
+timer of its own, so a test that wants it to fire sets it low and waits."""
+
+
+@contextlib.contextmanager
+def rabbitmq(
+    *, consumer_timeout_ms: int = RABBITMQ_CONSUMER_TIMEOUT_MS, ready_timeout: float = 40.0
+) -> Iterator[Server]:
+    """A fresh RabbitMQ node on loopback: AMQP, distribution and epmd on free ports, its
+    Mnesia database, logs and cookie in the temp directory. Starting takes 4 to 15 s."""
+    script = _binary(str(_RABBITMQ_SERVER), RABBITMQ_INSTALL)
+    epmd_binary = _binary("epmd", RABBITMQ_INSTALL)
+    directory = _temp_dir("leasecheck-rabbitmq-")
+    epmd: Server | None = None
+    running: Server | None = None
+    try:
+        epmd_port, port, dist_port = free_port(), free_port(), free_port()
+        (directory / "rabbitmq.conf").write_text(
+            f"listeners.tcp.default = 127.0.0.1:{port}\nconsumer_timeout = {consumer_timeout_ms}\n"
+        )
+        (directory / "enabled_plugins").write_text("[].\n")
+        (directory / "rabbitmq-env.conf").write_text("")
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(directory),  # the Erlang cookie goes here
+            "LANG": "C.UTF-8",
+            "ERL_EPMD_PORT": str(epmd_port),
+            "ERL_EPMD_ADDRESS": "127.0.0.1",
+            "RABBITMQ_CONF_ENV_FILE": str(directory / "rabbitmq-env.conf"),
+            "RABBITMQ_NODENAME": f"leasecheck-{port}@localhost",
+            "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+            "RABBITMQ_NODE_PORT": str(port),
+            "RABBITMQ_DIST_PORT": str(dist_port),
+            "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "-kernel inet_dist_use_interface {127,0,0,1}",
+            "RABBITMQ_MNESIA_BASE": str(directory / "mnesia"),
+            "RABBITMQ_LOG_BASE": str(directory / "log"),
+            "RABBITMQ_LOGS": "-",
+            "RABBITMQ_CONFIG_FILE": str(directory / "rabbitmq.conf"),
+            "RABBITMQ_ENABLED_PLUGINS_FILE": str(directory / "enabled_plugins"),
+            "RABBITMQ_PID_FILE": str(directory / "rabbitmq.pid"),
+        }
+        epmd_command = [epmd_binary, "-port", str(epmd_port), "-address", "127.0.0.1"]
+        epmd = Server("epmd", epmd_port, directory, epmd_command, None, 10.0, env)
+        epmd.start()
+        running = Server("rabbitmq", port, directory, [script], None, ready_timeout, env)
+        running.start()
+        yield running
+    finally:
+        if running is not None:
+            running.stop()
+        if epmd is not None:
+            epmd.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+ServerKind = Literal["postgres", "redis", "beanstalkd", "nats", "rabbitmq"]
+"""The servers a library's store may need (``Capabilities.server``)."""
+
+
+def start(kind: ServerKind, *, durable: bool) -> contextlib.AbstractContextManager[Server]:
+    """The starter of a ``kind`` server; ``durable`` asks for what a crash should survive
+    (PostgreSQL's fsync, Redis' append-only file, beanstalkd's binlog; NATS and RabbitMQ
+    always keep their stores on disk)."""
+    if kind == "postgres":
+        return postgres(fsync=durable)
+    if kind == "redis":
+        return redis(durable=durable)
+    if kind == "beanstalkd":
+        return beanstalkd(durable=durable)
+    if kind == "nats":
+        return nats()
+    if kind == "rabbitmq":
+        return rabbitmq()
+    raise ServerError(f"no starter for a {kind!r} server; the kinds are {', '.join(_KINDS)}")
+
+
+_KINDS = ("postgres", "redis", "beanstalkd", "nats", "rabbitmq")
 
 
 def create_database(url: str, name: str) -> str:

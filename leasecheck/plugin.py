@@ -239,7 +239,7 @@ def queue_server(queue_library: QueueLibrary) -> Iterator[str | None]:
         yield None
         return
     with ExitStack() as stack:
-        start = servers.postgres(fsync=False) if kind == "postgres" else servers.redis()
+        start = servers.start(kind, durable=False)
         try:
             server = stack.enter_context(start)
         except servers.ServerMissing as missing:

@@ -81,9 +81,9 @@ class _Servers:
     def __init__(self, stack: contextlib.ExitStack) -> None:
         self.stack, self.running = stack, dict[str, servers.Server]()
 
-    def get(self, kind: str) -> servers.Server:
+    def get(self, kind: servers.ServerKind) -> servers.Server:
         if kind not in self.running:
-            start = servers.postgres() if kind == "postgres" else servers.redis(durable=True)
+            start = servers.start(kind, durable=True)
             try:
                 self.running[kind] = self.stack.enter_context(start)
             except servers.ServerMissing as missing:

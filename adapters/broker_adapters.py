@@ -1,0 +1,15 @@
+"""The bundled broker adapters (issue 26), by name: ``name -> "module:Class"``.
+
+Kept apart from ``SERVER_ADAPTERS`` (whose server-fault tests run on every entry) until
+the server faults are checked on each broker; the registry lists both.
+"""
+
+from __future__ import annotations
+
+__all__ = ["BROKER_ADAPTERS"]
+
+BROKER_ADAPTERS = {
+    "kombu-redis": "adapters.kombu_redis:KombuRedis",
+    "nats-jetstream": "adapters.nats_jetstream:NatsJetstream",
+    "dramatiq-redis": "adapters.dramatiq_redis:DramatiqRedis",
+}

@@ -1,0 +1,101 @@
+"""The broker servers of ``adapters.servers``: beanstalkd, NATS with JetStream, RabbitMQ.
+
+Each comes from its OS package (``apt-get install -y beanstalkd nats-server
+rabbitmq-server``); a missing one fails here with that command, never skips. Each must
+listen on loopback only, answer its own protocol, survive a kill and restart on the same
+data where it keeps data, and leave no process behind: RabbitMQ's Erlang port mapper
+(epmd) included, which a node left to itself would daemonise.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+
+import psutil
+import pytest
+
+from adapters import servers
+
+Starter = Callable[[], AbstractContextManager[servers.Server]]
+
+
+def _listening(process: psutil.Process) -> set[tuple[str, int]]:
+    found = set()
+    for each in [process, *process.children(recursive=True)]:
+        try:
+            connections = each.net_connections(kind="inet")
+        except psutil.NoSuchProcess:
+            continue
+        found |= {(c.laddr.ip, c.laddr.port) for c in connections if c.status == "LISTEN"}
+    return found
+
+
+def _my_server_processes() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+@pytest.fixture
+def no_leftovers() -> Iterator[None]:
+    before = _my_server_processes()
+    yield
+    left = _my_server_processes() - before
+    assert not left, f"processes left running: {left}"
+
+
+def _started(start: Starter) -> AbstractContextManager[servers.Server]:
+    try:
+        return start()
+    except servers.ServerMissing as missing:  # pragma: no cover - CI installs them
+        pytest.fail(str(missing), pytrace=False)
+
+
+@pytest.mark.parametrize(
+    "start",
+    [lambda: servers.beanstalkd(durable=True), servers.nats],
+    ids=["beanstalkd", "nats"],
+)
+def test_a_broker_listens_on_loopback_and_stops(start: Starter, no_leftovers: None) -> None:
+    with _started(start) as server:
+        listening = _listening(psutil.Process(server.pid))
+        assert ("127.0.0.1", server.port) in listening
+        assert all(ip in ("127.0.0.1", "::1") for ip, _ in listening), listening
+        directory = server.directory
+    assert not directory.exists(), "the server's temp directory was kept"
+
+
+def test_beanstalkd_binlog_survives_a_kill(no_leftovers: None) -> None:
+    with _started(lambda: servers.beanstalkd(durable=True)) as server:
+        assert _beanstalk(server.port, b"put 0 0 60 2\r\nhi\r\n").startswith(b"INSERTED")
+        server.kill()
+        server.restart()
+        assert _beanstalk(server.port, b"peek-ready\r\n").startswith(b"FOUND")
+
+
+def _beanstalk(port: int, command: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(command)
+        return sock.recv(256)
+
+
+def test_rabbitmq_epmd_and_distribution_stay_on_loopback(no_leftovers: None) -> None:
+    with _started(servers.rabbitmq) as server:
+        mine = _my_server_processes()
+        names = {psutil.Process(pid).name() for pid in mine}
+        assert {"epmd", "beam.smp"} <= names, names
+        listening: set[tuple[str, int]] = set()
+        for pid in mine:
+            listening |= _listening(psutil.Process(pid))
+        assert ("127.0.0.1", server.port) in listening
+        assert len({port for _, port in listening}) == 3, listening  # AMQP, dist, epmd
+        assert all(ip in ("127.0.0.1", "::1") for ip, _ in listening), listening
+        server.kill()
+        assert "beam.smp" not in {psutil.Process(p).name() for p in _my_server_processes()}
+        server.restart()
+        assert servers._answers("rabbitmq", server.port)
+
+
+def test_an_unknown_kind_is_refused() -> None:
+    with pytest.raises(servers.ServerError, match="no starter"):
+        servers.start("memcached", durable=False)  # type: ignore[arg-type]
