@@ -1,6 +1,7 @@
 """One exploration in a fresh process, for ``bench_explorer.py``: figures, or digests.
 
-Run as ``python _explorer_probe.py TREE SYSTEM SCOPE_JSON MODE``: it imports leasecheck
+Run as ``python _explorer_probe.py TREE SYSTEM SCOPE_JSON MODE`` (MODE: ``time``,
+``digest-explore``, or ``digest``, which also replays on the bundled target): it imports leasecheck
 from the source tree ``TREE`` (this checkout or an exported older commit), so the
 same probe measures both implementations. Prints one JSON object. Digests are sums of
 ``hash`` of the repr of each state and edge written as plain tuples (run with
@@ -44,12 +45,15 @@ def result_repr(value: object) -> str:
 
 
 def main(system_name: str, scope_json: str, mode: str) -> dict[str, Any]:
-    fields = json.loads(scope_json)
+    fields: dict[str, Any] = {
+        k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(scope_json).items()
+    }
+    system: Any
+    result: Any
     if system_name == "lease":
         from models.lease_explorer import LeaseScope, explore_lease
 
-        scope: Any = LeaseScope(**{k: tuple(v) if isinstance(v, list) else v
-                                   for k, v in fields.items()})  # fmt: skip
+        scope: Any = LeaseScope(**fields)
         started = time.perf_counter()
         system, result = explore_lease(scope)
         key = lease_key
@@ -58,7 +62,7 @@ def main(system_name: str, scope_json: str, mode: str) -> dict[str, Any]:
         from models.job_explorer import JobScope, explore_jobs
         from targets.loader import load_jobs_target
 
-        scope = JobScope(**{k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()})
+        scope = JobScope(**fields)
         cls = load_jobs_target()
         readings = probe_clear_error(cls), probe_expiry_on_error(cls)
         started = time.perf_counter()
@@ -71,13 +75,14 @@ def main(system_name: str, scope_json: str, mode: str) -> dict[str, Any]:
         "violation": None if result.violation is None else result.violation.render(system),
         "missing": list(result.missing), "coverage": dict(sorted(result.coverage.items())),
     }  # fmt: skip
-    if mode == "digest":
+    if mode.startswith("digest"):
         out["state_digest"] = sum(hash(repr(key(s))) for s in result.parents) & MASK
         out["edge_digest"] = sum(
             hash(repr((key(e.source), e.move.op, key(e.target), key(e.move.state),
                        e.move.error, e.move.hooks, e.move.counts, result_repr(e.move.result))))
             for e in result.edges
         ) & MASK  # fmt: skip
+    if mode == "digest":
         out.update(replay(system_name, system, result))
     return out
 

@@ -18,7 +18,7 @@ along every explored transition):
 from __future__ import annotations
 
 import itertools
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -193,6 +193,25 @@ class LeaseSystem:
                     canon = template.canon = self._canon(template.after, later)
                 target = self._canonical(canon, held)
             yield target, template.counts, template.problem
+
+    def distinct_moves(
+        self, sources: Iterable[LeaseWorld]
+    ) -> Iterator[tuple[LeaseWorld, Move[LeaseWorld]]]:
+        """The first move of each distinct (queue, operation) from canonical ``sources``,
+        in their order: what a target, which sees only the queue, must be asked once.
+
+        Canonical queues are interned and each template belongs to one (queue, op), so a
+        template is new exactly when its (queue, op) is."""
+        seen: set[int] = set()
+        for world in sources:
+            for template in self._templates(world):
+                if id(template) in seen:
+                    continue
+                seen.add(id(template))
+                later = world.now if template.later is None else template.later
+                after = LeaseWorld(template.after, template.held_after(world.held), later)
+                yield world, Move(template.op, after, template.result, template.error,
+                                  template.hooks, template.counts)  # fmt: skip
 
     def _canonical(self, canon: Canon, held: Held) -> LeaseWorld:
         queue, normal = canon.held(held, self.scope.dispatchers)
