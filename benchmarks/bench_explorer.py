@@ -3,6 +3,7 @@
     python benchmarks/bench_explorer.py                      # deep scopes, 3 rounds
     python benchmarks/bench_explorer.py --scope ci --replay  # ci scopes, with conformance
     python benchmarks/bench_explorer.py --base 1c300b1 --rounds 1 --parts deep-1job
+    python benchmarks/bench_explorer.py --max-states 50000   # the first 50k states of each
 
 The older implementation is the merge-base with ``main`` (or ``--base REV``), exported
 with ``git archive`` into a temporary directory (the repository is not touched); each
@@ -125,12 +126,17 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--base", help="older commit (default: merge-base with main)")
     parser.add_argument("--replay", action="store_true", help="also compare conformance")
+    parser.add_argument(
+        "--max-states", type=int, help="cut every part off here (the same on both sides)"
+    )
     args = parser.parse_args()
     base = args.base or merge_base()
     old_tree = export(base)
     print(f"old = {base[:10]} (git archive in {old_tree}), new = this checkout {REPO}")
     print(f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f} at the start")
     parts = [(s, p) for s, p in BENCH_SCOPES[args.scope] if not args.parts or p.name in args.parts]
+    if args.max_states:
+        parts = [(s, dataclasses.replace(p, max_states=args.max_states)) for s, p in parts]
     rows = []
     for system, scope in parts:
         mode = "digest" if args.replay else "digest-explore"

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Hashable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from models import job_model as jm
 from models.explorer import Expansion, ExploreResult, Move, explore
@@ -156,9 +156,10 @@ class JobWorld:
 
 
 def state_key(state: jm.JobState) -> tuple[object, ...]:
-    """Every field of ``state`` as plain values (statuses by name)."""
+    """Every field of ``state`` as plain values (statuses by ``_value_``, a plain attribute:
+    ``.value`` is a property and an enum member hashes in Python, both slow here)."""
     jobs = tuple(
-        (j.id, j.type, j.payload, j.priority, j.run_at, j.status.value, j.attempts,
+        (j.id, j.type, j.payload, j.priority, j.run_at, j.status._value_, j.attempts,
          j.last_error, j.token, j.lease_until)
         for j in state.jobs
     )  # fmt: skip
@@ -288,7 +289,7 @@ class JobSystem:
             for lease in mine:
                 finishes = steps.finishes.get((index, lease))
                 if finishes is None:
-                    finishes = list(self._finishes(world, index, lease))
+                    finishes = list(self._finishes(world, index, lease, steps))
                     self._checked(world, finishes)
                     steps.finishes[(index, lease)] = finishes
                 yield from finishes
@@ -381,9 +382,13 @@ class JobSystem:
             yield _Template(("submit", priority, run_at), state, job_id, counts=("op:submit",))
 
     def _polls(self, world: JobWorld) -> Iterator[_Template]:
+        # JobQueue stores no worker name, so each lease length has one outcome for all.
+        outcomes = {
+            lease_ms: jm.poll(world.state, self.policy, world.now, self.scope.workers[0], lease_ms)
+            for lease_ms in self.scope.leases
+        }
         for index, worker in enumerate(self.scope.workers):
-            for lease_ms in self.scope.leases:
-                state, lease = jm.poll(world.state, self.policy, world.now, worker, lease_ms)
+            for lease_ms, (state, lease) in outcomes.items():
                 mine = None
                 if lease is not None:
                     assert isinstance(lease.token, int)
@@ -393,22 +398,34 @@ class JobSystem:
                 op = ("poll", worker, lease_ms, world.now)
                 yield _Template(op, state, lease, counts=counts, index=index, mine=mine)
 
-    def _finishes(self, world: JobWorld, index: int, lease: HeldLease) -> Iterator[_Template]:
+    def _finishes(
+        self, world: JobWorld, index: int, lease: HeldLease, steps: _Steps
+    ) -> Iterator[_Template]:
         worker, (job_id, token, _until) = self.scope.workers[index], lease
         for kind in ("complete", "fail"):
             op = (kind, worker, job_id, token, world.now)
-            try:
-                if kind == "complete":
-                    state = jm.complete(world.state, self.policy, world.now, job_id, token)
-                else:
-                    state = jm.fail(world.state, self.policy, world.now, job_id, token, "e")
-            except IllegalStateError:
-                state = self._after_error(world, "IllegalStateError")
+            found = steps.outcomes.get((kind, job_id, token))
+            if found is None:
+                found = self._finish(world, kind, job_id, token)
+                steps.outcomes[(kind, job_id, token)] = found
+            state, error = found
+            if error is not None:
                 refused = (f"op:{kind}", "error:IllegalStateError")
-                yield _Template(op, state, None, "IllegalStateError", refused, index=index, mine=())
+                yield _Template(op, state, None, error, refused, index=index, mine=())
                 continue
             counts = (f"op:{kind}", *_fail_count(kind, state, job_id))
             yield _Template(op, state, None, counts=counts, index=index, mine=())
+
+    def _finish(
+        self, world: JobWorld, kind: str, job_id: str, token: int
+    ) -> tuple[jm.JobState, str | None]:
+        """The model's complete or fail (the same for every worker: none is stored)."""
+        try:
+            if kind == "complete":
+                return jm.complete(world.state, self.policy, world.now, job_id, token), None
+            return jm.fail(world.state, self.policy, world.now, job_id, token, "e"), None
+        except IllegalStateError:
+            return self._after_error(world, "IllegalStateError"), "IllegalStateError"
 
     def _admin(self, world: JobWorld) -> Iterator[_Template]:
         now = world.now
@@ -461,6 +478,10 @@ class _Steps:
     last: list[_Template]
     """retry_dead, cancel, refused calls and tick."""
     finishes: dict[tuple[int, HeldLease], list[_Template]]
+    outcomes: dict[tuple[str, str, int], tuple[jm.JobState, str | None]] = field(
+        default_factory=dict
+    )
+    """complete/fail by (kind, job id, token): the model state after it and the error."""
 
 
 def _move_problem(
