@@ -107,35 +107,35 @@ def replay_lease(
     explored: ExploreResult[LeaseWorld],
     path: Path,
 ) -> ConformanceReport:
-    """Replay every explored lease transition on ``module`` (BFS order: the first
-    failure has a shortest path to its source state)."""
+    """Replay every explored lease transition on ``module``, once per distinct (stored
+    queue, operation) (BFS order: the first failure has a shortest path to its source)."""
     started = time.perf_counter()
     report = ConformanceReport()
     con = module.open_queue(str(path))
     try:
         stored: Snapshot | None = None
-        seen: set[tuple[Snapshot, Hashable]] = set()
-        sources: set[Snapshot] = set()
-        for edge in explored.edges:
-            op = edge.move.op
+        sources: set[int] = set()
+        for source, move in system.distinct_moves(explored.order):
+            op = move.op
             assert isinstance(op, tuple)
-            if op[0] == "tick" or (edge.source.queue, op) in seen:
+            if op[0] == "tick":
                 continue
-            seen.add((edge.source.queue, op))
-            sources.add(edge.source.queue)
-            if stored != edge.source.queue:
-                write_snapshot(con, edge.source.queue)
+            report.transitions += 1
+            sources.add(id(source.queue))  # canonical queues are interned
+            if stored != source.queue:
+                write_snapshot(con, source.queue)
             target = run_on_target(module, con, op)
             stored = target.state
             problems = compare(
-                _model_outcome(edge.move), target, con.in_transaction, system.describe_op(op)
+                _model_outcome(move), target, con.in_transaction, system.describe_op(op)
             )
             if problems:
+                edge = Edge(source, move, system.canonical(move.state))
                 report.failure, report.evidence = _explain(
                     module, con, system, explored, edge, problems
                 )
                 break
-        report.states, report.transitions = len(sources), len(seen)
+        report.states = len(sources)
     finally:
         if con.in_transaction:
             con.execute("ROLLBACK")

@@ -1,9 +1,13 @@
 """Conformance of a JobQueue target with every transition the JobQueue explorer found.
 
-JobQueue is in memory, so each source state is rebuilt by replaying its BFS path
-(a shortest one) on a fresh target with a settable clock, then the explored
-operation runs and its result, error kind and the whole visible state (``view`` of
-every job, ``dead_letters()``) must equal the model's successor. Target tokens are
+JobQueue is in memory, so the target is driven along the BFS tree: the target at each
+explored state is a copy of the target at its parent with the tree move applied (a
+shortest path, as if replayed from a fresh instance with a settable clock), and each
+explored operation runs on its own copy of the target at its source; its result,
+error kind and the whole visible state (``view`` of every job, ``dead_letters()``)
+must equal the model's successor. A target whose state pickle cannot copy (locks are
+replaced by fresh ones) has each source state rebuilt by replaying its path instead.
+Target tokens are
 opaque: a bijection from model tokens is learned at each poll, and a target token
 seen before is a violation. Readings left open are accepted: a call that raises may
 or may not have processed expired leases first; whether ``retry_dead`` clears
@@ -13,6 +17,9 @@ or may not have processed expired leases first; whether ``retry_dead`` clears
 from __future__ import annotations
 
 import contextlib
+import io
+import pickle
+import threading
 import time
 from collections.abc import Hashable
 from typing import Any
@@ -123,6 +130,42 @@ class _Run:
     def views(self, state: jm.JobState) -> tuple[list[Any], list[Any]]:
         return target_visible(self.queue, state)
 
+    def frozen(self) -> bytes:
+        """This run (clock, queue and learned tokens) as bytes that ``thaw`` copies from;
+        a lock the queue keeps becomes a fresh one (none is held between two calls).
+        Raises ``NotCopyable`` for a target object pickle refuses."""
+        buffer = io.BytesIO()
+        try:
+            _Pickler(buffer, pickle.HIGHEST_PROTOCOL).dump(self)
+        except Exception as error:  # lambdas, threads, sockets: the caller replays paths
+            raise NotCopyable(f"{type(error).__name__}: {error}") from error
+        return buffer.getvalue()
+
+
+def thaw(frozen: bytes) -> _Run:
+    """An independent copy of the run ``frozen`` was made from."""
+    try:
+        run = pickle.loads(frozen)
+    except Exception as error:  # a target whose state does not unpickle
+        raise NotCopyable(f"{type(error).__name__}: {error}") from error
+    assert isinstance(run, _Run)
+    return run
+
+
+class NotCopyable(Exception):
+    """The target's state cannot be copied; each state is rebuilt by replaying its path."""
+
+
+_LOCKS = ((type(threading.Lock()), threading.Lock), (type(threading.RLock()), threading.RLock))
+
+
+class _Pickler(pickle.Pickler):
+    def reducer_override(self, obj: Any) -> Any:
+        for kind, make in _LOCKS:
+            if isinstance(obj, kind):
+                return make, ()
+        return NotImplemented
+
 
 def _compare_result(model: object, target: object) -> str | None:
     if isinstance(model, Lease) and isinstance(target, Lease):
@@ -160,27 +203,77 @@ def _check(
 def replay_jobs(
     cls: type[Any], system: JobSystem, explored: ExploreResult[JobWorld]
 ) -> ConformanceReport:
-    """Replay every explored JobQueue transition on a fresh ``cls`` instance."""
+    """Replay every explored JobQueue transition on ``cls`` (BFS order of the sources)."""
     started = time.perf_counter()
     report = ConformanceReport()
-    sources: set[JobWorld] = set()
-    path: list[tuple[Move[JobWorld], JobWorld]] = []
-    last: JobWorld | None = None
-    for edge in explored.edges:
-        if edge.move.op[0] == "tick":  # type: ignore[index]
-            continue
-        if edge.source is not last:
-            path, last = explored.path_moves(edge.source), edge.source
-        sources.add(edge.source)
-        report.transitions += 1
-        problems = _replay_one(cls, system, path, edge)
-        if problems:
-            report.failure = _explain(system, path, edge, problems)
-            report.evidence = _evidence(system, path, edge, problems[0])
-            break
-    report.states = len(sources)
+    try:
+        _along_tree(system, explored, _Run(cls, system.policy, system.initial().now), report)
+    except NotCopyable:
+        report = ConformanceReport()
+        _by_paths(cls, system, explored, report)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _along_tree(
+    system: JobSystem, explored: ExploreResult[JobWorld], fresh: _Run, report: ConformanceReport
+) -> None:
+    """Each state's target is its parent's with the tree move applied; kept until the
+    state's own moves have run (the BFS frontier)."""
+    at: dict[int, _Run] = {0: fresh}
+    known, parent, index_of = explored.known, explored.parent, explored.move_index
+    for number, source in enumerate(explored.order):
+        base = at.pop(number).frozen()
+        report.states += 1
+        pairs = zip(system.moves(source), system.expand(source), strict=True)
+        for index, (move, (target, _, _)) in enumerate(pairs):
+            after = known[target]
+            tree = parent[after] == number and index_of[after] == index
+            if move.op[0] == "tick":  # type: ignore[index]
+                if tree:
+                    at[after] = run = thaw(base)
+                    run.apply(move.op)
+                continue
+            report.transitions += 1
+            run = thaw(base)
+            edge = Edge(source, move, target)
+            problems = _step(run, system, edge)
+            if problems:
+                path = explored.path_moves(source)
+                report.failure = _explain(system, path, edge, problems)
+                report.evidence = _evidence(system, path, edge, problems[0])
+                return
+            if tree:
+                at[after] = run
+
+
+def _by_paths(
+    cls: type[Any], system: JobSystem, explored: ExploreResult[JobWorld], report: ConformanceReport
+) -> None:
+    """Each source state rebuilt by replaying its BFS path on a fresh target."""
+    for source in explored.order:
+        path = explored.path_moves(source)
+        report.states += 1
+        for move in system.moves(source):
+            if move.op[0] == "tick":  # type: ignore[index]
+                continue
+            report.transitions += 1
+            edge = Edge(source, move, source)
+            problems = _replay_one(cls, system, path, edge)
+            if problems:
+                report.failure = _explain(system, path, edge, problems)
+                report.evidence = _evidence(system, path, edge, problems[0])
+                return
+
+
+def _step(run: _Run, system: JobSystem, edge: Edge[JobWorld]) -> list[str]:
+    """Run ``edge``'s operation on ``run`` and compare with the model."""
+    result, error = run.apply(edge.move.op)
+    problems = _check(run, system, edge, result, error)
+    if not problems and isinstance(edge.move.result, Lease):
+        problem = run.learn(edge.move.result, result)
+        problems += [problem] if problem else []
+    return problems
 
 
 def _replay_one(
@@ -201,12 +294,7 @@ def _replay_one(
             problem = run.learn(model_lease, result)
             if problem:
                 return [problem]
-    result, error = run.apply(edge.move.op)
-    problems = _check(run, system, edge, result, error)
-    if not problems and isinstance(edge.move.result, Lease):
-        problem = run.learn(edge.move.result, result)
-        problems += [problem] if problem else []
-    return problems
+    return _step(run, system, edge)
 
 
 def _token_of(world: JobWorld, job_id: str) -> int:

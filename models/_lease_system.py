@@ -18,15 +18,18 @@ along every explored transition):
 from __future__ import annotations
 
 import itertools
-from collections.abc import Hashable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Hashable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from models import lease_model
+from models._lease_steps import Canon, QueueKey, Template, TicketKey, queue_key
 from models.contracts import FAULT_POINTS, JobRow, RedriveRow, Snapshot
-from models.explorer import Move
+from models.explorer import Expansion, Move
 
 __all__ = ["LeaseScope", "LeaseSystem", "LeaseWorld", "TicketKey", "fault_variants", "ticket_dict"]
+
+Held = tuple[tuple[TicketKey, ...], ...]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,15 +66,11 @@ class LeaseScope:
         )
 
 
-TicketKey = tuple[str, int, str, int, int, int]
-"""A held ticket as a tuple: (id, qty, owner, token, attempt, lease_until)."""
-
 NOTE = "n"
 ORIGIN = 100
 """Every canonical world is at t=ORIGIN: the contract only compares times with each other
 (and with 0 and 10**15, far away), so shifting every time of a world by the same amount
 is a symmetry. Relative times in a scope stay well above -ORIGIN (checked)."""
-MEMO_LIMIT = 2_000_000
 
 
 def ticket_dict(key: TicketKey) -> dict[str, Any]:
@@ -103,7 +102,7 @@ class LeaseWorld:
     def key(self) -> tuple[object, ...]:
         cached: tuple[object, ...] | None = self.__dict__.get("_key")
         if cached is None:
-            cached = (*_world_key(self.queue, self.held), self.now)
+            cached = (*queue_key(self.queue), self.held, self.now)
             object.__setattr__(self, "_key", cached)
         return cached
 
@@ -118,15 +117,6 @@ class LeaseWorld:
         return isinstance(other, LeaseWorld) and (self is other or self.key() == other.key())
 
 
-def _world(
-    world: LeaseWorld, queue: Snapshot, held: tuple[tuple[TicketKey, ...], ...]
-) -> LeaseWorld:
-    """``world`` itself when nothing changed (the explorer skips canonicalizing it)."""
-    if queue is world.queue and held is world.held:
-        return world
-    return LeaseWorld(queue, held, world.now)
-
-
 def fault_variants(
     before: Snapshot, step: lease_model.Step
 ) -> Iterator[tuple[str | None, Snapshot, tuple[str, ...]]]:
@@ -136,20 +126,6 @@ def fault_variants(
     for index, point in enumerate(points):
         committed = index >= len(step.before_commit)
         yield point, step.state if committed else before, points[: index + 1]
-
-
-def _row_key(row: JobRow) -> tuple[object, ...]:
-    return (
-        row.id, row.qty, row.status, row.attempts, row.max_attempts, row.token,
-        row.available_at, row.deadline, row.owner or "", -1 if row.lease_until is None
-        else row.lease_until, row.reason or "",
-    )  # fmt: skip
-
-
-def _world_key(queue: Snapshot, held: tuple[tuple[TicketKey, ...], ...]) -> tuple[object, ...]:
-    rows = tuple(_row_key(row) for row in queue.jobs)
-    audits = tuple((r.id, r.token, r.at_ms, r.note) for r in queue.redrives)
-    return (rows, audits, held)
 
 
 def _is_live(row: JobRow, ticket: TicketKey, now: int) -> bool:
@@ -170,12 +146,17 @@ class LeaseSystem:
 
     def __init__(self, scope: LeaseScope) -> None:
         self.scope = scope
-        count = len(scope.dispatchers)
-        self._perms = [
-            dict(zip(scope.dispatchers, (scope.dispatchers[i] for i in perm), strict=True))
-            for perm in itertools.permutations(range(count))
-        ]
-        self._memo: dict[LeaseWorld, LeaseWorld] = {}
+        names = scope.dispatchers
+        renamings = itertools.permutations(range(len(names)))
+        next(renamings)  # the identity: None, so that Canon skips renaming
+        self._perms: list[dict[str, str] | None] = [None]
+        self._perms += [dict(zip(names, (names[i] for i in p), strict=True)) for p in renamings]
+        self._queues: dict[QueueKey, tuple[Snapshot, QueueKey]] = {}
+        self._worlds: dict[tuple[int, Held], LeaseWorld] = {}
+        self._steps: dict[tuple[int, int], _Steps] = {}
+        """Per (id of a queue, now): its templates; the queue is kept alive in ``_Steps``."""
+        self._canons: dict[tuple[int, int], tuple[Snapshot, Canon]] = {}
+        self._row_problems: dict[int, tuple[Snapshot, bool]] = {}
 
     # --- the System protocol -------------------------------------------------------
 
@@ -185,43 +166,116 @@ class LeaseSystem:
     def canonical(self, world: LeaseWorld) -> LeaseWorld:
         """Shift time so that now == ORIGIN, rename jobs by seq, blank write-only
         columns of done and dead rows, then take the dispatcher naming with the
-        smallest key."""
-        found = self._memo.get(world)
-        if found is not None:
-            return found
-        delta = ORIGIN - world.now
-        names = {row.id: self.scope.jobs[i] for i, row in enumerate(world.queue.jobs)}
-        rows = tuple(_normal_row(row, names[row.id], delta) for row in world.queue.jobs)
-        audits = tuple(replace(r, id=names[r.id], at_ms=ORIGIN) for r in world.queue.redrives)
-        tokens = {row.id: row.token for row in world.queue.jobs}
-        held = tuple(
-            tuple(sorted(_normal_ticket(t, names[t[0]], tokens[t[0]], delta) for t in mine))
-            for mine in world.held
-        )
-        best = LeaseWorld(Snapshot(rows, audits), held, ORIGIN)
-        for perm in self._perms[1:]:
-            candidate = _rename_owners(best, perm, self.scope.dispatchers)
-            if candidate.key() < best.key():
-                best = candidate
-        if len(self._memo) < MEMO_LIMIT:
-            self._memo[world] = best
-        return best
+        smallest key (see ``models._lease_steps.Canon``)."""
+        return self._canonical(self._canon(world.queue, world.now), world.held)
 
     def moves(self, world: LeaseWorld) -> Iterator[Move[LeaseWorld]]:
-        yield from self._enqueues(world)
-        yield from self._claims(world)
-        yield from self._finishes(world)
-        yield from self._redrives(world)
-        yield from self._tick(world)
+        for template in self._templates(world):
+            held = template.held_after(world.held)
+            later = world.now if template.later is None else template.later
+            same = template.after is world.queue and held is world.held and later == world.now
+            after = world if same else LeaseWorld(template.after, held, later)
+            yield Move(
+                template.op, after, template.result, template.error, template.hooks,
+                template.counts,
+            )  # fmt: skip
+
+    def expand(self, world: LeaseWorld) -> Iterator[Expansion[LeaseWorld]]:
+        """What ``moves`` gives, canonical and checked, from the per-queue templates."""
+        for template in self._templates(world):
+            held = template.held_after(world.held)
+            if template.after is world.queue and held is world.held and template.later is None:
+                target = world
+            else:
+                canon = template.canon
+                if canon is None:
+                    later = world.now if template.later is None else template.later
+                    canon = template.canon = self._canon(template.after, later)
+                target = self._canonical(canon, held)
+            yield target, template.counts, template.problem
+
+    def distinct_moves(
+        self, sources: Iterable[LeaseWorld]
+    ) -> Iterator[tuple[LeaseWorld, Move[LeaseWorld]]]:
+        """The first move of each distinct (queue, operation) from canonical ``sources``,
+        in their order: what a target, which sees only the queue, must be asked once.
+
+        Canonical queues are interned and each template belongs to one (queue, op), so a
+        template is new exactly when its (queue, op) is."""
+        seen: set[int] = set()
+        for world in sources:
+            for template in self._templates(world):
+                if id(template) in seen:
+                    continue
+                seen.add(id(template))
+                later = world.now if template.later is None else template.later
+                after = LeaseWorld(template.after, template.held_after(world.held), later)
+                yield world, Move(template.op, after, template.result, template.error,
+                                  template.hooks, template.counts)  # fmt: skip
+
+    def _canonical(self, canon: Canon, held: Held) -> LeaseWorld:
+        queue, normal = canon.held(held, self.scope.dispatchers)
+        key = (id(queue), normal)
+        found = self._worlds.get(key)
+        if found is None:
+            found = self._worlds[key] = LeaseWorld(queue, normal, ORIGIN)
+        return found
+
+    def _canon(self, queue: Snapshot, now: int) -> Canon:
+        found = self._canons.get((id(queue), now))
+        if found is None:
+            canon = Canon(queue, now, self.scope.jobs, self._perms, self._intern)
+            found = self._canons[(id(queue), now)] = (queue, canon)
+        return found[1]
+
+    def _intern(self, queue: Snapshot) -> tuple[Snapshot, QueueKey]:
+        """One queue object per content, with its key (so worlds compare by identity)."""
+        key = queue_key(queue)
+        found = self._queues.get(key)
+        if found is None:
+            found = self._queues[key] = (queue, key)
+        return found
+
+    def _templates(self, world: LeaseWorld) -> Iterator[Template]:
+        """The moves of ``world`` as templates, in the order of the System's moves."""
+        steps = self._steps.get((id(world.queue), world.now))
+        if steps is None:
+            steps = _Steps(world.queue, [], [], {})
+            self._build(steps, world.queue, world.now)
+            self._steps[(id(world.queue), world.now)] = steps
+        yield from steps.first
+        for index, owner in enumerate(self.scope.dispatchers):
+            for ticket in world.held[index]:
+                finishes = steps.finishes.get((index, ticket))
+                if finishes is None:
+                    finishes = list(self._finishes(world.queue, world.now, index, owner, ticket))
+                    self._checked(world.queue, world.now, finishes)
+                    steps.finishes[(index, ticket)] = finishes
+                yield from finishes
+        yield from steps.last
+
+    def _build(self, steps: _Steps, queue: Snapshot, now: int) -> None:
+        steps.first += [*self._enqueues(queue, now), *self._claims(queue, now)]
+        steps.last += [*self._redrives(queue, now), *self._tick(queue, now)]
+        self._checked(queue, now, steps.first + steps.last)
+
+    def _checked(self, queue: Snapshot, now: int, templates: list[Template]) -> None:
+        """Each template's transition invariant (it reads the queues and the op only)."""
+        source = LeaseWorld(queue, (), now)
+        for template in templates:
+            move = Move(template.op, LeaseWorld(template.after, (), now), template.result,
+                        template.error, template.hooks, template.counts)  # fmt: skip
+            template.problem = self.check_move(source, move)
 
     def check_state(self, world: LeaseWorld) -> str | None:
-        if any(t < 1 for t in _instants(world.queue)):
+        if not self._rows_ok(world.queue) and any(t < 1 for t in _instants(world.queue)):
             raise ValueError(
                 f"scope {self.scope.name!r} reaches times more than {ORIGIN - 2} ms before"
                 f" now; raise ORIGIN in models/_lease_system.py or shrink the scope"
             )
+        rows_ok = self._rows_ok(world.queue)
         for row in world.queue.jobs:
-            problem = _row_problem(row)
+            problem = None if rows_ok else _row_problem(row)
             if problem is not None:
                 return f"job {row.id!r}: {problem}"
             tickets = [t for held in world.held for t in held if t[0] == row.id]
@@ -231,6 +285,15 @@ class LeaseSystem:
             if any(t[3] > row.token for t in tickets):
                 return f"job {row.id!r}: a held ticket has a token above the job's {row.token}"
         return None
+
+    def _rows_ok(self, queue: Snapshot) -> bool:
+        found = self._row_problems.get(id(queue))
+        if found is None:
+            ok = not any(t < 1 for t in _instants(queue)) and all(
+                _row_problem(row) is None for row in queue.jobs
+            )
+            found = self._row_problems[id(queue)] = (queue, ok)
+        return found[1]
 
     def check_move(self, source: LeaseWorld, move: Move[LeaseWorld]) -> str | None:
         before, after = source.queue, move.state.queue
@@ -316,8 +379,7 @@ class LeaseSystem:
 
     # --- moves ---------------------------------------------------------------------------
 
-    def _enqueues(self, world: LeaseWorld) -> Iterator[Move[LeaseWorld]]:
-        queue, now = world.queue, world.now
+    def _enqueues(self, queue: Snapshot, now: int) -> Iterator[Template]:
         fresh = [j for j in self.scope.jobs if queue.job(j) is None][:1]  # the others: symmetric
         for job_id in fresh:
             for qty, ttl, budget in itertools.product(
@@ -325,62 +387,58 @@ class LeaseSystem:
             ):
                 step = lease_model.enqueue(queue, {"id": job_id, "qty": qty}, now, ttl, budget)
                 op = ("enqueue", job_id, qty, now, ttl, budget)
-                yield Move(
-                    op, replace(world, queue=step.state), step.result, None, (), ("op:enqueue",)
-                )
+                yield Template(op, step.state, step.result, None, (), ("op:enqueue",))
         for row in queue.jobs:
             ttl, budget = self.scope.ttls[0], self.scope.budgets[0]
-            yield Move(
-                ("enqueue", row.id, row.qty, now, ttl, budget), world, False, None, (),
+            yield Template(
+                ("enqueue", row.id, row.qty, now, ttl, budget), queue, False, None, (),
                 ("op:enqueue", "result:enqueue-false"),
             )  # fmt: skip
-            yield Move(
-                ("enqueue", row.id, row.qty + 1, now, ttl, budget), world, None, "Conflict", (),
+            yield Template(
+                ("enqueue", row.id, row.qty + 1, now, ttl, budget), queue, None, "Conflict", (),
                 ("op:enqueue", "error:Conflict"),
             )  # fmt: skip
 
-    def _claims(self, world: LeaseWorld) -> Iterator[Move[LeaseWorld]]:
+    def _claims(self, queue: Snapshot, now: int) -> Iterator[Template]:
         for index, owner in enumerate(self.scope.dispatchers):
             for lease in self.scope.leases:
-                step = lease_model.claim(world.queue, owner, world.now, lease)
+                step = lease_model.claim(queue, owner, now, lease)
                 outcome = "result:claim-none" if step.result is None else "result:claim-ticket"
-                for fault, state, hooks in fault_variants(world.queue, step):
-                    held = world.held
+                for fault, state, hooks in fault_variants(queue, step):
+                    ticket = None
                     if fault is None and step.result is not None:
-                        held = self._with_ticket(world.held, index, _ticket_key(step.result))
-                    yield Move(
-                        ("claim", owner, world.now, lease, fault),
-                        _world(world, state, held),
+                        ticket = _ticket_key(step.result)
+                    yield Template(
+                        ("claim", owner, now, lease, fault),
+                        state,
                         None if fault else step.result,
                         "fault" if fault else None,
                         hooks,
                         _counts("claim", outcome, fault, hooks),
-                    )
+                        index=index, add=ticket, max_held=self.scope.max_held,
+                    )  # fmt: skip
 
-    def _finishes(self, world: LeaseWorld) -> Iterator[Move[LeaseWorld]]:
-        for index, owner in enumerate(self.scope.dispatchers):
-            for ticket in world.held[index]:
-                for outcome, delay in self._outcomes():
-                    step = lease_model.finish(
-                        world.queue, ticket_dict(ticket), outcome, world.now, delay
-                    )
-                    label = "stale" if step.result is False else step.result
-                    for fault, state, hooks in fault_variants(world.queue, step):
-                        held = world.held if fault else _without(world.held, index, ticket)
-                        yield Move(
-                            ("finish", owner, ticket, outcome, world.now, delay, fault),
-                            _world(world, state, held),
-                            None if fault else step.result,
-                            "fault" if fault else None,
-                            hooks,
-                            _counts("finish", f"result:finish-{label}", fault, hooks),
-                        )
+    def _finishes(
+        self, queue: Snapshot, now: int, index: int, owner: str, ticket: TicketKey
+    ) -> Iterator[Template]:
+        for outcome, delay in self._outcomes():
+            step = lease_model.finish(queue, ticket_dict(ticket), outcome, now, delay)
+            label = "stale" if step.result is False else step.result
+            for fault, state, hooks in fault_variants(queue, step):
+                yield Template(
+                    ("finish", owner, ticket, outcome, now, delay, fault),
+                    state,
+                    None if fault else step.result,
+                    "fault" if fault else None,
+                    hooks,
+                    _counts("finish", f"result:finish-{label}", fault, hooks),
+                    index=index, drop=None if fault else ticket,
+                )  # fmt: skip
 
     def _outcomes(self) -> list[tuple[str, int]]:
         return [("ok", 0), ("permanent", 0)] + [("retry", d) for d in self.scope.delays]
 
-    def _redrives(self, world: LeaseWorld) -> Iterator[Move[LeaseWorld]]:
-        queue, now = world.queue, world.now
+    def _redrives(self, queue: Snapshot, now: int) -> Iterator[Template]:
         budget_left = len(queue.redrives) < self.scope.max_redrives
         for row in queue.jobs:
             if row.status != "dead":
@@ -388,9 +446,9 @@ class LeaseSystem:
             for ttl in self.scope.ttls if budget_left else ():
                 step = lease_model.redrive(queue, row.id, now, ttl, NOTE)
                 for fault, state, hooks in fault_variants(queue, step):
-                    yield Move(
+                    yield Template(
                         ("redrive", row.id, now, ttl, fault),
-                        _world(world, state, world.held),
+                        state,
                         None if fault else step.result,
                         "fault" if fault else None,
                         hooks,
@@ -399,21 +457,25 @@ class LeaseSystem:
         alive = [row for row in queue.jobs if row.status != "dead"][:1]
         for row in alive:
             op = ("redrive", row.id, now, self.scope.ttls[0], None)
-            yield Move(op, world, None, "ValueError", (), ("op:redrive", "error:ValueError"))
+            yield Template(op, queue, None, "ValueError", (), ("op:redrive", "error:ValueError"))
 
-    def _tick(self, world: LeaseWorld) -> Iterator[Move[LeaseWorld]]:
-        later = [t for t in _instants(world.queue) if t > world.now]
+    def _tick(self, queue: Snapshot, now: int) -> Iterator[Template]:
+        later = [t for t in _instants(queue) if t > now]
         if later:
             step = min(later)
-            yield Move(("tick", step), replace(world, now=step), None, None, (), ("op:tick",))
+            yield Template(("tick", step), queue, None, None, (), ("op:tick",), later=step)
 
-    def _with_ticket(
-        self, held: tuple[tuple[TicketKey, ...], ...], index: int, ticket: TicketKey
-    ) -> tuple[tuple[TicketKey, ...], ...]:
-        mine = sorted({*held[index], ticket})
-        while len(mine) > self.scope.max_held:
-            mine.remove(min(mine, key=lambda t: (t[3], t[0])))  # forget the oldest
-        return (*held[:index], tuple(mine), *held[index + 1 :])
+
+@dataclass
+class _Steps:
+    """The templates of one queue at one instant (``queue`` keeps its id valid)."""
+
+    queue: Snapshot
+    first: list[Template]
+    """enqueue and claim moves (they come before the finishes)."""
+    last: list[Template]
+    """redrive and tick moves."""
+    finishes: dict[tuple[int, TicketKey], list[Template]]
 
 
 def _instants(queue: Snapshot) -> set[int]:
@@ -432,55 +494,10 @@ def _instants(queue: Snapshot) -> set[int]:
     return found
 
 
-def _without(
-    held: tuple[tuple[TicketKey, ...], ...], index: int, ticket: TicketKey
-) -> tuple[tuple[TicketKey, ...], ...]:
-    mine = tuple(t for t in held[index] if t != ticket)
-    return (*held[:index], mine, *held[index + 1 :])
-
-
 def _counts(op: str, outcome: str, fault: str | None, hooks: tuple[str, ...]) -> tuple[str, ...]:
     counts = [f"op:{op}", *(f"hook:{point}" for point in hooks)]
     counts.append(f"crash:{fault}" if fault else outcome)
     return tuple(counts)
-
-
-def _normal_row(row: JobRow, name: str, delta: int) -> JobRow:
-    """``row`` renamed and shifted; columns no operation reads again are blanked.
-
-    A done row is final, and a dead row's attempts, available_at and deadline are
-    overwritten by redrive before anything reads them, so worlds that differ only
-    there have the same futures.
-    """
-    if row.status in ("done", "dead"):
-        return replace(row, id=name, attempts=0, available_at=ORIGIN, deadline=ORIGIN)
-    until = None if row.lease_until is None else row.lease_until + delta
-    return replace(
-        row, id=name, available_at=row.available_at + delta, deadline=row.deadline + delta,
-        lease_until=until,
-    )  # fmt: skip
-
-
-def _normal_ticket(ticket: TicketKey, name: str, token: int, delta: int) -> TicketKey:
-    """A held ticket renamed and shifted; one whose token a newer claim superseded can
-    never be current again (tokens only grow), so its lease_until no longer matters."""
-    until = ORIGIN - 1 if ticket[3] < token else ticket[5] + delta
-    return (name, ticket[1], ticket[2], ticket[3], ticket[4], until)
-
-
-def _rename_owners(world: LeaseWorld, owners: dict[str, str], names: tuple[str, ...]) -> LeaseWorld:
-    """``world`` with dispatcher names permuted (a symmetry of the system)."""
-    rows = tuple(
-        row if row.owner is None else replace(row, owner=owners[row.owner])
-        for row in world.queue.jobs
-    )
-    inverse = {new: old for old, new in owners.items()}
-    by_name = dict(zip(names, world.held, strict=True))
-    held = tuple(
-        tuple(sorted((t[0], t[1], owners[t[2]], *t[3:]) for t in by_name[inverse[name]]))
-        for name in names
-    )
-    return LeaseWorld(Snapshot(rows, world.queue.redrives), held, world.now)
 
 
 def _row_problem(row: JobRow) -> str | None:

@@ -12,6 +12,7 @@ explored graph.
 
 from __future__ import annotations
 
+import gc
 import time
 from collections import Counter, deque
 from collections.abc import Hashable, Iterable, Iterator, Sequence
@@ -20,6 +21,8 @@ from typing import Any, Generic, Protocol, TypeVar
 
 __all__ = [
     "Edge",
+    "Expanding",
+    "Expansion",
     "ExploreResult",
     "Move",
     "System",
@@ -145,9 +148,30 @@ def concretize(
     return steps
 
 
+Expansion = tuple[S, tuple[str, ...], str | None]
+"""One move from a canonical state, as the search needs it: the canonical target, the
+move's coverage keys and the transition invariant it breaks (or None)."""
+
+
+class Expanding(System[S], Protocol[S]):
+    """A system that expands a state without building ``Move`` objects (the fast path).
+
+    ``expand(state)`` yields, in the order of ``moves(state)``, what ``_moves_expansion``
+    would compute from each move; systems memoize it per distinct queue state.
+    """
+
+    def expand(self, state: S) -> Iterable[Expansion[S]]: ...
+
+
 @dataclass
 class ExploreResult(Generic[S]):
-    """What one exploration found."""
+    """What one exploration found.
+
+    Known states are numbered in the order they were found (BFS order): ``known`` maps a
+    state to its number, ``found`` is the reverse, and ``parent``/``move_index`` give each
+    number's BFS-tree parent and the index of the move (in ``moves(parent)``) that first
+    reached it (-1 for the initial state). Moves are rebuilt from ``system`` on demand.
+    """
 
     states: int = 0
     transitions: int = 0
@@ -157,11 +181,13 @@ class ExploreResult(Generic[S]):
     coverage: Counter[str] = field(default_factory=Counter)
     missing: tuple[str, ...] = ()
     violation: Violation[S] | None = None
-    edges: list[Edge[S]] = field(default_factory=list)
-    """Every explored transition, in BFS order of its source (for conformance replay)."""
-    order: list[S] = field(default_factory=list)
-    """Every canonical state in BFS order."""
-    parents: dict[S, tuple[S, Move[S]] | None] = field(default_factory=dict)
+    expanded: int = 0
+    """How many states (the first ones of ``found``) had their moves explored."""
+    known: dict[S, int] = field(default_factory=dict)
+    found: list[S] = field(default_factory=list)
+    parent: list[int] = field(default_factory=list)
+    move_index: list[int] = field(default_factory=list)
+    system: System[S] | None = field(default=None, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -171,6 +197,36 @@ class ExploreResult(Generic[S]):
     def states_per_second(self) -> float:
         return self.states / self.seconds if self.seconds > 0 else float(self.states)
 
+    @property
+    def order(self) -> list[S]:
+        """Every expanded canonical state in BFS order."""
+        return self.found[: self.expanded]
+
+    @property
+    def parents(self) -> dict[S, tuple[S, int] | None]:
+        """Each known state's BFS-tree parent and the index of the move that reached it."""
+        return {
+            state: None if up < 0 else (self.found[up], index)
+            for state, up, index in zip(self.found, self.parent, self.move_index, strict=True)
+        }
+
+    def source_moves(self) -> Iterator[tuple[S, Move[S]]]:
+        """Every explored transition as (canonical source, move), in BFS order of its source."""
+        assert self.system is not None
+        for source in self.order:
+            for move in self.system.moves(source):
+                yield source, move
+
+    @property
+    def edges(self) -> list[Edge[S]]:
+        """Every explored transition with its canonical target (built on demand)."""
+        assert self.system is not None
+        system = self.system
+        return [
+            Edge(source, move, source if move.state is source else system.canonical(move.state))
+            for source, move in self.source_moves()
+        ]
+
     def path_to(self, state: S) -> list[tuple[Hashable, S]]:
         """The (operation, state) steps of the BFS tree from the initial state to ``state``."""
         return [(move.op, after) for move, after in self.path_moves(state)]
@@ -178,15 +234,26 @@ class ExploreResult(Generic[S]):
     def path_moves(self, state: S) -> list[tuple[Move[S], S]]:
         """The (move, canonical state after it) steps of the BFS tree up to ``state``."""
         steps: list[tuple[Move[S], S]] = []
-        current: S = state
-        link = self.parents[current]
-        while link is not None:
-            parent, move = link
-            steps.append((move, current))
-            current = parent
-            link = self.parents[current]
+        number = self.known[state]
+        while self.parent[number] >= 0:
+            steps.append((self.tree_move(self.found[number]), self.found[number]))
+            number = self.parent[number]
         steps.reverse()
         return steps
+
+    def tree_move(self, state: S) -> Move[S]:
+        """The move of the BFS tree that first reached ``state`` (not the initial state)."""
+        assert self.system is not None
+        number = self.known[state]
+        assert self.parent[number] >= 0, "the initial state has no tree move"
+        return _nth(self.system.moves(self.found[self.parent[number]]), self.move_index[number])
+
+
+def _nth(moves: Iterable[Move[S]], index: int) -> Move[S]:
+    for number, move in enumerate(moves):
+        if number == index:
+            return move
+    raise IndexError(f"the system gave fewer than {index + 1} moves the second time")
 
 
 def explore(system: System[S], max_states: int, keep_edges: bool = True) -> ExploreResult[S]:
@@ -195,60 +262,93 @@ def explore(system: System[S], max_states: int, keep_edges: bool = True) -> Expl
     Stops at the first safety violation (its trace is a shortest one, since states are
     dequeued in BFS order), or once ``max_states`` states are known (``exhausted`` is
     then False and liveness is judged only over the explored part, optimistically).
+    Transitions are not stored: ``edges`` and ``source_moves`` rebuild them from the
+    system (``keep_edges`` is kept for callers and has no effect). The cyclic garbage
+    collector is paused meanwhile: the search allocates millions of acyclic tuples that
+    it would otherwise traverse again and again.
     """
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return _search(system, max_states)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _search(system: System[S], max_states: int) -> ExploreResult[S]:
     started = time.perf_counter()
-    result: ExploreResult[S] = ExploreResult()
-    start = system.canonical(system.initial())
-    result.parents[start] = None
-    depth: dict[S, int] = {start: 0}
-    queue: deque[S] = deque([start])
-    successors: dict[S, list[S]] = {}
-    result.violation = _check_state(system, result, start)
-    while queue and result.violation is None:
-        source = queue.popleft()
-        result.order.append(source)
-        result.violation = _expand(system, result, source, queue, depth, successors, keep_edges)
-        if len(result.parents) >= max_states and queue:
+    result: ExploreResult[S] = ExploreResult(system=system)
+    _add(result, system.canonical(system.initial()), -1, -1)
+    depth = [0]
+    successors: list[list[int]] = []
+    tally: Counter[tuple[str, ...]] = Counter()
+    expand = getattr(system, "expand", None) or (lambda s: _moves_expansion(system, s))
+    result.violation = _check_state(system, result, result.found[0])
+    while result.expanded < len(result.found) and result.violation is None:
+        number = result.expanded
+        result.expanded += 1
+        result.violation = _expand(system, expand(result.found[number]), result, number,
+                                   depth, successors, tally)  # fmt: skip
+        if len(result.found) >= max_states and result.expanded < len(result.found):
             break
-    result.exhausted = not queue and result.violation is None
-    result.states = len(result.parents)
-    result.depth = max(depth.values())
+    for counts, times in tally.items():
+        for key in counts:
+            result.coverage[key] += times
+    cut = result.expanded < len(result.found)
+    result.exhausted = not cut and result.violation is None
+    result.states = len(result.found)
+    result.depth = max(depth)
     if result.violation is None:
-        result.violation = _liveness(system, result, successors, set(queue))
+        result.violation = _liveness(system, result, successors)
     result.missing = tuple(key for key in system.required() if result.coverage[key] == 0)
     result.seconds = time.perf_counter() - started
     return result
 
 
+def _add(result: ExploreResult[S], state: S, parent: int, index: int) -> int:
+    number = result.known[state] = len(result.found)
+    result.found.append(state)
+    result.parent.append(parent)
+    result.move_index.append(index)
+    return number
+
+
+def _moves_expansion(system: System[S], source: S) -> Iterator[Expansion[S]]:
+    """The expansion of ``source`` computed from ``system.moves`` (the plain path)."""
+    for move in system.moves(source):
+        target = source if move.state is source else system.canonical(move.state)
+        yield target, move.counts, system.check_move(source, move)
+
+
 def _expand(
     system: System[S],
+    expansion: Iterable[Expansion[S]],
     result: ExploreResult[S],
-    source: S,
-    queue: deque[S],
-    depth: dict[S, int],
-    successors: dict[S, list[S]],
-    keep_edges: bool,
+    source: int,
+    depth: list[int],
+    successors: list[list[int]],
+    tally: Counter[tuple[str, ...]],
 ) -> Violation[S] | None:
-    nexts: list[S] = []
-    for move in system.moves(source):
+    nexts: list[int] = []
+    known, level = result.known, depth[source] + 1
+    for index, (target, counts, problem) in enumerate(expansion):
         result.transitions += 1
-        result.coverage.update(move.counts)
-        target = source if move.state is source else system.canonical(move.state)
-        nexts.append(target)
-        if keep_edges:
-            result.edges.append(Edge(source, move, target))
-        problem = system.check_move(source, move)
+        tally[counts] += 1
         if problem is not None:
-            trace = (*_trace(result, source), (move.op, move.state))
+            state = result.found[source]
+            move = _nth(system.moves(state), index)
+            trace = (*_trace(result, state), (move.op, move.state))
             return Violation("transition invariant", problem, trace, _root(result))
-        if target not in result.parents:
-            result.parents[target] = (source, move)
-            depth[target] = depth[source] + 1
-            queue.append(target)
+        number = known.get(target)
+        if number is None:
+            number = _add(result, target, source, index)
+            depth.append(level)
             violation = _check_state(system, result, target)
             if violation is not None:
                 return violation
-    successors[source] = nexts
+        nexts.append(number)
+    successors.append(nexts)
     return None
 
 
@@ -264,44 +364,44 @@ def _trace(result: ExploreResult[S], state: S) -> tuple[tuple[Hashable, S], ...]
 
 
 def _root(result: ExploreResult[S]) -> S:
-    return next(iter(result.parents))
+    return result.found[0]
 
 
 def _liveness(
-    system: System[S],
-    result: ExploreResult[S],
-    successors: dict[S, list[S]],
-    frontier: set[S],
+    system: System[S], result: ExploreResult[S], successors: list[list[int]]
 ) -> Violation[S] | None:
     """Every item of every state can reach a state where it is at its goal.
 
     Backward reachability, per item, from the goal states (and, optimistically, from
     unexpanded frontier states when the search was cut off).
     """
-    predecessors: dict[S, list[S]] = {}
-    for source, targets in successors.items():
+    found, expanded = result.found, result.expanded
+    predecessors: list[list[int]] = [[] for _ in found]
+    for source, targets in enumerate(successors):
         for target in targets:
-            predecessors.setdefault(target, []).append(source)
-    items = sorted({item for state in result.parents for item in system.items(state)})
-    for item in items:
-        good = _backward(
-            predecessors,
-            (s for s in result.parents if s in frontier or system.at_goal(s, item)),
-        )
-        for state in result.order:
-            if item in system.items(state) and state not in good:
+            predecessors[target].append(source)
+    present = [set(system.items(state)) for state in found]
+    for item in sorted(set().union(*present)):
+        seeds = [n for n, state in enumerate(found)
+                 if n >= expanded or system.at_goal(state, item)]  # fmt: skip
+        good = _backward(predecessors, seeds, len(found))
+        for number in range(expanded):
+            if item in present[number] and not good[number]:
                 message = f"job {item!r} can no longer reach done or dead from this state"
-                return Violation("liveness", message, _trace(result, state), _root(result))
+                trace = _trace(result, found[number])
+                return Violation("liveness", message, trace, _root(result))
     return None
 
 
-def _backward(predecessors: dict[S, list[S]], seeds: Iterator[S]) -> set[S]:
-    good = set(seeds)
-    queue = deque(good)
+def _backward(predecessors: list[list[int]], seeds: list[int], count: int) -> bytearray:
+    good = bytearray(count)
+    for seed in seeds:
+        good[seed] = 1
+    queue = deque(seeds)
     while queue:
         state = queue.popleft()
-        for parent in predecessors.get(state, ()):
-            if parent not in good:
-                good.add(parent)
+        for parent in predecessors[state]:
+            if not good[parent]:
+                good[parent] = 1
                 queue.append(parent)
     return good

@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Hashable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from models import job_model as jm
-from models.explorer import ExploreResult, Move, explore
+from models.explorer import Expansion, ExploreResult, Move, explore
 from queue_impl.jobs import IllegalStateError, JobStatus, Lease, RetryPolicy
 
 __all__ = ["JOB_SCOPES", "JobScope", "JobSystem", "JobWorld", "explore_jobs", "job_scope_parts"]
@@ -121,12 +121,83 @@ def job_scope_parts(name: str) -> tuple[JobScope, ...]:
     return JOB_SCOPES[name]
 
 
-@dataclass(frozen=True)
+Held = tuple[tuple[HeldLease, ...], ...]
+
+
+@dataclass(frozen=True, eq=False)
 class JobWorld:
+    """The model state, the leases each worker holds, the clock, retry_dead calls left.
+
+    Equality and hashing go through one cached tuple of plain values: a world is hashed
+    many times, and a dataclass of enums hashes slowly.
+    """
+
     state: jm.JobState
-    held: tuple[tuple[HeldLease, ...], ...]
+    held: Held
     now: int
     retries_left: int
+
+    def key(self) -> tuple[object, ...]:
+        cached: tuple[object, ...] | None = self.__dict__.get("_key")
+        if cached is None:
+            cached = (state_key(self.state), self.held, self.now, self.retries_left)
+            object.__setattr__(self, "_key", cached)
+        return cached
+
+    def __hash__(self) -> int:
+        cached: int | None = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash(self.key())
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, JobWorld) and (self is other or self.key() == other.key())
+
+
+def state_key(state: jm.JobState) -> tuple[object, ...]:
+    """Every field of ``state`` as plain values (statuses by ``_value_``, a plain attribute:
+    ``.value`` is a property and an enum member hashes in Python, both slow here)."""
+    jobs = tuple(
+        (j.id, j.type, j.payload, j.priority, j.run_at, j.status._value_, j.attempts,
+         j.last_error, j.token, j.lease_until)
+        for j in state.jobs
+    )  # fmt: skip
+    return (jobs, state.next_token)
+
+
+class _Template:
+    """One move of every world with one model state, clock and retry budget, minus the
+    held leases: ``index`` is the worker whose leases become ``mine`` (None: unchanged)."""
+
+    __slots__ = ("after", "counts", "error", "index", "later", "mine", "op", "problem",
+                 "result", "retried", "target", "token")  # fmt: skip
+
+    def __init__(
+        self,
+        op: Hashable,
+        after: jm.JobState,
+        result: object = None,
+        error: str | None = None,
+        counts: tuple[str, ...] = (),
+        *,
+        index: int = -1,
+        mine: tuple[HeldLease, ...] | None = None,
+        later: int | None = None,
+        retried: bool = False,
+    ) -> None:
+        self.op, self.after, self.result, self.error, self.counts = op, after, result, error, counts
+        self.index, self.mine, self.later, self.retried = index, mine, later, retried
+        self.problem: str | None = None
+        self.token: int | None = None
+        """A poll's new token, which no lease a worker holds may carry (checked per world)."""
+        self.target: jm.JobState | None = None
+        """``after`` interned (one object per content), once a world needed it."""
+
+    def held_after(self, held: Held) -> Held:
+        if self.mine is None:
+            return held
+        return (*held[: self.index], self.mine, *held[self.index + 1 :])
 
 
 class JobSystem:
@@ -143,6 +214,10 @@ class JobSystem:
         self.clear_error = clear_error_on_retry
         self.expire_on_error = expire_on_error or {}
         """Per error kind of complete/fail: whether expired leases were processed first."""
+        self._states: dict[tuple[object, ...], jm.JobState] = {}
+        self._worlds: dict[tuple[int, Held, int, int], JobWorld] = {}
+        self._steps: dict[tuple[int, int, bool], _Steps] = {}
+        """Per (id of a model state, now, any retry_dead left): its templates."""
 
     def initial(self) -> JobWorld:
         return JobWorld(
@@ -150,15 +225,84 @@ class JobSystem:
         )
 
     def canonical(self, world: JobWorld) -> JobWorld:
-        held = tuple(sorted(world.held))
-        return world if held == world.held else replace(world, held=held)
+        return self._world(self._intern(world.state), world.held, world.now, world.retries_left)
 
     def moves(self, world: JobWorld) -> Iterator[Move[JobWorld]]:
-        yield from self._submits(world)
-        yield from self._polls(world)
-        yield from self._finishes(world)
-        yield from self._admin(world)
-        yield from self._tick(world)
+        for template in self._templates(world):
+            held = template.held_after(world.held)
+            retries = world.retries_left - template.retried
+            later = world.now if template.later is None else template.later
+            if template.after is world.state and held is world.held and later == world.now:
+                after = world if not template.retried else replace(world, retries_left=retries)
+            else:
+                after = JobWorld(template.after, held, later, retries)
+            yield Move(template.op, after, template.result, template.error,
+                       counts=template.counts)  # fmt: skip
+
+    def expand(self, world: JobWorld) -> Iterator[Expansion[JobWorld]]:
+        """What ``moves`` gives, canonical and checked, from the per-state templates."""
+        tokens: set[int] | None = None
+        for template in self._templates(world):
+            held = template.held_after(world.held)
+            retries = world.retries_left - template.retried
+            same = template.after is world.state and template.later is None
+            if same and held is world.held and not template.retried:
+                target = world
+            else:
+                state = template.target
+                if state is None:
+                    state = template.target = self._intern(template.after)
+                later = world.now if template.later is None else template.later
+                target = self._world(state, held, later, retries)
+            problem = template.problem
+            if problem is None and template.token is not None:
+                if tokens is None:
+                    tokens = {h[1] for mine in world.held for h in mine}
+                if template.token in tokens:
+                    problem = f"poll issued token {template.token!r} again"
+            yield target, template.counts, problem
+
+    def _intern(self, state: jm.JobState) -> jm.JobState:
+        return self._states.setdefault(state_key(state), state)
+
+    def _world(self, state: jm.JobState, held: Held, now: int, retries: int) -> JobWorld:
+        """The canonical world (``state`` interned; worker names are not stored by
+        JobQueue, so the held leases are kept per worker in sorted order)."""
+        ordered = tuple(sorted(held))
+        key = (id(state), ordered, now, retries)
+        found = self._worlds.get(key)
+        if found is None:
+            found = self._worlds[key] = JobWorld(state, ordered, now, retries)
+        return found
+
+    def _templates(self, world: JobWorld) -> Iterator[_Template]:
+        """The moves of ``world`` as templates, in the order of the System's moves."""
+        key = (id(world.state), world.now, world.retries_left > 0)
+        steps = self._steps.get(key)
+        if steps is None:
+            steps = self._steps[key] = _Steps(world.state, [], [], {})
+            steps.first += [*self._submits(world), *self._polls(world)]
+            steps.last += [*self._admin(world), *self._tick(world)]
+            self._checked(world, steps.first + steps.last)
+        yield from steps.first
+        for index, mine in enumerate(world.held):
+            for lease in mine:
+                finishes = steps.finishes.get((index, lease))
+                if finishes is None:
+                    finishes = list(self._finishes(world, index, lease, steps))
+                    self._checked(world, finishes)
+                    steps.finishes[(index, lease)] = finishes
+                yield from finishes
+        yield from steps.last
+
+    def _checked(self, world: JobWorld, templates: list[_Template]) -> None:
+        """Each template's transition invariant, with no lease held (the tokens held are
+        the one part of it that depends on the world: ``expand`` checks them)."""
+        for template in templates:
+            template.problem = _move_problem(world.state, world.now, (), template.after,
+                                             template.result)  # fmt: skip
+            if isinstance(template.result, Lease) and isinstance(template.result.token, int):
+                template.token = template.result.token
 
     # --- invariants ----------------------------------------------------------------
 
@@ -180,20 +324,7 @@ class JobSystem:
         return None
 
     def check_move(self, source: JobWorld, move: Move[JobWorld]) -> str | None:
-        before, after = source.state.jobs, move.state.state.jobs
-        for old, new in zip(before, after, strict=False):
-            if old.status in (JobStatus.SUCCEEDED, JobStatus.CANCELLED) and new != old:
-                return f"job {old.id} was {old.status.name} and changed"
-        if isinstance(move.result, Lease):
-            old_job = next(j for j in before if j.id == move.result.job_id)
-            if old_job.status is not JobStatus.PENDING and not _expired(old_job, source.now):
-                return f"poll leased job {old_job.id} while it was {old_job.status.name}"
-            issued = {h[1] for mine in source.held for h in mine}
-            issued |= {j.token for j in before if j.token is not None}
-            token = move.result.token
-            if not isinstance(token, int) or token < source.state.next_token or token in issued:
-                return f"poll issued token {token!r} again"
-        return None
+        return _move_problem(source.state, source.now, source.held, move.state.state, move.result)
 
     def items(self, world: JobWorld) -> Sequence[str]:
         return [job.id for job in world.state.jobs]
@@ -242,73 +373,81 @@ class JobSystem:
 
     # --- moves ---------------------------------------------------------------------
 
-    def _submits(self, world: JobWorld) -> Iterator[Move[JobWorld]]:
+    def _submits(self, world: JobWorld) -> Iterator[_Template]:
         if len(world.state.jobs) >= self.scope.jobs:
             return
         for priority, offset in itertools.product(self.scope.priorities, self.scope.offsets):
             run_at = world.now + offset
             state, job_id = jm.submit(world.state, "t", "p", priority, run_at)
-            yield Move(("submit", priority, run_at), replace(world, state=state), job_id,
-                       counts=("op:submit",))  # fmt: skip
+            yield _Template(("submit", priority, run_at), state, job_id, counts=("op:submit",))
 
-    def _polls(self, world: JobWorld) -> Iterator[Move[JobWorld]]:
+    def _polls(self, world: JobWorld) -> Iterator[_Template]:
+        # JobQueue stores no worker name, so each lease length has one outcome for all.
+        outcomes = {
+            lease_ms: jm.poll(world.state, self.policy, world.now, self.scope.workers[0], lease_ms)
+            for lease_ms in self.scope.leases
+        }
         for index, worker in enumerate(self.scope.workers):
-            for lease_ms in self.scope.leases:
-                state, lease = jm.poll(world.state, self.policy, world.now, worker, lease_ms)
-                held = world.held
+            for lease_ms, (state, lease) in outcomes.items():
+                mine = None
                 if lease is not None:
                     assert isinstance(lease.token, int)
-                    held = _put(held, index, ((lease.job_id, lease.token, lease.lease_until),))
+                    mine = ((lease.job_id, lease.token, lease.lease_until),)
                 outcome = "result:poll-none" if lease is None else "result:poll-lease"
                 counts = ("op:poll", outcome, *_expiry_count(world.state, state))
                 op = ("poll", worker, lease_ms, world.now)
-                yield Move(op, replace(world, state=state, held=held), lease, counts=counts)
+                yield _Template(op, state, lease, counts=counts, index=index, mine=mine)
 
-    def _finishes(self, world: JobWorld) -> Iterator[Move[JobWorld]]:
-        for index, worker in enumerate(self.scope.workers):
-            for job_id, token, _until in world.held[index]:
-                held = _put(world.held, index, ())
-                for kind in ("complete", "fail"):
-                    op = (kind, worker, job_id, token, world.now)
-                    try:
-                        if kind == "complete":
-                            state = jm.complete(world.state, self.policy, world.now, job_id, token)
-                        else:
-                            state = jm.fail(world.state, self.policy, world.now, job_id, token, "e")
-                    except IllegalStateError:
-                        state = self._after_error(world, "IllegalStateError")
-                        yield Move(op, replace(world, state=state, held=held), None,
-                                   "IllegalStateError",
-                                   counts=(f"op:{kind}", "error:IllegalStateError"))  # fmt: skip
-                        continue
-                    counts = (f"op:{kind}", *_fail_count(kind, state, job_id))
-                    yield Move(op, replace(world, state=state, held=held), None, counts=counts)
+    def _finishes(
+        self, world: JobWorld, index: int, lease: HeldLease, steps: _Steps
+    ) -> Iterator[_Template]:
+        worker, (job_id, token, _until) = self.scope.workers[index], lease
+        for kind in ("complete", "fail"):
+            op = (kind, worker, job_id, token, world.now)
+            found = steps.outcomes.get((kind, job_id, token))
+            if found is None:
+                found = self._finish(world, kind, job_id, token)
+                steps.outcomes[(kind, job_id, token)] = found
+            state, error = found
+            if error is not None:
+                refused = (f"op:{kind}", "error:IllegalStateError")
+                yield _Template(op, state, None, error, refused, index=index, mine=())
+                continue
+            counts = (f"op:{kind}", *_fail_count(kind, state, job_id))
+            yield _Template(op, state, None, counts=counts, index=index, mine=())
 
-    def _admin(self, world: JobWorld) -> Iterator[Move[JobWorld]]:
+    def _finish(
+        self, world: JobWorld, kind: str, job_id: str, token: int
+    ) -> tuple[jm.JobState, str | None]:
+        """The model's complete or fail (the same for every worker: none is stored)."""
+        try:
+            if kind == "complete":
+                return jm.complete(world.state, self.policy, world.now, job_id, token), None
+            return jm.fail(world.state, self.policy, world.now, job_id, token, "e"), None
+        except IllegalStateError:
+            return self._after_error(world, "IllegalStateError"), "IllegalStateError"
+
+    def _admin(self, world: JobWorld) -> Iterator[_Template]:
         now = world.now
         for job in world.state.jobs:
             if job.status is JobStatus.DEAD and world.retries_left:
                 state = jm.retry_dead(world.state, now, job.id, self.clear_error)
-                after = replace(world, state=state, retries_left=world.retries_left - 1)
-                yield Move(
-                    ("retry_dead", job.id, now), after, counts=("op:retry_dead", "result:retried")
-                )
+                counts = ("op:retry_dead", "result:retried")
+                yield _Template(("retry_dead", job.id, now), state, counts=counts, retried=True)
             if job.status is JobStatus.PENDING:
                 state = jm.cancel(world.state, job.id)
-                yield Move(("cancel", job.id, now), replace(world, state=state),
-                           counts=("op:cancel",))  # fmt: skip
+                yield _Template(("cancel", job.id, now), state, counts=("op:cancel",))
         refused = [j for j in world.state.jobs if j.status is not JobStatus.PENDING][:1]
         for job in refused:
-            yield Move(("cancel", job.id, now), world, None, "IllegalStateError",
-                       counts=("op:cancel", "error:IllegalStateError"))  # fmt: skip
+            yield _Template(("cancel", job.id, now), world.state, None, "IllegalStateError",
+                            ("op:cancel", "error:IllegalStateError"))  # fmt: skip
         alive = [j for j in world.state.jobs if j.status is not JobStatus.DEAD][:1]
         for job in alive:
-            yield Move(("retry_dead", job.id, now), world, None, "IllegalStateError",
-                       counts=("op:retry_dead", "error:IllegalStateError"))  # fmt: skip
+            yield _Template(("retry_dead", job.id, now), world.state, None, "IllegalStateError",
+                            ("op:retry_dead", "error:IllegalStateError"))  # fmt: skip
         state = self._after_error(world, "KeyError")
-        yield Move(("complete", self.scope.workers[0], "J9", 1, now),
-                   replace(world, state=state), None, "KeyError",
-                   counts=("op:complete", "error:KeyError"))  # fmt: skip
+        yield _Template(("complete", self.scope.workers[0], "J9", 1, now), state, None,
+                        "KeyError", ("op:complete", "error:KeyError"))  # fmt: skip
 
     def _after_error(self, world: JobWorld, kind: str) -> jm.JobState:
         """The state after a complete/fail that raised ``kind``, in the target's reading."""
@@ -316,7 +455,7 @@ class JobSystem:
             return jm.expire(world.state, self.policy, world.now)
         return world.state
 
-    def _tick(self, world: JobWorld) -> Iterator[Move[JobWorld]]:
+    def _tick(self, world: JobWorld) -> Iterator[_Template]:
         instants: set[int] = set()
         for job in world.state.jobs:
             if job.status is JobStatus.PENDING:
@@ -326,7 +465,43 @@ class JobSystem:
         later = [t for t in instants if t > world.now]
         if later:
             step = min(later)
-            yield Move(("tick", step), replace(world, now=step), counts=("op:tick",))
+            yield _Template(("tick", step), world.state, counts=("op:tick",), later=step)
+
+
+@dataclass
+class _Steps:
+    """The templates of one model state at one instant (``state`` keeps its id valid)."""
+
+    state: jm.JobState
+    first: list[_Template]
+    """submit and poll moves (they come before the finishes)."""
+    last: list[_Template]
+    """retry_dead, cancel, refused calls and tick."""
+    finishes: dict[tuple[int, HeldLease], list[_Template]]
+    outcomes: dict[tuple[str, str, int], tuple[jm.JobState, str | None]] = field(
+        default_factory=dict
+    )
+    """complete/fail by (kind, job id, token): the model state after it and the error."""
+
+
+def _move_problem(
+    source: jm.JobState, now: int, held: Held, target: jm.JobState, result: object
+) -> str | None:
+    """The transition invariants of one move from ``source`` at ``now`` to ``target``."""
+    before, after = source.jobs, target.jobs
+    for old, new in zip(before, after, strict=False):
+        if old.status in (JobStatus.SUCCEEDED, JobStatus.CANCELLED) and new != old:
+            return f"job {old.id} was {old.status.name} and changed"
+    if isinstance(result, Lease):
+        old_job = next(j for j in before if j.id == result.job_id)
+        if old_job.status is not JobStatus.PENDING and not _expired(old_job, now):
+            return f"poll leased job {old_job.id} while it was {old_job.status.name}"
+        issued = {h[1] for mine in held for h in mine}
+        issued |= {j.token for j in before if j.token is not None}
+        token = result.token
+        if not isinstance(token, int) or token < source.next_token or token in issued:
+            return f"poll issued token {token!r} again"
+    return None
 
 
 def _expired(job: jm.ModelJob, now: int) -> bool:

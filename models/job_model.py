@@ -89,6 +89,8 @@ def _failed(job: ModelJob, policy: RetryPolicy, at: int, error: str) -> ModelJob
 
 def expire(state: JobState, policy: RetryPolicy, now: int) -> JobState:
     """Every lease with ``now >= lease_until`` fails as if at the instant ``lease_until``."""
+    if not any(_lapsed(job, now) for job in state.jobs):
+        return state  # the common case, and the explorer's memos key on identity
     jobs = tuple(
         _failed(job, policy, job.lease_until, LEASE_EXPIRED)
         if job.status is JobStatus.RUNNING
@@ -98,6 +100,11 @@ def expire(state: JobState, policy: RetryPolicy, now: int) -> JobState:
         for job in state.jobs
     )
     return replace(state, jobs=jobs)
+
+
+def _lapsed(job: ModelJob, now: int) -> bool:
+    running = job.status is JobStatus.RUNNING
+    return running and job.lease_until is not None and now >= job.lease_until
 
 
 def submit(

@@ -1,0 +1,167 @@
+"""States per second of the explorer, this checkout against an older commit, side by side.
+
+    python benchmarks/bench_explorer.py                      # deep scopes, 3 rounds
+    python benchmarks/bench_explorer.py --scope ci --replay  # ci scopes, with conformance
+    python benchmarks/bench_explorer.py --base 1c300b1 --rounds 1 --parts deep-1job
+    python benchmarks/bench_explorer.py --max-states 50000   # the first 50k states of each
+
+The older implementation is the merge-base with ``main`` (or ``--base REV``), exported
+with ``git archive`` into a temporary directory (the repository is not touched); each
+exploration runs in a fresh process (``_explorer_probe.py``) that imports leasecheck
+from one tree or the other, alternating old and new in every round. Both trees explore
+the scope parts as defined in *this* checkout's ``BENCH_SCOPES`` (the merge-base deep
+scopes), so a later change of the gate's scopes does not change what is compared.
+
+Reported per part: the median over the rounds of each side's states/s (explore only,
+as ``leasecheck explore`` calls it), and their ratio; once per part (outside the
+timing) it asserts that both sides found the same number of states and transitions,
+the same depth, coverage and verdict, and the same digests of the state set and of the
+edge multiset (source, operation, target, result, error, hooks); with ``--replay`` also
+the same conformance verdict and replay counts on the bundled targets, and the replay
+time of each side. Timings on a shared machine are noisy: read the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from models.job_explorer import JobScope  # noqa: E402
+from models.lease_explorer import LeaseScope  # noqa: E402
+
+PROBE = Path(__file__).with_name("_explorer_probe.py")
+
+BENCH_SCOPES: dict[str, list[tuple[str, LeaseScope | JobScope]]] = {
+    "deep": [
+        ("lease", LeaseScope(
+            name="deep-1job", jobs=("a",), dispatchers=("d1", "d2"), qtys=(1,), ttls=(3, 5),
+            budgets=(1, 3), leases=(1, 3), delays=(0, 2), max_redrives=1, max_held=2,
+            max_states=3_000_000)),
+        ("lease", LeaseScope(
+            name="deep-2jobs", jobs=("a", "b"), dispatchers=("d1", "d2"), qtys=(1,), ttls=(3,),
+            budgets=(1, 2), leases=(2,), delays=(1,), max_redrives=1, max_held=1,
+            max_states=3_000_000)),
+        ("jobs", JobScope(
+            name="jobs-deep-1job", jobs=1, workers=("w1", "w2"), priorities=(0,),
+            offsets=(0, 2), leases=(1, 3), max_attempts=3, base_backoff=1, max_backoff=2,
+            retries=2, max_states=3_000_000)),
+        ("jobs", JobScope(
+            name="jobs-deep-2jobs", jobs=2, workers=("w1", "w2"), priorities=(0, 1),
+            offsets=(0,), leases=(2,), max_attempts=2, base_backoff=1, max_backoff=2,
+            retries=0, max_states=3_000_000)),
+    ],
+    "ci": [
+        ("lease", LeaseScope(
+            name="ci-1job", jobs=("a",), dispatchers=("d1", "d2"), qtys=(1,), ttls=(4,),
+            budgets=(2,), leases=(2,), delays=(1,), max_redrives=1, max_held=2,
+            max_states=100_000)),
+        ("lease", LeaseScope(
+            name="ci-2jobs", jobs=("a", "b"), dispatchers=("d1", "d2"), qtys=(1,), ttls=(3,),
+            budgets=(1,), leases=(2,), delays=(1,), max_redrives=0, max_held=1,
+            max_states=100_000)),
+        ("jobs", JobScope(
+            name="jobs-ci-1job", jobs=1, workers=("w1", "w2"), priorities=(0,), offsets=(0, 1),
+            leases=(2,), max_attempts=2, base_backoff=1, max_backoff=2, retries=1,
+            max_states=100_000)),
+        ("jobs", JobScope(
+            name="jobs-ci-2jobs", jobs=2, workers=("w1", "w2"), priorities=(0, 1), offsets=(0,),
+            leases=(2,), max_attempts=1, base_backoff=1, max_backoff=1, retries=0,
+            max_states=100_000)),
+    ],
+}  # fmt: skip
+"""The merge-base scopes (commit 1c300b1), written out so both sides explore the same."""
+
+SAME = ("states", "transitions", "depth", "exhausted", "ok", "violation", "missing", "coverage")
+
+
+def probe(tree: Path, system: str, scope: LeaseScope | JobScope, mode: str) -> dict[str, Any]:
+    fields = json.dumps(dataclasses.asdict(scope))
+    command = [sys.executable, str(PROBE), str(tree), system, fields, mode]
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=3600)
+    if done.returncode != 0:
+        raise RuntimeError(f"probe failed on {tree} {scope.name}:\n{done.stderr[-2000:]}")
+    figures: dict[str, Any] = json.loads(done.stdout)
+    return figures
+
+
+def export(base: str) -> Path:
+    """``base`` exported with git archive into a fresh temporary directory."""
+    tree = Path(tempfile.mkdtemp(prefix="bench-explorer-"))
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", base], capture_output=True, check=True, timeout=120
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True, timeout=120)
+    return tree
+
+
+def merge_base() -> str:
+    done = subprocess.run(
+        ["git", "-C", str(REPO), "merge-base", "HEAD", "main"],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    return done.stdout.strip()
+
+
+def compare(name: str, old: dict[str, Any], new: dict[str, Any], keys: tuple[str, ...]) -> None:
+    for key in keys:
+        assert old[key] == new[key], f"{name}: {key} differs: old {old[key]!r}, new {new[key]!r}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scope", choices=sorted(BENCH_SCOPES), default="deep")
+    parser.add_argument("--parts", nargs="*", help="only these part names")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--base", help="older commit (default: merge-base with main)")
+    parser.add_argument("--replay", action="store_true", help="also compare conformance")
+    parser.add_argument(
+        "--max-states", type=int, help="cut every part off here (the same on both sides)"
+    )
+    args = parser.parse_args()
+    base = args.base or merge_base()
+    old_tree = export(base)
+    print(f"old = {base[:10]} (git archive in {old_tree}), new = this checkout {REPO}")
+    print(f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f} at the start")
+    parts = [(s, p) for s, p in BENCH_SCOPES[args.scope] if not args.parts or p.name in args.parts]
+    if args.max_states:
+        parts = [(s, dataclasses.replace(p, max_states=args.max_states)) for s, p in parts]
+    rows = []
+    for system, scope in parts:
+        mode = "digest" if args.replay else "digest-explore"
+        old, new = probe(old_tree, system, scope, mode), probe(REPO, system, scope, mode)
+        keys: tuple[str, ...] = (*SAME, "state_digest", "edge_digest")
+        if args.replay:
+            keys += ("replay_failure", "replayed_states", "replayed_transitions")
+        compare(scope.name, old, new, keys)
+        rates: dict[str, list[float]] = {"old": [], "new": []}
+        for _ in range(args.rounds):
+            for side, tree in (("old", old_tree), ("new", REPO)):
+                figures = probe(tree, system, scope, "time")
+                rates[side].append(figures["states"] / figures["seconds"])
+        old_rate, new_rate = statistics.median(rates["old"]), statistics.median(rates["new"])
+        row = (f"{scope.name}: {new['states']} states, {new['transitions']} transitions, same"
+               f" states/edges/verdict; states/s median of {args.rounds}: old {old_rate:,.0f},"
+               f" new {new_rate:,.0f}, ratio {new_rate / old_rate:.1f}x")  # fmt: skip
+        if args.replay:
+            before, after = old["replay_seconds"], new["replay_seconds"]
+            row += f"; replay {before:.1f}s -> {after:.1f}s ({before / after:.1f}x, one run)"
+        print(row, flush=True)
+        rows.append(row)
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

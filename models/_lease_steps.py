@@ -1,0 +1,214 @@
+"""The lease explorer's moves, computed once per distinct queue state.
+
+A world's moves depend on its queue and clock, and only through two small edits on
+what the dispatchers hold (a claim adds a ticket, a finish drops one). So each move
+is first a ``Template`` of the queue alone: the operation, the model's step and its
+transition invariant, computed once per (queue, now) and shared by every world with
+that queue (a deep scope has 40 times more worlds than queues). A ``Canon`` is the
+symmetry reduction of one queue at one instant (time shift, jobs renamed by seq,
+write-only columns blanked, each dispatcher renaming with its queue key); applying
+it to a held-ticket tuple is the only per-world work left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import replace
+from typing import Any
+
+from models.contracts import JobRow, Snapshot
+
+__all__ = ["Canon", "QueueKey", "Template", "TicketKey", "queue_key", "with_ticket", "without"]
+
+TicketKey = tuple[str, int, str, int, int, int]
+"""A held ticket as a tuple: (id, qty, owner, token, attempt, lease_until)."""
+Held = tuple[tuple[TicketKey, ...], ...]
+QueueKey = tuple[tuple[tuple[object, ...], ...], tuple[tuple[object, ...], ...]]
+
+ORIGIN = 100
+
+
+def _row_key(row: JobRow) -> tuple[object, ...]:
+    return (
+        row.id, row.qty, row.status, row.attempts, row.max_attempts, row.token,
+        row.available_at, row.deadline, row.owner or "", -1 if row.lease_until is None
+        else row.lease_until, row.reason or "",
+    )  # fmt: skip
+
+
+def queue_key(queue: Snapshot) -> QueueKey:
+    """Every column of both tables as plain tuples: the order canonical forms are chosen by."""
+    rows = tuple(_row_key(row) for row in queue.jobs)
+    audits = tuple((r.id, r.token, r.at_ms, r.note) for r in queue.redrives)
+    return (rows, audits)
+
+
+class Template:
+    """One move of every world whose queue is ``before`` at ``now``, minus the held tickets.
+
+    ``index`` is the dispatcher whose tickets change: ``add`` is the ticket a claim gives
+    it (None: unchanged), ``drop`` the ticket a finish takes back (None: kept).
+    """
+
+    __slots__ = (
+        "add", "after", "canon", "counts", "drop", "error", "hooks", "index", "keep", "later",
+        "max_held", "op", "problem", "result",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        op: Hashable,
+        after: Snapshot,
+        result: Any = None,
+        error: str | None = None,
+        hooks: tuple[str, ...] = (),
+        counts: tuple[str, ...] = (),
+        *,
+        later: int | None = None,
+        index: int = -1,
+        add: TicketKey | None = None,
+        drop: TicketKey | None = None,
+        max_held: int = 0,
+    ) -> None:
+        self.op, self.after, self.result, self.error = op, after, result, error
+        self.hooks, self.counts, self.later = hooks, counts, later
+        self.index, self.add, self.drop, self.max_held = index, add, drop, max_held
+        self.keep = add is None and drop is None
+        self.problem: str | None = None
+        self.canon: Canon | None = None
+
+    def held_after(self, held: Held) -> Held:
+        """What the dispatchers hold after this move (``held`` itself when unchanged)."""
+        if self.keep:
+            return held
+        index = self.index
+        if self.add is not None:
+            mine = with_ticket(held[index], self.add, self.max_held)
+        else:
+            assert self.drop is not None
+            mine = tuple(t for t in held[index] if t != self.drop)
+        return (*held[:index], mine, *held[index + 1 :])
+
+
+def with_ticket(
+    mine: tuple[TicketKey, ...], ticket: TicketKey, max_held: int
+) -> tuple[TicketKey, ...]:
+    """``mine`` with ``ticket`` added, forgetting the oldest beyond ``max_held``."""
+    kept = sorted({*mine, ticket})
+    while len(kept) > max_held:
+        kept.remove(min(kept, key=lambda t: (t[3], t[0])))  # forget the oldest
+    return tuple(kept)
+
+
+def without(held: Held, index: int, ticket: TicketKey) -> Held:
+    mine = tuple(t for t in held[index] if t != ticket)
+    return (*held[:index], mine, *held[index + 1 :])
+
+
+def _normal_row(row: JobRow, name: str, delta: int) -> JobRow:
+    """``row`` renamed and shifted; columns no operation reads again are blanked.
+
+    A done row is final, and a dead row's attempts, available_at and deadline are
+    overwritten by redrive before anything reads them, so worlds that differ only
+    there have the same futures.
+    """
+    if row.status in ("done", "dead"):
+        return replace(row, id=name, attempts=0, available_at=ORIGIN, deadline=ORIGIN)
+    until = None if row.lease_until is None else row.lease_until + delta
+    return replace(
+        row, id=name, available_at=row.available_at + delta, deadline=row.deadline + delta,
+        lease_until=until,
+    )  # fmt: skip
+
+
+def _normal_ticket(ticket: TicketKey, name: str, token: int, delta: int) -> TicketKey:
+    """A held ticket renamed and shifted; one whose token a newer claim superseded can
+    never be current again (tokens only grow), so its lease_until no longer matters."""
+    until = ORIGIN - 1 if ticket[3] < token else ticket[5] + delta
+    return (name, ticket[1], ticket[2], ticket[3], ticket[4], until)
+
+
+class Canon:
+    """The canonical form of every world with one queue at one instant.
+
+    ``queues`` holds, per dispatcher renaming, the renamed canonical queue (interned) and
+    its key; only the renamings whose queue key is smallest can give the smallest world,
+    so the held tickets are compared only among those (``best``).
+    """
+
+    __slots__ = ("best", "delta", "mine", "names", "normal", "renamed", "tokens")
+
+    def __init__(
+        self,
+        queue: Snapshot,
+        now: int,
+        jobs: tuple[str, ...],
+        perms: list[dict[str, str] | None],
+        intern: Callable[[Snapshot], tuple[Snapshot, QueueKey]],
+    ) -> None:
+        self.delta = delta = ORIGIN - now
+        self.names = names = {row.id: jobs[i] for i, row in enumerate(queue.jobs)}
+        rows = tuple(_normal_row(row, names[row.id], delta) for row in queue.jobs)
+        audits = tuple(replace(r, id=names[r.id], at_ms=ORIGIN) for r in queue.redrives)
+        self.tokens = {row.id: row.token for row in queue.jobs}
+        self.normal: dict[TicketKey, TicketKey] = {}
+        candidates = []
+        for perm in perms:
+            renamed = (
+                rows
+                if perm is None
+                else tuple(
+                    row if row.owner is None else replace(row, owner=perm[row.owner])
+                    for row in rows
+                )
+            )
+            interned, key = intern(Snapshot(renamed, audits))
+            candidates.append((key, interned, perm))
+        smallest = min(key for key, _, _ in candidates)
+        self.best = [(interned, perm) for key, interned, perm in candidates if key == smallest]
+        self.mine: dict[tuple[TicketKey, ...], tuple[TicketKey, ...]] = {}
+        self.renamed: dict[tuple[int, Held], Held] = {}
+
+    def ticket(self, ticket: TicketKey) -> TicketKey:
+        found = self.normal.get(ticket)
+        if found is None:
+            name = self.names[ticket[0]]
+            found = _normal_ticket(ticket, name, self.tokens[ticket[0]], self.delta)
+            self.normal[ticket] = found
+        return found
+
+    def held(self, held: Held, names: tuple[str, ...]) -> tuple[Snapshot, Held]:
+        """The canonical (queue, held tickets) of a world holding ``held``."""
+        normal = tuple(self._mine(mine) for mine in held)
+        best = self.best
+        if len(best) == 1 and best[0][1] is None:
+            return best[0][0], normal
+        found: tuple[Held, Snapshot] | None = None
+        for number, (queue, perm) in enumerate(best):
+            candidate = normal
+            if perm is not None:
+                renamed = self.renamed.get((number, normal))
+                if renamed is None:
+                    renamed = self.renamed[(number, normal)] = _renamed(normal, perm, names)
+                candidate = renamed
+            if found is None or candidate < found[0]:
+                found = (candidate, queue)
+        assert found is not None
+        return found[1], found[0]
+
+    def _mine(self, mine: tuple[TicketKey, ...]) -> tuple[TicketKey, ...]:
+        """One dispatcher's tickets, normalized and sorted."""
+        found = self.mine.get(mine)
+        if found is None:
+            found = self.mine[mine] = tuple(sorted(self.ticket(t) for t in mine))
+        return found
+
+
+def _renamed(held: Held, owners: dict[str, str], names: tuple[str, ...]) -> Held:
+    """``held`` with dispatcher names permuted (a symmetry of the system)."""
+    inverse = {new: old for old, new in owners.items()}
+    by_name = dict(zip(names, held, strict=True))
+    return tuple(
+        tuple(sorted((t[0], t[1], owners[t[2]], *t[3:]) for t in by_name[inverse[name]]))
+        for name in names
+    )

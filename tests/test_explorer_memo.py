@@ -1,0 +1,129 @@
+"""The explorer's memoized fast path explores exactly the graph of the plain one.
+
+The lease and JobQueue systems expand states from per-queue templates and intern
+canonical worlds (``models._lease_steps``, ``JobSystem.expand``); the JobQueue replay
+copies the target along the BFS tree. These tests pin that none of it changes what is
+explored or judged: the edge sequence of the small scopes hashes to the value the
+implementation before memoization (commit 1c300b1) gave, ``expand`` agrees with
+``moves`` + ``canonical`` + ``check_move`` in every state, and the copying replay and
+the path replay give the same report, also on a planted bug.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from leasecheck.conformance import replay_lease
+from leasecheck.job_conformance import (
+    NotCopyable,
+    _Run,
+    probe_clear_error,
+    probe_expiry_on_error,
+    replay_jobs,
+)
+from leasecheck.mutants import by_name, materialize
+from leasecheck.targets import load_jobs_target, load_worker
+from models.explorer import ExploreResult, System, _moves_expansion
+from models.job_explorer import JOB_SCOPES, JobWorld, explore_jobs
+from models.lease_explorer import SCOPES, LeaseWorld, explore_lease
+
+SMALL_LEASE, SMALL_JOBS = SCOPES["small"][0], JOB_SCOPES["small"][0]
+READINGS: tuple[bool, dict[str, bool]] = (False, {"KeyError": False, "IllegalStateError": True})
+
+
+def _lease_key(world: LeaseWorld) -> tuple[object, ...]:
+    rows = tuple(
+        (r.id, r.qty, r.status, r.attempts, r.max_attempts, r.token, r.available_at,
+         r.deadline, r.owner, r.lease_until, r.reason)
+        for r in world.queue.jobs
+    )  # fmt: skip
+    audits = tuple((r.id, r.token, r.at_ms, r.note) for r in world.queue.redrives)
+    return (rows, audits, world.held, world.now)
+
+
+def _jobs_key(world: JobWorld) -> tuple[object, ...]:
+    jobs = tuple(
+        (j.id, j.type, j.payload, j.priority, j.run_at, j.status.name, j.attempts,
+         j.last_error, j.token, j.lease_until)
+        for j in world.state.jobs
+    )  # fmt: skip
+    return (jobs, world.state.next_token, world.held, world.now, world.retries_left)
+
+
+def _digest(result: ExploreResult[Any], key: Any) -> str:
+    """sha256 of every edge in BFS order, written as plain tuples."""
+    digest = hashlib.sha256()
+    for e in result.edges:
+        fields = (key(e.source), e.move.op, key(e.target), key(e.move.state), e.move.error,
+                  e.move.hooks, e.move.counts)  # fmt: skip
+        digest.update(repr(fields).encode())
+    return digest.hexdigest()[:16]
+
+
+def test_the_small_lease_graph_is_the_one_before_memoization() -> None:
+    _, result = explore_lease(SMALL_LEASE)
+    assert (result.states, result.transitions) == (1595, 16221)
+    assert _digest(result, _lease_key) == "5ab3010622e2ef8e"  # commit 1c300b1
+
+
+def test_the_small_jobs_graph_is_the_one_before_memoization() -> None:
+    _, result = explore_jobs(SMALL_JOBS, *READINGS)
+    assert (result.states, result.transitions) == (3022, 23130)
+    assert _digest(result, _jobs_key) == "96f7d2d0b11e3a97"  # commit 1c300b1
+
+
+def _agrees_in_every_state(system: Any, result: ExploreResult[Any]) -> None:
+    plain: System[Any] = system
+    for state in result.order:
+        fast = list(system.expand(state))
+        slow = list(_moves_expansion(plain, state))
+        assert fast == slow, system.describe_state(state)
+
+
+def test_lease_expand_is_moves_canonical_and_check_move() -> None:
+    system, result = explore_lease(SMALL_LEASE)
+    _agrees_in_every_state(system, result)
+
+
+def test_jobs_expand_is_moves_canonical_and_check_move() -> None:
+    system, result = explore_jobs(SMALL_JOBS, *READINGS)
+    _agrees_in_every_state(system, result)
+
+
+def test_the_lease_replay_asks_each_stored_state_and_operation_once(scratch: Path) -> None:
+    system, result = explore_lease(SMALL_LEASE)
+    pairs = {(e.source.queue, e.move.op) for e in result.edges if e.move.op[0] != "tick"}  # type: ignore[index]
+    report = replay_lease(load_worker(), system, result, scratch / "q.db")
+    assert report.failure is None
+    assert report.transitions == len(pairs)
+    assert report.states == len({queue for queue, _ in pairs})
+
+
+@pytest.mark.parametrize("mutant", [None, "jobs-ready-boundary"])
+def test_copying_and_path_replay_give_the_same_report(scratch: Path, mutant: str | None) -> None:
+    cls = load_jobs_target(None if mutant is None else materialize(by_name(mutant), scratch))
+    readings = probe_clear_error(cls), probe_expiry_on_error(cls)
+    system, result = explore_jobs(SMALL_JOBS, *readings)
+    copying = replay_jobs(cls, system, result)
+
+    class Paths:
+        """The same target, keeping a lambda (which pickle refuses): replayed by paths."""
+
+        def __init__(self, time: Any, policy: Any) -> None:
+            self.inner = cls(time, policy)
+            self.hook = lambda: None
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+    with pytest.raises(NotCopyable):
+        _Run(Paths, system.policy, 100).frozen()
+    by_paths = replay_jobs(Paths, system, result)
+    assert (copying.states, copying.transitions, copying.failure) == (
+        by_paths.states, by_paths.transitions, by_paths.failure,
+    )  # fmt: skip
+    assert (copying.failure is None) == (mutant is None)
