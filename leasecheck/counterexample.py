@@ -37,6 +37,12 @@ _MACHINES = {
     "JobAgreement": ("stateful_tests.job_machine", "load_jobs_target"),
 }
 QUEUE_MACHINE = "QueueMachine"
+_PYTEST_OPTIONS = {
+    "--impl": "--leasecheck-impl",
+    "--jobs-impl": "--leasecheck-jobs-impl",
+    "--adapter": "--leasecheck-adapter",
+}
+"""``leasecheck check``'s target option -> the pytest plugin's (a re-run runs pytest)."""
 
 
 def _numbered(line: str) -> bool:
@@ -145,7 +151,7 @@ from leasecheck.runner import CHECK_INI, PROPERTIES_DIR
 COMMAND = [
     sys.executable, "-m", "pytest", str(PROPERTIES_DIR), "-c", str(CHECK_INI),
     "--rootdir", str(PROPERTIES_DIR), "-q", "-n", "0",
-    {option!r}, {target!r}, "--profile", {profile!r}, "--leasecheck-seed", {seed!r},
+    {option!r}, {target!r}, "--leasecheck-profile", {profile!r}, "--leasecheck-seed", {seed!r},
     "-k", {selector!r},
 ]
 
@@ -239,7 +245,8 @@ def export(
         message = "\n".join(f"    {line}" for line in example.message[:30])
         note = _RACE_NOTE if option == "--adapter" else ""
         text = _RERUN_TEMPLATE.format(
-            prop=prop, target=str(target), filename=path.name, message=message, option=option,
+            prop=prop, target=str(target), filename=path.name, message=message,
+            option=_PYTEST_OPTIONS[option],
             profile=profile, seed=str(seed), selector=selector, slug=slug, note=note,
         )  # fmt: skip
     path.write_text(text)

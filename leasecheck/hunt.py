@@ -140,13 +140,13 @@ def require_fleet(db: str | None) -> None:
 def pytest_args(options: HuntOptions) -> list[str]:
     """The pytest selection of ``check`` for the same targets (same rootdir, same node ids)."""
     args = [str(PROPERTIES_DIR), "-c", str(CHECK_INI), "--rootdir", str(PROPERTIES_DIR)]
-    args += ["--profile", options.profile]
+    args += ["--leasecheck-profile", options.profile]
     if options.impl:
-        args += ["--impl", str(options.impl)]
+        args += ["--leasecheck-impl", str(options.impl)]
     if options.jobs_impl:
-        args += ["--jobs-impl", str(options.jobs_impl)]
+        args += ["--leasecheck-jobs-impl", str(options.jobs_impl)]
     if options.adapter:
-        args += ["--adapter", options.adapter]
+        args += ["--leasecheck-adapter", options.adapter]
     return args
 
 

@@ -7,6 +7,7 @@ names the file and says what to do; these never start pytest.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -121,7 +122,12 @@ def test_a_target_that_hangs_gets_a_named_verdict(scratch: Path) -> None:
     done = run_check_cli(forever, budget="15")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "HUNG" in done.stdout
-    assert "did not finish within 15 s; the target may hang" in done.stdout
+    # The property and the target operation that was running, never a pytest node id.
+    assert "HUNG: lease.agreement" in done.stdout
+    assert "did not finish within 15 s while running retry_delay (worker.py line " in done.stdout
+    assert "the target may hang" in done.stdout
+    for name in ("lease.linearizable", "lease.races"):  # never started: a row all the same
+        assert re.search(rf"^  {re.escape(name)} +not run ", done.stdout, re.MULTILINE), name
 
 
 def test_a_target_that_exits_the_process_gets_a_named_verdict(scratch: Path) -> None:

@@ -37,7 +37,8 @@ def replay_command(request: pytest.FixtureRequest, profile: Profile, seed: int) 
     test = request.node.originalname
     return (
         f"LEASECHECK_SERVER_ADAPTERS={library} pytest leasecheck/properties/"
-        f"test_server_faults.py --servers -k {test} --profile {profile.name} "
+        f"test_server_faults.py --leasecheck-servers -k {test} "
+        f"--leasecheck-profile {profile.name} "
         f"--leasecheck-seed {seed}"
     )
 
