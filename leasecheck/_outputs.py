@@ -80,9 +80,10 @@ class View:
 
 def _columns() -> int:
     try:
-        return os.get_terminal_size().columns - 1
+        columns = os.get_terminal_size().columns
     except OSError:
-        return 119
+        columns = 0
+    return columns - 1 if columns > 1 else 119  # a fresh pseudo-terminal says 0
 
 
 def _record(prop: PropertyResult, replay: str) -> dict[str, object]:

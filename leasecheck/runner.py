@@ -317,7 +317,7 @@ class _Run:
             self.mark(
                 nodeid, VIOLATED,
                 f"the target left {count} running after this property's test: "
-                f"{described}{more}; leasecheck killed them",
+                f"{described}{more}; leasecheck killed {'them' if len(items) > 1 else 'it'}",
             )  # fmt: skip
             self.results[self.name_of(nodeid)].left += [item.describe() for item in items]
         strays = by_node.get("", [])

@@ -312,7 +312,7 @@ def test_ctrl_c_of_leasecheck_check_leaves_no_process(run_dir: Path) -> None:
         if run.poll() is None:
             os.killpg(run.pid, signal.SIGKILL)
             run.wait()
-    assert run.returncode == 2 and b"interrupted" in output, output.decode()
+    assert run.returncode == 130 and b"interrupted by SIGINT" in output, output.decode()
     assert _wait_gone(run_dir) == []
 
 
