@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import leasecheck.properties
+from adapters.servers import die_with_parent
 from leasecheck._events import EVENTS_ENV, FAILURE_KEY, RESOURCE_KEY, STACKS_ENV
 from leasecheck._preflight import SetupError, check_scratch
 from leasecheck._processes import Leftover, Tree, subreaper
@@ -415,9 +416,12 @@ class _Watch:
         }  # fmt: skip
         tail = _Tail(events)
         with log.open("wb") as output:
+            # Its own session (a Ctrl-C reaches only us, and we stop it), and SIGKILLed
+            # if we are: a CLI killed outright must not leave a 45 s run going.
             process = subprocess.Popen(
                 pytest_command(self.options), stdout=output, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+                preexec_fn=die_with_parent,
             )  # fmt: skip
             try:
                 problem = self._loop(process, tail, stacks)

@@ -8,6 +8,7 @@ Ctrl-C does, and SIGTERM with ``kill``, as a CI runner's cancel does (suite.md: 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -208,6 +209,38 @@ def test_a_ci_cancel_with_kill_stops_everything_and_prints_what_was_judged(
     _assert_partial_summary(text, "SIGTERM")
     assert list(own_scratch.iterdir()) == [], "the run left scratch behind"
     assert "\x1b[" not in text, "escape codes in a log that is not a terminal"
+
+
+def test_a_cli_killed_outright_takes_its_pytest_run_with_it(tmp_path: Path) -> None:
+    """SIGKILL cannot be caught: the pytest child dies with the CLI (PR_SET_PDEATHSIG)
+    instead of running on for the rest of the check."""
+    log = tmp_path / "log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            check_command(BUNDLED_WORKER), stdout=out, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    try:
+
+        def pytest_child() -> list[psutil.Process]:
+            found = []
+            for child in psutil.Process(process.pid).children():
+                with contextlib.suppress(psutil.NoSuchProcess):  # the loader's, ending
+                    if "pytest" in " ".join(child.cmdline()):
+                        found.append(child)
+            return found
+
+        wait_for("the pytest child", pytest_child)
+        child = pytest_child()[0]
+        process.kill()
+        process.wait()
+        _, alive = psutil.wait_procs([child], timeout=10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    for left in alive:
+        left.kill()
+    assert alive == [], "the pytest run outlived its SIGKILLed CLI"
 
 
 # --- orphans --------------------------------------------------------------------------
