@@ -60,7 +60,7 @@ class HuntOptions:
     impl: Path | None = None
     jobs_impl: Path | None = None
     adapter: str | None = None
-    """Passed to pytest as ``--adapter`` unchanged (the queue-adapter properties)."""
+    """Passed to pytest as ``--leasecheck-adapter`` unchanged (the queue-adapter properties)."""
     db: str | None = None
     minutes: float = 60.0
     workers: str = "auto"

@@ -3,7 +3,7 @@
 Each mutant is written to a file and loaded with ``load_worker(path)``, exactly like a
 user's ``--impl`` target, then checked with small sizes; the failure must say what
 went wrong in the words of the spec and how to replay it. One mutant also goes
-through ``pytest --impl`` end to end.
+through ``pytest --leasecheck-impl`` end to end.
 """
 
 from __future__ import annotations
