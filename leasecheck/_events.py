@@ -165,6 +165,13 @@ def pytest_itemcollected(item: pytest.Item) -> None:
         item.keywords[f"leasecheck:{name}"] = True
 
 
+def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    """``pytest.exit`` (a target that cannot load, a server that will not start): its
+    reason, as data, so that the CLI says why nothing was checked."""
+    if isinstance(excinfo.value, pytest.exit.Exception):
+        _write({"event": "exit", "reason": str(excinfo.value.msg)})
+
+
 def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str]) -> None:
     _write({"event": "finish", "nodeid": nodeid, "at": time.time()})
 

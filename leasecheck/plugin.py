@@ -287,6 +287,12 @@ def queue_server(queue_library: QueueLibrary) -> Iterator[str | None]:
             server = stack.enter_context(start)
         except servers.ServerMissing as missing:
             pytest.exit(str(missing), returncode=2)
+        except servers.ServerError as error:  # leasecheck could not do its job: not VIOLATED
+            pytest.exit(
+                f"the {kind} server that {queue_library.name} needs did not start, so nothing "
+                f"was checked: {error}",
+                returncode=2,
+            )
         yield server.url
 
 

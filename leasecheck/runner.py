@@ -208,6 +208,8 @@ class _Run:
         self.on_event = on_event
         self.started = time.monotonic()
         self.exitstatus: int | None = None
+        self.exit_reason = ""
+        """Why the test process stopped the run itself (``pytest.exit``), if it did."""
 
     def apply(self, event: dict[str, Any]) -> None:
         kind = event["event"]
@@ -220,6 +222,8 @@ class _Run:
         elif kind == "finish":
             self.running.pop(event["nodeid"], None)
             self.finished[event["nodeid"]] = time.monotonic()
+        elif kind == "exit":
+            self.exit_reason = str(event["reason"])
         elif kind == "finished":
             self.exitstatus = int(event["exitstatus"])
 
@@ -431,7 +435,7 @@ class _Watch:
             self.run.apply(event)
         problem += self._sweep()
         if not self.signals.received:
-            problem = problem or _ended_early(process.returncode, self.run)
+            problem = problem or _ended_early(process.returncode, self.run) or self.run.exit_reason
         return problem, process.returncode, log.read_text(errors="replace")
 
     def _loop(self, process: subprocess.Popen[bytes], tail: _Tail, stacks: Path) -> str:

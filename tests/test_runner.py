@@ -395,3 +395,25 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(
         monkeypatch.setenv("NO_COLOR", "1")
         assert View(terminal).paint("VIOLATED") == "VIOLATED"
     os.close(master)
+
+
+def test_a_server_that_will_not_start_is_exit_2_with_its_log_not_violated(
+    tmp_path: Path,
+) -> None:
+    """A ``redis-server`` that exits at start (a real process, first on ``PATH``):
+    leasecheck could not do its job, so exit 2 with the server's own words."""
+    shim = tmp_path / "bin" / "redis-server"
+    shim.parent.mkdir()
+    shim.write_text("#!/bin/sh\necho '# Fatal: this redis-server refuses to start' >&2\nexit 1\n")
+    shim.chmod(0o755)
+    env = {**os.environ, "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(
+        [sys.executable, "-m", "leasecheck", "check", "--adapter", "rq", "--profile", "quick",
+         "-n", "0"], capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+        env=env,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "the redis server that rq needs did not start, so nothing was checked" in done.stderr
+    assert "this redis-server refuses to start" in done.stderr
+    assert "VIOLATED" not in done.stdout
+    assert re.search(r"^  queue\.no-loss +not run ", done.stdout, re.MULTILINE), done.stdout
