@@ -2,39 +2,75 @@
 
 Loaded with ``-p leasecheck._events`` when ``LEASECHECK_EVENTS`` names a file. The
 CLI tails that file to print progress while pytest runs and to name the property
-that was running if the test process dies or hangs. Under pytest-xdist these hooks
-run in the controller, so there is one writer.
+that was running if the test process dies or hangs. Under pytest-xdist the report
+hooks run in the controller, so there is one writer of those; the processes that
+collect (the workers) each write the ``collected`` event, so that a property that
+never runs still has a row.
+
+While a test body runs, ``LEASECHECK_NODEID`` names it in the environment, so the
+runner can tell which property started a process left running (``_processes``).
+With ``LEASECHECK_STACKS`` naming a directory, SIGUSR1 makes a test process write its
+threads' stacks there as JSON: the runner asks for them before it kills a hung run,
+to name the operation that was running.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
+import sys
 import time
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import pytest
 
+from leasecheck._preflight import MORE_SPACE, resource_problem
+from leasecheck._processes import NODEID_ENV
 from leasecheck.counterexample import Counterexample
 from leasecheck.plugin import property_name
 from leasecheck.selection import PROPERTY_OPTION
 
 EVENTS_ENV = "LEASECHECK_EVENTS"
+STACKS_ENV = "LEASECHECK_STACKS"
 FAILURE_KEY = "leasecheck:failure"
 """The ``user_properties`` key of a failure's structured counterexample."""
+RESOURCE_KEY = "leasecheck:resource"
+"""The ``user_properties`` key of a failure of leasecheck's environment (a full disk)."""
 FIRST_OPTION = "--leasecheck-first"
 
 
 _writer = {"enabled": False}
+_current: dict[str, str] = {}
 
 
-def _write(event: dict[str, Any]) -> None:
+def _write(event: dict[str, Any], *, every_process: bool = False) -> None:
     path = os.environ.get(EVENTS_ENV)
-    if not path or not _writer["enabled"]:
+    if not path or not (_writer["enabled"] or every_process):
         return
+    # One write of one line in append mode: lines of several workers never interleave.
     with open(path, "a", encoding="utf-8") as stream:
         stream.write(json.dumps(event) + "\n")
         stream.flush()
+
+
+def _dump_stacks(signum: int, frame: FrameType | None) -> None:
+    """The stacks of every thread of this process, as data, for the runner."""
+    directory = os.environ.get(STACKS_ENV)
+    if not directory:
+        return
+    threads = [
+        [[f.filename, f.lineno, f.name] for f in traceback.extract_stack(top)]
+        for top in sys._current_frames().values()
+    ]
+    record = {"pid": os.getpid(), "nodeid": _current.get("nodeid"), "threads": threads}
+    path = Path(directory) / f"{os.getpid()}.json"
+    path.with_suffix(".tmp").write_text(json.dumps(record))
+    path.with_suffix(".tmp").replace(path)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -51,6 +87,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     # xdist workers forward their reports to the controller; only the controller writes.
     _writer["enabled"] = not hasattr(config, "workerinput")
+    if os.environ.get(STACKS_ENV):
+        signal.signal(signal.SIGUSR1, _dump_stacks)
 
 
 @pytest.hookimpl(trylast=True)
@@ -64,6 +102,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = [item for item in items if item not in dropped]
+    names = {item.nodeid: property_name(item) or item.nodeid for item in items}
+    _write({"event": "collected", "items": names}, every_process=True)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    _current["nodeid"] = item.nodeid
+    yield
+    _current.pop("nodeid", None)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """Every process the test body starts inherits its node id."""
+    os.environ[NODEID_ENV] = item.nodeid
+    try:
+        yield
+    finally:
+        os.environ.pop(NODEID_ENV, None)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -71,6 +128,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """Attach the failure as data, built from the exception in the process that raised it."""
     outcome = yield
     report: pytest.TestReport = outcome.get_result()
+    if call.excinfo is not None and report.failed:
+        problem = resource_problem(call.excinfo.value)
+        if problem:
+            report.user_properties.append((RESOURCE_KEY, {"what": problem, "change": MORE_SPACE}))
     if call.when != "call" or call.excinfo is None:
         return
     error: BaseException | None = call.excinfo.value
@@ -114,6 +175,17 @@ def pytest_itemcollected(item: pytest.Item) -> None:
     if name:
         # Carry the property name into reports (xdist ships keywords to the controller).
         item.keywords[f"leasecheck:{name}"] = True
+
+
+def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    """``pytest.exit`` (a target that cannot load, a server that will not start): its
+    reason, as data, so that the CLI says why nothing was checked."""
+    if isinstance(excinfo.value, pytest.exit.Exception):
+        _write({"event": "exit", "reason": str(excinfo.value.msg)})
+
+
+def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str]) -> None:
+    _write({"event": "finish", "nodeid": nodeid, "at": time.time()})
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

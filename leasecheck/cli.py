@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -22,10 +23,15 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from leasecheck import __version__
+from leasecheck._outputs import View, write_json, write_junit
+from leasecheck._preflight import SetupError, check_output
 from leasecheck.counterexample import export
 from leasecheck.runner import (
+    CRASHED,
+    HUNG,
     NOT_CHECKED,
     NOT_PROMISED,
+    NOT_RUN,
     VIOLATED,
     CheckOptions,
     CheckResult,
@@ -35,7 +41,7 @@ from leasecheck.runner import (
 
 __all__ = ["main"]
 
-USAGE_EXIT, VIOLATION_EXIT = 2, 1
+USAGE_EXIT, VIOLATION_EXIT, SIGINT_EXIT = 2, 1, 128 + signal.SIGINT
 LOAD_TIMEOUT = 60.0
 
 
@@ -70,6 +76,9 @@ def _parser() -> argparse.ArgumentParser:
     _add_run_options(check)
     check.add_argument("--export", metavar="DIR", type=Path, help="write counterexamples here")
     check.add_argument("--junit-xml", metavar="FILE", type=Path, help="write a JUnit XML report")
+    check.add_argument(
+        "--json", metavar="FILE", type=Path, help="write one JSON record per property to FILE"
+    )
     check.add_argument(
         "--report", metavar="DIR", type=Path, help="write DIR/index.html with pictures"
     )
@@ -160,9 +169,12 @@ def _guarded(command: Callable[[], int]) -> int:
     except UsageError as error:
         print(f"leasecheck: error: {error}", file=sys.stderr)
         return USAGE_EXIT
+    except SetupError as error:
+        print(f"leasecheck: cannot check here: {error}", file=sys.stderr)
+        return USAGE_EXIT
     except KeyboardInterrupt:
         print("leasecheck: interrupted; nothing was concluded", file=sys.stderr)
-        return USAGE_EXIT
+        return SIGINT_EXIT
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -233,12 +245,13 @@ def preflight(option: str, path: Path) -> Path:
 def _options(args: argparse.Namespace) -> CheckOptions:
     impl = preflight("--impl", args.impl) if args.impl else None
     jobs = preflight("--jobs-impl", args.jobs_impl) if args.jobs_impl else None
-    if args.export is not None and args.export.exists() and not args.export.is_dir():
-        raise UsageError(f"--export {str(args.export)!r} is a file; pass a directory")
-    if args.report is not None and args.report.exists() and not args.report.is_dir():
-        raise UsageError(f"--report {str(args.report)!r} is a file; pass a directory")
-    if args.junit_xml is not None and args.junit_xml.is_dir():
-        raise UsageError(f"--junit-xml {str(args.junit_xml)!r} is a directory; pass a file path")
+    # Checked before the run: a path that cannot be written fails now, not after it.
+    for option, path, directory in (
+        ("--export", args.export, True), ("--report", args.report, True),
+        ("--junit-xml", args.junit_xml, False), ("--json", args.json, False),
+    ):  # fmt: skip
+        if path is not None:
+            check_output(option, path, directory=directory)
     return CheckOptions(
         impl=impl, jobs_impl=jobs, profile=args.profile, seed=args.seed, workers=args.workers,
         junit_xml=args.junit_xml.resolve() if args.junit_xml else None, db=_db(args.db),
@@ -310,13 +323,19 @@ _ADAPTER_SEEN: dict[str, str] = {}
 def _check(args: argparse.Namespace) -> int:
     options = _options(args)
     _print_header(options)
+    view = View(sys.stdout)
     try:
-        result = run_check(options, on_event=_progress)
+        result = run_check(options, on_event=view.event, on_tick=view.tick)
     except ValueError as error:  # a bad setting in the environment
         raise UsageError(str(error)) from None
-    _print_summary(result)
+    finally:
+        view.clear()
+    _print_summary(result, view)
+    _write_records(args, result, options)
+    if result.interrupted:
+        return _interrupted(result)
     # Violations first: a limitation the target does not promise is read after them.
-    failed = [prop for prop in result.properties.values() if prop.verdict != "holds"]
+    failed = [p for p in result.properties.values() if p.verdict not in ("holds", NOT_RUN)]
     for prop in sorted(failed, key=lambda prop: prop.verdict == NOT_PROMISED):
         _print_failure(prop, options, args.export)
     if args.report is not None:
@@ -326,6 +345,33 @@ def _check(args: argparse.Namespace) -> int:
         path = write_report(args.report, rows, replay=replay, adapter=options.adapter)
         print(f"report: {path}\n")
     return _conclude(result)
+
+
+def _write_records(args: argparse.Namespace, result: CheckResult, options: CheckOptions) -> None:
+    """``--json`` and ``--junit-xml``: every verdict as data (partial after a signal)."""
+    replay = replay_command(options)
+    if args.json is not None:
+        write_json(args.json, result, replay)
+    if args.junit_xml is not None:
+        write_junit(args.junit_xml, result, lambda prop: _failure_text(prop, replay))
+
+
+def _failure_text(prop: PropertyResult, replay: str) -> str:
+    example = prop.counterexample
+    text = example.text(limit=200) if example else ""
+    return f"{text}\nreplay: {replay}".strip()
+
+
+def _interrupted(result: CheckResult) -> int:
+    name = signal.Signals(result.interrupted).name
+    judged = sum(1 for prop in result.properties.values() if prop.verdict != NOT_RUN)
+    print(
+        f"leasecheck: interrupted by {name} after {result.seconds:.1f} s: {judged} of "
+        f"{len(result.properties)} properties judged (above), the others did not run; "
+        f"nothing of the run is left running",
+        file=sys.stderr,
+    )
+    return result.exit_code
 
 
 def _describe_target(path: Path | None, bundled: str, option: str) -> str:
@@ -347,12 +393,7 @@ def _print_header(options: CheckOptions) -> None:
     print(flush=True)
 
 
-def _progress(nodeid: str, result: PropertyResult) -> None:
-    test = nodeid.removesuffix("::runTest").rsplit("::", 1)[-1]  # a TestCase: its class
-    print(f"  {result.verdict:<12} {result.name:<22} {test}", flush=True)
-
-
-def _print_summary(result: CheckResult) -> None:
+def _print_summary(result: CheckResult, view: View) -> None:
     rows = sorted(result.properties.values(), key=lambda r: r.name)
     # A property that failed covered less than it set out to: its figure would mislead.
     runs = {row.name: "; ".join(row.runs) if row.verdict != VIOLATED else "" for row in rows}
@@ -362,7 +403,7 @@ def _print_summary(result: CheckResult) -> None:
     print(f"\n  {'property':<22} {'verdict':<{verdict}} {'checked':<{width}} {'time':>8}")
     for row in rows:
         print(
-            f"  {row.name:<22} {row.verdict:<{verdict}} {runs[row.name]:<{width}} "
+            f"  {row.name:<22} {view.paint(row.verdict, verdict)} {runs[row.name]:<{width}} "
             f"{row.seconds:>7.1f}s"
         )
     print(f"  {'total':<22} {'':<{verdict}} {'':<{width}} {result.seconds:>7.1f}s\n")
@@ -447,10 +488,11 @@ def _conclude(result: CheckResult) -> int:
     elif result.exit_code == 0:
         print(f"every property holds ({len(result.properties)} checked)")
     elif result.exit_code == VIOLATION_EXIT:
-        failed = [
-            r.name for r in result.properties.values() if r.verdict not in ("holds", NOT_PROMISED)
-        ]
-        print(f"violated: {', '.join(sorted(failed))}")
+        rows = result.properties.values()
+        failed = [r.name for r in rows if r.verdict in (VIOLATED, HUNG, CRASHED)]
+        not_run = [r.name for r in rows if r.verdict == NOT_RUN]
+        after = f"; not run after it: {', '.join(sorted(not_run))}" if not_run else ""
+        print(f"violated: {', '.join(sorted(failed))}{after}")
     else:
         print(f"leasecheck: not everything could be checked: {_why(result)}", file=sys.stderr)
     return result.exit_code

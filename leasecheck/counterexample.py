@@ -20,31 +20,33 @@ enforcing the same property; the race and kill properties (``queue.exclusive``,
 ``queue.linearizable``, ``queue.ack-final``) are scheduled by the OS, so no file can
 replay their interleaving: their export re-runs the property with the same adapter,
 profile and seed, and says so.
+
+Every export is portable, so that a team can commit it: it imports only
+``leasecheck.replay`` (a small interface kept stable) and names its target relative to
+its own location (``replay.target``), or through ``$LEASECHECK_IMPL``,
+``$LEASECHECK_JOBS_IMPL`` or ``$LEASECHECK_ADAPTER``.
 """
 
 from __future__ import annotations
 
 import importlib
-import json
+import os
 import pprint
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from leasecheck.replay import BUNDLED, ENV
 from models.evidence import Evidence, evidence_of
 from stateful_tests.program import program_of
 
 __all__ = ["Counterexample", "ScheduleFailure", "export"]
 
-_MACHINES = {
-    "LeaseAgreement": ("stateful_tests.lease_machine", "load_worker"),
-    "JobAgreement": ("stateful_tests.job_machine", "load_jobs_target"),
-}
+_MACHINES = {"LeaseAgreement": "lease", "JobAgreement": "jobs"}
+_MODULES = {"lease": "stateful_tests.lease_machine", "jobs": "stateful_tests.job_machine"}
 QUEUE_MACHINE = "QueueMachine"
-
-
-JOBS_INTERLEAVINGS = "jobs.interleavings"
+_KINDS = {"--impl": "lease", "--jobs-impl": "jobs", "--adapter": "queue"}
 
 
 def _schedule_of(error: BaseException) -> Mapping[str, object] | None:
@@ -144,20 +146,25 @@ def _own_message(error: BaseException) -> tuple[str, ...]:
     return tuple(lines)
 
 
-_STATEFUL_TEMPLATE = '''"""Counterexample found by leasecheck: property {prop} on {target}.
+_PORTABLE = """
+The target is {default!r}, relative to this file (commit both and it keeps working),
+unless ${env} names another: {env}=path/to/fixed_{kind_file} pytest {filename}
+This file imports only leasecheck.replay, whose interface leasecheck keeps stable."""
+
+_STATEFUL_TEMPLATE = '''"""Counterexample found by leasecheck: property {prop} on {target_name}.
 
 It fails while the bug is present and passes once it is fixed.
 Run it with:  pytest {filename}
+{portable}
 """
 
-from leasecheck.targets import {loader}
-from {module} import {names}
+from leasecheck import replay
 
-TARGET = {target!r}
-
+TARGET = replay.target({default!r}, __file__, env={env!r})
+{names_line}
 
 def test_{slug}() -> None:
-    {machine}.bind({loader}(TARGET))
+    {machine} = replay.machine({kind!r}, TARGET)
     state = {machine}()
     try:
 {steps}
@@ -165,53 +172,45 @@ def test_{slug}() -> None:
         state.teardown()
 '''
 
-_RERUN_TEMPLATE = '''"""Counterexample found by leasecheck: property {prop} on {target}.
+_RERUN_TEMPLATE = '''"""Counterexample found by leasecheck: property {prop} on {target_name}.
 
 Re-runs that property with the same profile and seed; it fails while the bug is
 present and passes once it is fixed.  Run it with:  pytest {filename}
+{portable}
 {note}
 What failed:
 {message}
 """
 
-import subprocess
-import sys
+from leasecheck import replay
 
-from leasecheck.runner import CHECK_INI, PROPERTIES_DIR
-
-COMMAND = [
-    sys.executable, "-m", "pytest", str(PROPERTIES_DIR), "-c", str(CHECK_INI),
-    "--rootdir", str(PROPERTIES_DIR), "-q", "-n", "0",
-    {option!r}, {target!r}, "--profile", {profile!r}, "--leasecheck-seed", {seed!r},
-    "-k", {selector!r},
-]
+TARGET = replay.target({default!r}, __file__, env={env!r})
 
 
 def test_{slug}() -> None:
-    result = subprocess.run(COMMAND, capture_output=True, text=True, timeout=900)
+    result = replay.rerun({option!r}, TARGET, {selector!r}, profile={profile!r}, seed={seed})
     assert result.returncode == 0, result.stdout[-4000:]
 '''
 
 
-_QUEUE_TEMPLATE = '''"""Counterexample found by leasecheck: property {prop} on {adapter}.
+_QUEUE_TEMPLATE = '''"""Counterexample found by leasecheck: property {prop} on {target_name}.
 
-Replays the shrunk program of the generic queue machine on the same adapter (ADAPTER:
-a bundled name, planted:NAME or an adapter file), enforcing {prop} after every step
-as the run did. It fails while the bug is present and passes once it is fixed; set
-ADAPTER to another library to run the same program there (a library that hands out
-other jobs may leave a claims_N variable empty: the program no longer applies).
+Replays the shrunk program of the generic queue machine on the same adapter (a bundled
+name, planted:NAME or an adapter file), enforcing {prop} after every step as the run
+did. It fails while the bug is present and passes once it is fixed; set ${env} to
+another library to run the same program there (a library that hands out other jobs may
+leave a claims_N variable empty: the program no longer applies).
 Run it with:  pytest {filename}
+{portable}
 """
 
-from adapters.registry import load_library
-from stateful_tests.queue_machine import QueueMachine
+from leasecheck import replay
 
-ADAPTER = {adapter!r}
-PROPERTY = {prop!r}
+ADAPTER = replay.target({default!r}, __file__, env={env!r})
 
 
 def test_{slug}() -> None:
-    machine = QueueMachine.bound(load_library(ADAPTER), frozenset({{PROPERTY}}))
+    machine = replay.machine({kind!r}, ADAPTER)
     state = machine()
     try:
 {steps}
@@ -219,68 +218,25 @@ def test_{slug}() -> None:
         state.teardown()
 '''
 
-_SCHEDULE_TEMPLATE = '''"""Counterexample found by leasecheck: property {prop} on {target}.
+_SCHEDULE_TEMPLATE = '''"""Counterexample found by leasecheck: property {prop} on {target_name}.
 
-Replays exactly the failing schedule: the same processes, the same SQL statements
-and fault hooks, in the same order (crash_harness.interleavings.replay). It fails
-while the bug is present and passes once it is fixed (a fixed target may run other
-statements, so the recorded choices no longer apply: the test then says so and
-re-runs the property instead).  Run it with:  pytest {filename}
-
-What failed:
-{message}
-"""
-
-import subprocess
-import sys
-
-from crash_harness.interleavings import Schedule, ScheduleMismatch, replay
-from leasecheck.runner import CHECK_INI, PROPERTIES_DIR
-from leasecheck.targets import load_worker
-from targets.scratch import scratch_dir
-
-TARGET = {target!r}
-SCHEDULE = Schedule.from_json({schedule!r})
-
-
-def test_{slug}() -> None:
-    with scratch_dir() as directory:
-        try:
-            run = replay(load_worker(TARGET), SCHEDULE, directory)
-        except ScheduleMismatch:
-            command = [
-                sys.executable, "-m", "pytest", str(PROPERTIES_DIR), "-c", str(CHECK_INI),
-                "--rootdir", str(PROPERTIES_DIR), "-q", "-n", "0", {option!r}, TARGET,
-                "-k", "test_interleavings",
-            ]
-            result = subprocess.run(command, capture_output=True, text=True, timeout=900)
-            assert result.returncode == 0, result.stdout[-4000:]
-            return
-    assert run.problem is None, run.interleaving() + "\\n" + run.problem
-'''
-
-_JOBS_SCHEDULE_TEMPLATE = '''"""Counterexample found by leasecheck: property {prop} on {target}.
-
-Replays exactly the failing schedule: the scenario in SCHEDULE, its threads taking
-turns in the recorded order (one thread name per scheduling point). It fails while
-the bug is present and passes once it is fixed; where a fix changes the code so that
-a recorded choice no longer applies, the replay goes on without preempting.
+Replays exactly the failing schedule: the same {actors}, the same {points}, in the
+recorded order. It fails while the bug is present and passes once it is fixed.
 Run it with:  pytest {filename}
-
+{portable}
 What failed:
 {message}
 """
 
-from leasecheck.targets import load_jobs_target
-from stateful_tests.job_interleavings import replay
+from leasecheck import replay
 
-TARGET = {target!r}
+TARGET = replay.target({default!r}, __file__, env={env!r})
 SCHEDULE = {record}
 
 
 def test_{slug}() -> None:
-    replayed = replay(load_jobs_target(TARGET), SCHEDULE)
-    assert replayed.failure is None, replayed.report()
+    problem = replay.schedule({kind!r}, TARGET, SCHEDULE)
+    assert problem is None, problem
 '''
 
 _RACE_NOTE = """
@@ -304,6 +260,20 @@ def _slug(name: str) -> str:
     return re.sub(r"\W+", "_", name).strip("_").lower()
 
 
+def _default(target: Path | str, directory: Path) -> str:
+    """How an exported file names its target: the bundled one symbolically, a file
+    relative to the export directory, an adapter name as it is."""
+    from targets.loader import BUNDLED_JOBS, BUNDLED_WORKER
+
+    text = str(target)
+    if not text.endswith(".py"):
+        return text
+    path = Path(text).resolve()
+    if path in (BUNDLED_WORKER.resolve(), BUNDLED_JOBS.resolve()):
+        return BUNDLED
+    return os.path.relpath(path, directory.resolve())
+
+
 def export(
     directory: Path,
     prop: str,
@@ -316,45 +286,55 @@ def export(
     nodeid: str,
 ) -> Path:
     """Write ``example`` as ``directory/test_<property>.py`` and return its path; for a
-    ``queue.*`` property ``option`` is ``--adapter`` and ``target`` the adapter spec."""
+    ``queue.*`` property ``option`` is ``--adapter`` and ``target`` the adapter spec. The
+    file imports only ``leasecheck.replay`` and names its target relative to itself."""
     directory.mkdir(parents=True, exist_ok=True)
     slug = _slug(f"{prop}_counterexample")
     path = directory / f"test_{_slug(prop)}.py"
+    kind = _KINDS[option]
+    env, default = ENV[kind], _default(target, directory)
+    kind_file = {"lease": "worker.py", "jobs": "job_queue.py", "queue": "adapter.py"}[kind]
+    common = {
+        "prop": prop, "target_name": Path(str(target)).name, "filename": path.name,
+        "slug": slug, "env": env, "default": default,
+        "portable": _PORTABLE.format(default=default, env=env, kind_file=kind_file,
+                                     filename=path.name),
+    }  # fmt: skip
     if example.machine == QUEUE_MACHINE:
         body = [line for line in example.program if line.strip() != "state.teardown()"]
-        text = _QUEUE_TEMPLATE.format(
-            prop=prop, adapter=str(target), filename=path.name, slug=slug,
-            steps="\n".join(f"        {line.strip()}" for line in body) or "        pass",
-        )  # fmt: skip
+        steps = "\n".join(f"        {line.strip()}" for line in body) or "        pass"
+        text = _QUEUE_TEMPLATE.format(**common, kind=f"queue:{prop}", steps=steps)
     elif example.machine:
-        module, loader = _MACHINES[example.machine]
-        names = ", ".join(sorted({example.machine, *_names_used(example.program, module)}))
+        module_kind = _MACHINES[example.machine]
+        used = sorted(_names_used(example.program, _MODULES[module_kind]) - {example.machine})
+        names_line = (
+            f"{', '.join(used)}{',' if len(used) == 1 else ''} = replay.names("
+            f"{module_kind!r}, {', '.join(repr(n) for n in used)})\n"
+            if used
+            else ""
+        )
         body = [line for line in example.program if line.strip() != "state.teardown()"]
-        steps = "\n".join(f"        {line}" for line in body)
+        steps = "\n".join(f"        {line}" for line in body) or "        pass"
         text = _STATEFUL_TEMPLATE.format(
-            prop=prop, target=str(target), filename=path.name, loader=loader, module=module,
-            machine=example.machine, slug=slug, steps=steps or "        pass", names=names,
-        )  # fmt: skip
-    elif example.schedule is not None and prop == JOBS_INTERLEAVINGS:
-        shown = "\n".join(f"    {line}" for line in example.message[:12])
-        message = shown.replace("\\", "\\\\").replace('"""', "'''")
-        text = _JOBS_SCHEDULE_TEMPLATE.format(
-            prop=prop, target=str(target), filename=path.name, message=message, slug=slug,
-            record=pprint.pformat(dict(example.schedule), width=96, compact=True),
+            **common, kind=module_kind, machine=example.machine, steps=steps,
+            names_line=names_line,
         )  # fmt: skip
     elif example.schedule is not None:
-        message = "\n".join(f"    {line}" for line in example.message[:30])
+        shown = "\n".join(f"    {line}" for line in example.message[:30])
+        threads = kind == "jobs"
         text = _SCHEDULE_TEMPLATE.format(
-            prop=prop, target=str(target), filename=path.name, message=message, slug=slug,
-            schedule=json.dumps(dict(example.schedule)), option=option,
+            **common, kind=kind, message=shown.replace("\\", "\\\\").replace('"""', "'''"),
+            record=pprint.pformat(dict(example.schedule), width=96, compact=True),
+            actors="threads" if threads else "processes",
+            points="lines and lock operations" if threads else "SQL statements and fault hooks",
         )  # fmt: skip
     else:
         selector = nodeid.rsplit("::", 1)[-1].split("[", 1)[0]
         message = "\n".join(f"    {line}" for line in example.message[:30])
         note = _RACE_NOTE if option == "--adapter" else ""
         text = _RERUN_TEMPLATE.format(
-            prop=prop, target=str(target), filename=path.name, message=message, option=option,
-            profile=profile, seed=str(seed), selector=selector, slug=slug, note=note,
+            **common, message=message, option=option, profile=profile, seed=seed,
+            selector=selector, note=note,
         )  # fmt: skip
     path.write_text(text)
     return path

@@ -60,7 +60,7 @@ class HuntOptions:
     impl: Path | None = None
     jobs_impl: Path | None = None
     adapter: str | None = None
-    """Passed to pytest as ``--adapter`` unchanged (the queue-adapter properties)."""
+    """Passed to pytest as ``--leasecheck-adapter`` unchanged (the queue-adapter properties)."""
     db: str | None = None
     minutes: float = 60.0
     workers: str = "auto"
@@ -140,13 +140,13 @@ def require_fleet(db: str | None) -> None:
 def pytest_args(options: HuntOptions) -> list[str]:
     """The pytest selection of ``check`` for the same targets (same rootdir, same node ids)."""
     args = [str(PROPERTIES_DIR), "-c", str(CHECK_INI), "--rootdir", str(PROPERTIES_DIR)]
-    args += ["--profile", options.profile]
+    args += ["--leasecheck-profile", options.profile]
     if options.impl:
-        args += ["--impl", str(options.impl)]
+        args += ["--leasecheck-impl", str(options.impl)]
     if options.jobs_impl:
-        args += ["--jobs-impl", str(options.jobs_impl)]
+        args += ["--leasecheck-jobs-impl", str(options.jobs_impl)]
     if options.adapter:
-        args += ["--adapter", options.adapter]
+        args += ["--leasecheck-adapter", options.adapter]
     return args
 
 

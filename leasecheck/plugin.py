@@ -1,12 +1,18 @@
-"""The pytest plugin: ``--impl``, ``--jobs-impl``, ``--adapter``, ``--profile``, the fixtures.
+"""The pytest plugin: ``--leasecheck-impl``, ``--leasecheck-profile``, ..., the fixtures.
 
-Loaded through the ``pytest11`` entry point, so ``pytest --impl path/to/worker.py``
-and ``pytest -n auto`` run the same properties as ``leasecheck check``. A property
-is a test marked ``@pytest.mark.leasecheck("lease.agreement")``; the name's prefix
-(``lease.`` or ``jobs.``) says which contract it checks, so that ``--impl`` alone
-runs only lease-worker properties and ``--jobs-impl`` alone only JobQueue ones.
-``--adapter NAME|PATH`` selects the generic ``queue.*`` properties, which check a
-real queue library through its adapter; they never run without it.
+Loaded through the ``pytest11`` entry point, so ``pytest --leasecheck-impl worker.py``
+and ``pytest -n auto`` run the same properties as ``leasecheck check`` (which loads
+it explicitly, with no other plugin autoloaded). A property is a test marked
+``@pytest.mark.leasecheck("lease.agreement")``; the name's prefix (``lease.`` or
+``jobs.``) says which contract it checks, so that ``--leasecheck-impl`` alone runs
+only lease-worker properties and ``--leasecheck-jobs-impl`` alone only JobQueue
+ones. ``--leasecheck-adapter NAME|PATH`` selects the generic ``queue.*``
+properties, which check a real queue library through its adapter.
+
+A guest in other projects' sessions (like Hypothesis' own ``_hypothesis_pytestplugin``):
+it registers its options and markers, and changes nothing else (no Hypothesis profile,
+seed or shrink bound, no deselection) until it is *activated*, by one of its options or
+by the collection of a file under ``leasecheck/properties/`` (``activate``).
 """
 
 from __future__ import annotations
@@ -39,35 +45,45 @@ HELP_JOBS_IMPL = "file defining JobQueue to check (default: the bundled queue_im
 HELP_PROFILE = "how hard to try: quick (seconds), ci (deterministic gate), deep (long hunts)"
 HELP_SEED = "seed for every random choice outside Hypothesis (default 0)"
 HELP_DB = "shared example database, redis://HOST:PORT/N (default: $LEASECHECK_DB)"
-HELP_EXAMPLES = "example database directory (default: $LEASECHECK_EXAMPLES or .leasecheck/examples)"
+HELP_EXAMPLES = "example database directory (default: $LEASECHECK_EXAMPLES, .leasecheck/examples)"
 HELP_ADAPTER = (
     "a queue library to check through its adapter: a bundled name (leasecheck adapters "
     "lists them) or the path of your adapter file; only the queue.* properties run"
 )
-HELP_STRICT = "with --adapter: a property the library does not promise fails instead of xfail"
+HELP_STRICT = "with --leasecheck-adapter: a property the library does not promise fails, not xfail"
 MARKER = "leasecheck(name): a leasecheck property, e.g. lease.agreement or jobs.threads"
 HELP_SERVERS = (
     "also run the properties that start real PostgreSQL/Redis servers (marked 'servers'; "
     "also turned on by LEASECHECK_SERVERS=1)"
 )
 SERVERS_MARKER = (
-    "servers: needs real PostgreSQL/Redis servers; deselected unless --servers or "
+    "servers: needs real PostgreSQL/Redis servers; deselected unless --leasecheck-servers or "
     "LEASECHECK_SERVERS=1"
 )
 SERVERS_ENV = "LEASECHECK_SERVERS"
 
 
+IMPL, JOBS_IMPL, PROFILE = "--leasecheck-impl", "--leasecheck-jobs-impl", "--leasecheck-profile"
+SEED, EXAMPLES, DB = "--leasecheck-seed", "--leasecheck-examples", "--leasecheck-db"
+SERVERS, ADAPTER = "--leasecheck-servers", "--leasecheck-adapter"
+STRICT = "--leasecheck-strict-promises"
+OPTIONS = (IMPL, JOBS_IMPL, PROFILE, SEED, EXAMPLES, DB, SERVERS, ADAPTER, STRICT)
+"""Every option of the plugin: each starts with ``--leasecheck-`` (suite.md), and giving
+any of them activates the plugin."""
+PROPERTIES_DIR = Path(__file__).with_name("properties")
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("leasecheck", "leasecheck targets and profiles")
-    group.addoption("--impl", metavar="PATH", default=None, help=HELP_IMPL)
-    group.addoption("--jobs-impl", metavar="PATH", default=None, help=HELP_JOBS_IMPL)
-    group.addoption("--profile", choices=sorted(profiles.PROFILES), default=None, help=HELP_PROFILE)
-    group.addoption("--leasecheck-seed", metavar="N", type=int, default=None, help=HELP_SEED)
-    group.addoption("--leasecheck-examples", metavar="DIR", default=None, help=HELP_EXAMPLES)
-    group.addoption("--leasecheck-db", metavar="URL", default=None, help=HELP_DB)
-    group.addoption("--servers", action="store_true", default=False, help=HELP_SERVERS)
-    group.addoption("--adapter", metavar="NAME|PATH", default=None, help=HELP_ADAPTER)
-    group.addoption("--strict-promises", action="store_true", default=False, help=HELP_STRICT)
+    group.addoption(IMPL, metavar="PATH", default=None, help=HELP_IMPL)
+    group.addoption(JOBS_IMPL, metavar="PATH", default=None, help=HELP_JOBS_IMPL)
+    group.addoption(PROFILE, choices=sorted(profiles.PROFILES), default=None, help=HELP_PROFILE)
+    group.addoption(SEED, metavar="N", type=int, default=None, help=HELP_SEED)
+    group.addoption(EXAMPLES, metavar="DIR", default=None, help=HELP_EXAMPLES)
+    group.addoption(DB, metavar="URL", default=None, help=HELP_DB)
+    group.addoption(SERVERS, action="store_true", default=False, help=HELP_SERVERS)
+    group.addoption(ADAPTER, metavar="NAME|PATH", default=None, help=HELP_ADAPTER)
+    group.addoption(STRICT, action="store_true", default=False, help=HELP_STRICT)
 
 
 @dataclass(frozen=True)
@@ -96,24 +112,46 @@ def active_run() -> RunSettings:
 
 
 def _run_settings(config: pytest.Config) -> RunSettings:
-    seed = config.getoption("--leasecheck-seed")
+    seed = config.getoption(SEED)
     return RunSettings(
-        profile=profiles.current_profile(config.getoption("--profile")),
-        db=profiles.db_url(config.getoption("--leasecheck-db")),
+        profile=profiles.current_profile(config.getoption(PROFILE)),
+        db=profiles.db_url(config.getoption(DB)),
         seed=profiles.current_seed(seed),
         seeded=seed is not None or profiles.SEED_ENV in os.environ,
-        examples=profiles.examples_path(config.getoption("--leasecheck-examples")),
+        examples=profiles.examples_path(config.getoption(EXAMPLES)),
     )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
     config.addinivalue_line("markers", SERVERS_MARKER)
+    if any(config.getoption(option) not in (None, False) for option in OPTIONS):
+        activate(config)
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> None:
+    """Collecting one of leasecheck's own property files activates the plugin, before
+    pytest imports the module (which reads ``active_run()``)."""
+    if PROPERTIES_DIR in file_path.parents:
+        activate(parent.config)
+
+
+def active(config: pytest.Config) -> bool:
+    return RUN_SETTINGS in config.stash
+
+
+def activate(config: pytest.Config) -> RunSettings:
+    """Apply leasecheck's run settings to this session (once): its Hypothesis profile, its
+    shrink bound and, in ci or with a seed, Hypothesis' forced seed. Only then do its
+    collection hooks select properties. leasecheck's own test suite calls this from its
+    conftest; nobody else's session is touched unless it asks (suite.md)."""
+    if active(config):
+        return config.stash[RUN_SETTINGS]
     try:
         run = _run_settings(config)
         chosen = profiles.hypothesis_settings(run.profile, run.examples, run.db)
     except (SharedDatabaseError, ValueError) as error:  # a bad option or LEASECHECK_* variable
-        raise pytest.UsageError(str(error)) from None
+        pytest.exit(str(error), returncode=pytest.ExitCode.USAGE_ERROR)
     config.stash[RUN_SETTINGS] = _ACTIVE["run"] = run
     settings.register_profile("leasecheck", chosen)
     settings.load_profile("leasecheck")
@@ -124,6 +162,7 @@ def pytest_configure(config: pytest.Config) -> None:
         # What Hypothesis' own --hypothesis-seed does: every test draws from this seed,
         # so the ci verdict depends only on the target, the seed and the example database.
         hypothesis_core.global_force_seed = run.seed  # type: ignore[assignment]
+    return run
 
 
 def property_name(item: pytest.Item) -> str | None:
@@ -133,7 +172,7 @@ def property_name(item: pytest.Item) -> str | None:
 
 def servers_wanted(config: pytest.Config) -> bool:
     """Server-backed properties run only when asked: the default check stays server-free."""
-    return bool(config.getoption("--servers")) or os.environ.get(SERVERS_ENV) == "1"
+    return bool(config.getoption(SERVERS)) or os.environ.get(SERVERS_ENV) == "1"
 
 
 def _deselect(config: pytest.Config, items: list[pytest.Item], drop: list[pytest.Item]) -> None:
@@ -146,18 +185,21 @@ def selected_families(config: pytest.Config) -> tuple[str, ...]:
     """The property name prefixes a run checks: each target option selects its family;
     no option checks the bundled worker and job queue (``queue.*`` needs ``--adapter``)."""
     chosen = {
-        "lease.": config.getoption("--impl"),
-        "jobs.": config.getoption("--jobs-impl"),
-        "queue.": config.getoption("--adapter"),
+        "lease.": config.getoption(IMPL),
+        "jobs.": config.getoption(JOBS_IMPL),
+        "queue.": config.getoption(ADAPTER),
     }
     wanted = tuple(prefix for prefix, value in chosen.items() if value)
     return wanted or ("lease.", "jobs.")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not active(config):
+        return  # someone else's session: their ``servers`` marker is not ours to deselect
     servers = servers_wanted(config)
-    if not servers:
-        _deselect(config, items, [item for item in items if item.get_closest_marker("servers")])
+    if not servers:  # leasecheck's own server properties: a user's ``servers`` marker stays
+        drop = [it for it in items if property_name(it) and it.get_closest_marker("servers")]
+        _deselect(config, items, drop)
     wanted = selected_families(config)
     families = ("lease.", "jobs.", "queue.")
 
@@ -177,17 +219,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def lc_profile(pytestconfig: pytest.Config) -> profiles.Profile:
     """The active profile (quick, ci or deep)."""
-    return pytestconfig.stash[RUN_SETTINGS].profile
+    return activate(pytestconfig).profile
 
 
 @pytest.fixture(scope="session")
 def lc_seed(pytestconfig: pytest.Config) -> int:
-    return pytestconfig.stash[RUN_SETTINGS].seed
+    return activate(pytestconfig).seed
 
 
 @pytest.fixture(scope="session")
 def worker_path(request: pytest.FixtureRequest) -> Path | None:
-    impl = request.config.getoption("--impl")
+    impl = request.config.getoption(IMPL)
     return Path(impl).resolve() if impl else None
 
 
@@ -202,7 +244,7 @@ def worker_target(worker_path: Path | None) -> ModuleType:
 
 @pytest.fixture(scope="session")
 def jobs_path(request: pytest.FixtureRequest) -> Path | None:
-    impl = request.config.getoption("--jobs-impl")
+    impl = request.config.getoption(JOBS_IMPL)
     return Path(impl).resolve() if impl else None
 
 
@@ -217,10 +259,11 @@ def jobs_target(jobs_path: Path | None) -> type[Any]:
 
 @pytest.fixture(scope="session")
 def queue_library(request: pytest.FixtureRequest) -> QueueLibrary:
-    """The queue library chosen by ``--adapter`` (bundled name, planted:NAME or a file)."""
-    spec = request.config.getoption("--adapter")
+    """The queue library chosen by ``--leasecheck-adapter`` (bundled name, planted:NAME or
+    a file)."""
+    spec = request.config.getoption(ADAPTER)
     if not spec:
-        pytest.exit("the queue.* properties need --adapter NAME|PATH", returncode=2)
+        pytest.exit(f"the queue.* properties need {ADAPTER} NAME|PATH", returncode=2)
     try:
         return load_library(str(spec))
     except AdapterError as error:
@@ -244,6 +287,12 @@ def queue_server(queue_library: QueueLibrary) -> Iterator[str | None]:
             server = stack.enter_context(start)
         except servers.ServerMissing as missing:
             pytest.exit(str(missing), returncode=2)
+        except servers.ServerError as error:  # leasecheck could not do its job: not VIOLATED
+            pytest.exit(
+                f"the {kind} server that {queue_library.name} needs did not start, so nothing "
+                f"was checked: {error}",
+                returncode=2,
+            )
         yield server.url
 
 
@@ -264,8 +313,9 @@ def judged(
     queue_library: QueueLibrary, request: pytest.FixtureRequest
 ) -> Callable[[str], AbstractContextManager[None]]:
     """``with judged("queue.exclusive"):`` turns a failure the library does not promise
-    into an xfail "not promised" with its counterexample (a failure with --strict-promises)."""
-    strict = bool(request.config.getoption("--strict-promises"))
+    into an xfail "not promised" with its counterexample (a failure with
+    ``--leasecheck-strict-promises``)."""
+    strict = bool(request.config.getoption(STRICT))
     return lambda prop: judge(queue_library, prop, strict)
 
 

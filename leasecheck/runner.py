@@ -3,7 +3,11 @@
 The child is a separate process group, so a target that hangs, calls ``os._exit``
 or crashes the interpreter cannot take the CLI with it: the runner names the
 property that was running and what happened, and never reports success for a
-property that did not run to the end.
+property that did not run to the end. Every collected property has a row (``not
+run`` until it reports). The runner is the run's child subreaper: a process a
+target leaves running is a finding of the property that started it, and is killed
+(``_processes``). SIGINT and SIGTERM stop the whole tree at once; the properties
+judged so far are kept (``CheckResult.interrupted``).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,9 +26,12 @@ from pathlib import Path
 from typing import Any
 
 import leasecheck.properties
-from leasecheck._events import FAILURE_KEY
+from adapters.servers import die_with_parent
+from leasecheck._events import EVENTS_ENV, FAILURE_KEY, RESOURCE_KEY, STACKS_ENV
+from leasecheck._preflight import SetupError, check_scratch
+from leasecheck._processes import Leftover, Tree, subreaper
 from leasecheck.counterexample import Counterexample
-from leasecheck.plugin import CHECKED_KEY, NOT_CHECKED_KEY
+from leasecheck.plugin import ADAPTER, CHECKED_KEY, IMPL, JOBS_IMPL, NOT_CHECKED_KEY, STRICT
 from targets.scratch import SCRATCH_ENV, scratch_dir
 
 __all__ = [
@@ -32,6 +40,7 @@ __all__ = [
     "CheckOptions",
     "CheckResult",
     "PropertyResult",
+    "SetupError",
     "pytest_command",
     "run_check",
 ]
@@ -77,6 +86,15 @@ class CheckOptions:
     """Also the properties that start real servers (``--servers``): with ``adapter``, the
     server faults queue.server-crash, queue.zombie-pause and queue.clock-skew on it."""
 
+    def targets(self) -> tuple[Path, ...]:
+        """The files whose functions are "the operation" a hung property was running."""
+        from targets.loader import BUNDLED_JOBS, BUNDLED_WORKER
+
+        chosen = [self.impl or BUNDLED_WORKER, self.jobs_impl or BUNDLED_JOBS]
+        if self.adapter and self.adapter.endswith(".py"):
+            chosen.append(Path(self.adapter))
+        return tuple(path.resolve() for path in chosen)
+
 
 @dataclass
 class PropertyResult:
@@ -92,6 +110,8 @@ class PropertyResult:
     """Each failure as the test process recorded it (program, message, steps)."""
     figures: dict[str, object] = field(default_factory=dict)
     """What the property covered, as numbers (``checked(..., kills=110)``)."""
+    left: list[str] = field(default_factory=list)
+    """Processes its tests left running (killed by the runner), described."""
 
     @property
     def counterexample(self) -> Counterexample | None:
@@ -111,26 +131,31 @@ class CheckResult:
     problem: str = ""
     seconds: float = 0.0
     log: str = ""
+    interrupted: int = 0
+    """The signal (SIGINT, SIGTERM) that stopped the run, or 0."""
+
+
+PLUGINS = ("xdist.plugin", "_hypothesis_pytestplugin", "leasecheck.plugin", "leasecheck._events")
+"""The only plugins a check loads (with ``PYTEST_DISABLE_PLUGIN_AUTOLOAD``): other plugins
+installed in a user's environment cannot change its verdicts or clash with its options."""
 
 
 def pytest_command(options: CheckOptions) -> list[str]:
     """The pytest command line that checks ``options``' targets."""
     command = [
         sys.executable, "-m", "pytest", str(PROPERTIES_DIR), "-c", str(CHECK_INI),
-        "--rootdir", str(PROPERTIES_DIR), "-p", "leasecheck._events",
-        "--profile", options.profile, "--leasecheck-seed", str(options.seed),
+        "--rootdir", str(PROPERTIES_DIR), *(word for p in PLUGINS for word in ("-p", p)),
+        "--leasecheck-profile", options.profile, "--leasecheck-seed", str(options.seed),
         "-n", options.workers, "-q", "-rN", "--no-header", "--tb=long",
     ]  # fmt: skip
     if options.impl:
-        command += ["--impl", str(options.impl)]
+        command += [IMPL, str(options.impl)]
     if options.jobs_impl:
-        command += ["--jobs-impl", str(options.jobs_impl)]
+        command += [JOBS_IMPL, str(options.jobs_impl)]
     if options.adapter:
-        command += ["--adapter", options.adapter]
+        command += [ADAPTER, options.adapter]
     if options.strict:
-        command += ["--strict-promises"]
-    if options.junit_xml:
-        command += ["--junit-xml", str(options.junit_xml)]
+        command += [STRICT]
     if options.first:
         command += ["--leasecheck-first", options.first]
     for name in options.properties:
@@ -170,28 +195,69 @@ class _Tail:
         return [json.loads(line) for line in complete.splitlines() if line.strip()]
 
 
+@dataclass(frozen=True)
+class Progress:
+    """What the run is doing, for a live status line."""
+
+    running: tuple[str, ...]
+    """Property names of the tests running now."""
+    done: int
+    total: int
+    elapsed: float
+
+
 class _Run:
     """The state of one pytest run, built from its events."""
 
     def __init__(self, on_event: Callable[[str, PropertyResult], None]) -> None:
         self.results: dict[str, PropertyResult] = {}
         self.running: dict[str, float] = {}
+        self.finished: dict[str, float] = {}
         self.names: dict[str, str] = {}
         self.on_event = on_event
         self.started = time.monotonic()
         self.exitstatus: int | None = None
+        self.exit_reason = ""
+        """Why the test process stopped the run itself (``pytest.exit``), if it did."""
 
     def apply(self, event: dict[str, Any]) -> None:
         kind = event["event"]
-        if kind == "start":
+        if kind == "collected":
+            self._collected(event["items"])
+        elif kind == "start":
             self.running[event["nodeid"]] = time.monotonic()
         elif kind == "report":
             self._report(event)
+        elif kind == "finish":
+            self.running.pop(event["nodeid"], None)
+            self.finished[event["nodeid"]] = time.monotonic()
+        elif kind == "exit":
+            self.exit_reason = str(event["reason"])
         elif kind == "finished":
             self.exitstatus = int(event["exitstatus"])
 
+    def _collected(self, items: dict[str, str]) -> None:
+        """Every collected property gets its row now, "not run" until it reports."""
+        for nodeid, name in items.items():
+            self.names[nodeid] = name
+            self.results.setdefault(name, PropertyResult(name))
+
+    def name_of(self, nodeid: str) -> str:
+        return self.names.get(nodeid) or nodeid.rsplit("::", 1)[-1]
+
+    def progress(self) -> Progress:
+        running = tuple(sorted({self.name_of(node) for node in self.running}))
+        done = sum(1 for nodes in self._nodes_by_name().values() if nodes <= set(self.finished))
+        return Progress(running, done, len(self.results), time.monotonic() - self.started)
+
+    def _nodes_by_name(self) -> dict[str, set[str]]:
+        nodes: dict[str, set[str]] = {name: set() for name in self.results}
+        for nodeid, name in self.names.items():
+            nodes.setdefault(name, set()).add(nodeid)
+        return nodes
+
     def _report(self, event: dict[str, Any]) -> None:
-        name = _property_of(event)
+        name = self.names.get(event["nodeid"]) or _property_of(event)
         self.names[event["nodeid"]] = name
         result = self.results.setdefault(name, PropertyResult(name))
         if event["nodeid"] not in result.nodeids:
@@ -199,7 +265,10 @@ class _Run:
         result.seconds += float(event["duration"])
         self._record(result, event["user_properties"])
         outcome = event["outcome"]
-        if outcome == "failed":
+        if outcome == "failed" and self._resource(event):
+            result.verdict = NOT_CHECKED if result.verdict != VIOLATED else VIOLATED
+            result.details.append(event["longrepr"])
+        elif outcome == "failed":
             result.verdict = VIOLATED
             result.details.append(event["longrepr"])
             result.failed_at = result.failed_at or time.monotonic() - self.started
@@ -220,13 +289,17 @@ class _Run:
         return any(key == NOT_CHECKED_KEY for key, _ in event["user_properties"])
 
     @staticmethod
+    def _resource(event: dict[str, Any]) -> bool:
+        return any(key == RESOURCE_KEY for key, _ in event["user_properties"])
+
+    @staticmethod
     def _record(result: PropertyResult, records: list[list[Any]]) -> None:
         """What the test process sent as data: coverage figures and counterexamples."""
         for key, value in records:
             if key == CHECKED_KEY and isinstance(value, dict):
                 result.runs.append(str(value.get("text", "")))
                 result.figures.update({k: v for k, v in value.items() if k != "text"})
-            elif key == NOT_CHECKED_KEY and isinstance(value, dict):
+            elif key in (NOT_CHECKED_KEY, RESOURCE_KEY) and isinstance(value, dict):
                 result.figures["not_checked"] = value
             elif key == FAILURE_KEY and isinstance(value, dict):
                 result.failures.append(Counterexample.from_record(value))
@@ -236,43 +309,92 @@ class _Run:
         return next((node for node, t in self.running.items() if now - t > budget), None)
 
     def mark(self, nodeid: str, verdict: str, detail: str) -> None:
-        name = self.names.get(nodeid) or nodeid.rsplit("::", 1)[-1]
+        name = self.name_of(nodeid)
         result = self.results.setdefault(name, PropertyResult(name))
         result.verdict = verdict
         result.details.append(detail)
         result.failed_at = time.monotonic() - self.started
         result.nodeids.append(nodeid)
 
+    def left_running(self, left: list[Leftover]) -> str:
+        """Processes left by tests: a finding of each property that left them; what was
+        not started by any test (the run's problem, if any)."""
+        by_node: dict[str, list[Leftover]] = {}
+        for item in left:
+            by_node.setdefault(item.nodeid or "", []).append(item)
+        for nodeid, items in sorted(by_node.items()):
+            if not nodeid:
+                continue
+            described = ", ".join(item.describe() for item in items[:5])
+            more = f" and {len(items) - 5} more" if len(items) > 5 else ""
+            count = f"{len(items)} process{'es' if len(items) > 1 else ''}"
+            self.mark(
+                nodeid, VIOLATED,
+                f"the target left {count} running after this property's test: "
+                f"{described}{more}; leasecheck killed {'them' if len(items) > 1 else 'it'}",
+            )  # fmt: skip
+            self.results[self.name_of(nodeid)].left += [item.describe() for item in items]
+        strays = by_node.get("", [])
+        if not strays:
+            return ""
+        return f"the run left {len(strays)} processes running: " + ", ".join(
+            item.describe() for item in strays[:5]
+        )
 
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
+
+_STOPPING = (signal.SIGINT, signal.SIGTERM)
+KILL_WITHIN = 2.0
+"""Seconds from SIGINT/SIGTERM until nothing of the run is left (suite.md)."""
+LEFTOVER_GRACE = 1.0
+"""Seconds after a test ends before a process it started counts as left running."""
+
+
+class _Signals:
+    """SIGINT and SIGTERM, while a run is watched: remembered, acted on by the watch loop."""
+
+    def __init__(self) -> None:
+        self.received = 0
+        self.previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _Signals:
+        if threading.current_thread() is threading.main_thread():
+            for signum in _STOPPING:
+                self.previous[signum] = signal.signal(signum, self._note)
+        return self
+
+    def _note(self, signum: int, frame: object) -> None:
+        self.received = self.received or signum
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
 
 
 def run_check(
     options: CheckOptions,
     on_event: Callable[[str, PropertyResult], None] = lambda nodeid, result: None,
+    on_tick: Callable[[Progress], None] = lambda progress: None,
 ) -> CheckResult:
-    """Run every selected property; ``on_event`` is told each time a property test ends."""
+    """Run every selected property; ``on_event`` is told each time a property test ends,
+    ``on_tick`` what is running about ten times a second. Raises ``SetupError`` before
+    the run when leasecheck cannot work here (no room or no write access in scratch)."""
     budget = options.budget or _budget_from_env() or PROPERTY_BUDGET[options.profile]
-    with scratch_dir("leasecheck-run-") as work:
-        events, log = work / "events.jsonl", work / "pytest.log"
-        env = {**os.environ, "LEASECHECK_EVENTS": str(events), SCRATCH_ENV: str(work)}
-        run, tail = _Run(on_event), _Tail(events)
-        with log.open("wb") as output:
-            process = subprocess.Popen(
-                pytest_command(options), stdout=output, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, env=env, start_new_session=True,
-            )  # fmt: skip
-            problem = _watch(process, run, tail, budget)
-        for event in tail.read():
-            run.apply(event)
-        problem = problem or _ended_early(process.returncode, run)
-        text = log.read_text(errors="replace")
-    code = _exit_code(process.returncode, run, problem)
-    seconds = time.monotonic() - run.started
-    return CheckResult(run.results, code, problem, seconds, text)
+    check_scratch()
+    tree, run = Tree(), _Run(on_event)
+    subreaper(True)
+    try:
+        with _Signals() as signals, scratch_dir("leasecheck-run-") as work:
+            watch = _Watch(run, tree, signals, budget, options, on_tick)
+            problem, returncode, text = watch.follow(work)
+    finally:
+        tree.kill_all(time.monotonic() + KILL_WITHIN)
+        subreaper(False)
+    if signals.received:
+        seconds = time.monotonic() - run.started
+        return CheckResult(run.results, 128 + signals.received, problem, seconds, text,
+                           interrupted=signals.received)  # fmt: skip
+    code = _exit_code(returncode, run, problem)
+    return CheckResult(run.results, code, problem, time.monotonic() - run.started, text)
 
 
 def _budget_from_env() -> float | None:
@@ -287,25 +409,116 @@ def _budget_from_env() -> float | None:
         ) from None
 
 
-def _watch(process: subprocess.Popen[bytes], run: _Run, tail: _Tail, budget: float) -> str:
-    """Follow the run until pytest exits; kill it if a property outlives ``budget``."""
-    try:
-        while process.poll() is None:
-            for event in tail.read():
-                run.apply(event)
-            stuck = run.overdue(budget)
-            if stuck:
+class _Watch:
+    """Follows one pytest child until it exits, is stopped by a signal, or hangs."""
+
+    def __init__(
+        self, run: _Run, tree: Tree, signals: _Signals, budget: float,
+        options: CheckOptions, on_tick: Callable[[Progress], None],
+    ) -> None:  # fmt: skip
+        self.run, self.tree, self.signals, self.budget = run, tree, signals, budget
+        self.options, self.on_tick = options, on_tick
+
+    def follow(self, work: Path) -> tuple[str, int, str]:
+        """(problem, pytest's return code, pytest's output)."""
+        events, log, stacks = work / "events.jsonl", work / "pytest.log", work / "stacks"
+        stacks.mkdir()
+        env = {
+            **os.environ, EVENTS_ENV: str(events), SCRATCH_ENV: str(work),
+            STACKS_ENV: str(stacks), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+        }  # fmt: skip
+        tail = _Tail(events)
+        with log.open("wb") as output:
+            # Its own session (a Ctrl-C reaches only us, and we stop it), and SIGKILLed
+            # if we are: a CLI killed outright must not leave a 45 s run going.
+            process = subprocess.Popen(
+                pytest_command(self.options), stdout=output, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+                preexec_fn=die_with_parent,
+            )  # fmt: skip
+            try:
+                problem = self._loop(process, tail, stacks)
+            finally:
                 _kill_group(process)
-                run.mark(stuck, HUNG, f"did not finish within {budget:.0f} s; the target may hang")
-                return f"{stuck} did not finish within {budget:.0f} s (the target may hang)"
+        for event in tail.read():
+            self.run.apply(event)
+        problem += self._sweep()
+        if not self.signals.received:
+            problem = problem or _ended_early(process.returncode, self.run) or self.run.exit_reason
+        return problem, process.returncode, log.read_text(errors="replace")
+
+    def _loop(self, process: subprocess.Popen[bytes], tail: _Tail, stacks: Path) -> str:
+        last_scan = time.monotonic()
+        while process.poll() is None:
+            if self.signals.received:
+                return ""
+            for event in tail.read():
+                self.run.apply(event)
+            stuck = self.run.overdue(self.budget)
+            if stuck:
+                return self._hung(process, stuck, stacks)
+            if time.monotonic() - last_scan > LEFTOVER_GRACE:
+                last_scan = time.monotonic()
+                self._leftovers()
+            self.on_tick(self.run.progress())
             time.sleep(0.1)
-    except BaseException:
+        return ""
+
+    def _leftovers(self) -> None:
+        left = self.tree.left_by(self.run.finished, LEFTOVER_GRACE)
+        if left:
+            self.tree.kill(item.pid for item in left)
+            self.run.left_running(left)
+
+    def _sweep(self) -> str:
+        """After pytest exited: whatever of the run is still alive is killed and named."""
+        left = self.tree.kill_all(time.monotonic() + KILL_WITHIN)
+        if self.signals.received:
+            return ""
+        return self.run.left_running(left)
+
+    def _hung(self, process: subprocess.Popen[bytes], stuck: str, stacks: Path) -> str:
+        operation = _operation(self._stacks(stuck, stacks), self.options.targets())
         _kill_group(process)
-        raise
-    finally:
-        if process.poll() is None:
-            _kill_group(process)
+        name = self.run.name_of(stuck)
+        during = f" while running {operation}" if operation else ""
+        detail = f"did not finish within {self.budget:.0f} s{during}; the target may hang"
+        self.run.mark(stuck, HUNG, detail)
+        return f"{name} did not finish within {self.budget:.0f} s{during} (the target may hang)"
+
+    def _stacks(self, stuck: str, stacks: Path) -> list[list[list[Any]]]:
+        """Ask every process of the run for its stacks (SIGUSR1); those of ``stuck``'s."""
+        for process in self.tree.processes():
+            with contextlib.suppress(OSError):
+                os.kill(process.pid, signal.SIGUSR1)
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            records = [json.loads(path.read_text()) for path in stacks.glob("*.json")]
+            mine = [record for record in records if record.get("nodeid") == stuck]
+            if mine:
+                return [thread for record in mine for thread in record["threads"]]
+            time.sleep(0.05)
+        return []
+
+
+def _operation(threads: list[list[list[Any]]], targets: tuple[Path, ...]) -> str:
+    """``claim (worker.py line 120)``: the outermost call into a target file on a stack
+    of the hung test, and the line it was at, innermost."""
+    files = {str(path) for path in targets}
+    for frames in threads:
+        inside = [frame for frame in frames if str(Path(frame[0]).resolve()) in files]
+        if inside:
+            outer, inner = inside[0], inside[-1]
+            where = f"{Path(inner[0]).name} line {inner[1]}"
+            inner_call = "" if outer is inner else f", in {inner[2]}"
+            return f"{outer[2]} ({where}{inner_call})"
     return ""
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
 
 
 def _ended_early(returncode: int, run: _Run) -> str:
@@ -313,10 +526,11 @@ def _ended_early(returncode: int, run: _Run) -> str:
     if run.exitstatus is not None:
         return ""
     how = f"signal {-returncode}" if returncode < 0 else f"exit status {returncode}"
-    for nodeid in list(run.running):
+    running = list(run.running)
+    for nodeid in running:
         run.mark(nodeid, CRASHED, f"the test process ended ({how}) while this property ran")
-    if run.running:
-        return f"the test process ended ({how}) during {', '.join(run.running)}"
+    if running:
+        return f"the test process ended ({how}) during {', '.join(map(run.name_of, running))}"
     if returncode in (2, 4):
         return ""  # a usage error or a target that cannot be loaded: pytest said why
     return f"the test process ended ({how}) before reporting its results"

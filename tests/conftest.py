@@ -66,6 +66,14 @@ def connect(scratch: Path, queue_file: Path) -> Iterator[Callable[..., sqlite3.C
     assert open_files_under(scratch) == [], "a connection to a scratch file was not closed"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """leasecheck's own suite runs under its plugin's settings (profile, seed, shrink
+    bound); the plugin applies them only to sessions that ask (``activate``)."""
+    from leasecheck.plugin import activate
+
+    activate(config)
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """Print the mutant kill table gathered by tests/test_mutant_catalogue.py."""
     from leasecheck.mutants import by_name

@@ -6,7 +6,10 @@ names the file and says what to do; these never start pytest.
 
 from __future__ import annotations
 
+import ast
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -121,7 +124,12 @@ def test_a_target_that_hangs_gets_a_named_verdict(scratch: Path) -> None:
     done = run_check_cli(forever, budget="15")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "HUNG" in done.stdout
-    assert "did not finish within 15 s; the target may hang" in done.stdout
+    # The property and the target operation that was running, never a pytest node id.
+    assert "HUNG: lease.agreement" in done.stdout
+    assert "did not finish within 15 s while running retry_delay (worker.py line " in done.stdout
+    assert "the target may hang" in done.stdout
+    for name in ("lease.linearizable", "lease.races"):  # never started: a row all the same
+        assert re.search(rf"^  {re.escape(name)} +not run ", done.stdout, re.MULTILINE), name
 
 
 def test_a_target_that_exits_the_process_gets_a_named_verdict(scratch: Path) -> None:
@@ -143,16 +151,27 @@ def test_a_violation_is_reported_exported_and_the_export_replays(scratch: Path) 
     exported = export / "test_lease_agreement.py"
     assert exported.is_file()
 
-    def pytest_on(path: Path) -> int:
+    def pytest_on(path: Path, env: dict[str, str] | None = None) -> int:
         run = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(path)]
-        return subprocess.run(run, capture_output=True, timeout=300).returncode
+        environment = {**os.environ, **(env or {})}
+        return subprocess.run(run, capture_output=True, timeout=300, env=environment).returncode
 
     assert pytest_on(exported) == 1  # fails on the buggy worker
+    # Portable: committed with the worker and moved elsewhere, it still finds it ...
+    moved = scratch / "elsewhere" / "repo"
+    shutil.copytree(export, moved / "export")
+    shutil.copy(zombie, moved / "worker.py")
+    zombie.unlink()
+    assert pytest_on(moved / "export" / exported.name) == 1
+    # ... it imports only leasecheck.replay, and an environment variable retargets it.
+    tree = ast.parse(exported.read_text())
+    imports = [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
+    named = [(getattr(n, "module", None), [a.name for a in n.names]) for n in imports]
+    assert named == [("leasecheck", ["replay"])]
     from leasecheck.targets import BUNDLED_WORKER
 
-    fixed = exported.read_text().replace(repr(str(zombie)), repr(str(BUNDLED_WORKER)))
-    exported.write_text(fixed)
-    assert pytest_on(exported) == 0  # passes once the bug is fixed
+    fixed = {"LEASECHECK_IMPL": str(BUNDLED_WORKER)}
+    assert pytest_on(moved / "export" / exported.name, fixed) == 0  # passes once fixed
 
 
 def test_a_queue_violation_exports_a_replay_that_fails_until_the_library_is_fixed(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import Phase, settings
@@ -100,3 +102,31 @@ def test_evidence_attached_where_the_failure_is_raised_travels_in_the_record() -
 
 def test_an_error_without_evidence_records_none() -> None:
     assert Counterexample.from_error(_failure()).evidence is None
+
+
+def test_an_exported_rerun_names_its_target_relative_to_itself(tmp_path: Path) -> None:
+    """A re-run export (a process-level property) imports only ``leasecheck.replay``,
+    finds its target relative to its own location, and ``$LEASECHECK_IMPL`` retargets it."""
+    from leasecheck import replay
+    from leasecheck.counterexample import export
+
+    target = tmp_path / "src" / "worker.py"
+    example = Counterexample(None, (), ("AssertionError: two winners",), 0)
+    path = export(
+        tmp_path / "tests" / "leasecheck", "lease.single-winner", example, target=target,
+        option="--impl", profile="ci", seed=0, nodeid="x.py::test_single_winner",
+    )  # fmt: skip
+    text = path.read_text()
+    tree = ast.parse(text)
+    imports = [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
+    assert [(getattr(n, "module", None), [a.name for a in n.names]) for n in imports] == [
+        ("leasecheck", ["replay"])
+    ]
+    assert "replay.target('../../src/worker.py', __file__, env='LEASECHECK_IMPL')" in text
+    assert "replay.rerun('--impl', TARGET, 'test_single_winner', profile='ci', seed=0)" in text
+    assert replay.target("../../src/worker.py", str(path), "LEASECHECK_IMPL") == str(target)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("LEASECHECK_IMPL", "/fixed/worker.py")
+        assert replay.target("../../src/worker.py", str(path), "LEASECHECK_IMPL") == (
+            "/fixed/worker.py"
+        )

@@ -3,7 +3,7 @@
 Each mutant is written to a file and loaded with ``load_worker(path)``, exactly like a
 user's ``--impl`` target, then checked with small sizes; the failure must say what
 went wrong in the words of the spec and how to replay it. One mutant also goes
-through ``pytest --impl`` end to end.
+through ``pytest --leasecheck-impl`` end to end.
 """
 
 from __future__ import annotations
@@ -71,7 +71,8 @@ def test_a_mutant_fails_the_property_through_pytest_impl(scratch: Path) -> None:
     properties = Path(__file__).parents[1] / "leasecheck" / "properties"
     run = subprocess.run(
         [sys.executable, "-m", "pytest", str(properties / "test_crash_points.py"),
-         "--impl", str(path), "--profile", "quick", "-p", "no:xdist", "-q"],
+         "--leasecheck-impl", str(path), "--leasecheck-profile", "quick", "-p", "no:xdist",
+         "-q"],
         capture_output=True, text=True, timeout=240, check=False,
     )  # fmt: skip
     assert run.returncode == 1, run.stdout + run.stderr

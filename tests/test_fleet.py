@@ -162,7 +162,7 @@ def test_hunt_selects_the_properties_check_runs_with_the_same_node_ids() -> None
     check = pytest_command(CheckOptions(impl=Path("w.py"), profile="ci"))
     selection = pytest_args(options)
     assert selection[:5] == check[3:8]  # the properties folder, -c check.ini, --rootdir
-    assert selection[selection.index("--impl") :][:2] == ["--impl", "w.py"]
-    assert selection[-2:] == ["--adapter", "rq"]  # forwarded to pytest as given
+    assert selection[selection.index("--leasecheck-impl") :][:2] == ["--leasecheck-impl", "w.py"]
+    assert selection[-2:] == ["--leasecheck-adapter", "rq"]  # forwarded to pytest as given
     command = fuzz_command(options)
     assert command[3:] == ["fuzz", "--no-dashboard", "--", *selection]

@@ -1,6 +1,10 @@
-"""The pytest plugin: options, markers and contract selection, tested with pytester."""
+"""The pytest plugin: options, markers and contract selection, tested with pytester; and
+its manners as a guest in a project that has its own Hypothesis tests and plugins."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import pytest
 
@@ -30,9 +34,11 @@ def test_options_are_in_the_leasecheck_group(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(
         [
             "leasecheck targets and profiles:",
-            "*--impl=PATH*lease worker target file to check*",
-            "*--jobs-impl=PATH*file defining JobQueue*",
-            "*--profile={ci,deep,quick}*",
+            "*--leasecheck-impl=PATH",
+            "*lease worker target file to check*",
+            "*--leasecheck-jobs-impl=PATH",
+            "*file defining JobQueue*",
+            "*--leasecheck-profile={ci,deep,quick}*",
         ]
     )
 
@@ -49,7 +55,7 @@ def test_no_target_option_runs_both_contracts(properties: pytest.Pytester) -> No
 def test_impl_alone_runs_only_lease_worker_properties(properties: pytest.Pytester) -> None:
     from leasecheck.targets import BUNDLED_WORKER
 
-    result = properties.runpytest_subprocess("--impl", str(BUNDLED_WORKER))
+    result = properties.runpytest_subprocess("--leasecheck-impl", str(BUNDLED_WORKER))
     result.assert_outcomes(passed=1, deselected=1)
     result.stdout.no_fnmatch_line("*test_jobs PASSED*")
 
@@ -57,7 +63,7 @@ def test_impl_alone_runs_only_lease_worker_properties(properties: pytest.Pyteste
 def test_jobs_impl_alone_runs_only_job_queue_properties(properties: pytest.Pytester) -> None:
     from leasecheck.targets import BUNDLED_JOBS
 
-    properties.runpytest_subprocess("--jobs-impl", str(BUNDLED_JOBS)).assert_outcomes(
+    properties.runpytest_subprocess("--leasecheck-jobs-impl", str(BUNDLED_JOBS)).assert_outcomes(
         passed=1, deselected=1
     )
 
@@ -66,12 +72,87 @@ def test_a_target_that_cannot_load_stops_the_run_with_status_2(
     properties: pytest.Pytester,
 ) -> None:
     broken = properties.makepyfile(worker="def claim(:\n")
-    result = properties.runpytest_subprocess("--impl", str(broken))
+    result = properties.runpytest_subprocess("--leasecheck-impl", str(broken))
     assert result.ret == 2
     result.stdout.fnmatch_lines(["*worker.py* failed to import: SyntaxError*"])
 
 
 def test_unknown_profile_is_refused(properties: pytest.Pytester) -> None:
-    result = properties.runpytest_subprocess("--profile", "fast")
+    result = properties.runpytest_subprocess("--leasecheck-profile", "fast")
     assert result.ret == 4
-    result.stderr.fnmatch_lines(["*argument --profile: invalid choice: 'fast'*"])
+    result.stderr.fnmatch_lines(["*argument --leasecheck-profile: invalid choice: 'fast'*"])
+
+
+# --- a guest in someone else's project ----------------------------------------------
+
+OWN_TESTS = """
+import json
+from hypothesis import core, given, settings, strategies as st
+from hypothesis.internal.conjecture import engine
+import pytest
+
+@given(st.integers())
+def test_own_hypothesis_test(n):
+    current = settings()
+    seen = {
+        "profile": settings._current_profile,
+        "settings": repr(current),
+        "database": type(current.database).__name__,
+        "force_seed": core.global_force_seed,
+        "shrink_seconds": engine.MAX_SHRINKING_SECONDS,
+    }
+    with open("seen.json", "w") as out:  # pytester runs in the project's directory
+        json.dump(seen, out)
+
+@pytest.mark.servers
+def test_own_servers_marker():
+    pass
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A user's project: its own Hypothesis test and its own ``servers`` marker."""
+    pytester.makepyfile(test_own=OWN_TESTS)
+    pytester.makeini("[pytest]\nmarkers =\n    servers: the project's own marker\n")
+    return pytester
+
+
+def _seen(project: pytest.Pytester, *args: str) -> dict[str, object]:
+    path = project.path / "seen.json"
+    path.unlink(missing_ok=True)
+    result = project.runpytest_subprocess("-p", "no:randomly", *args)
+    result.assert_outcomes(passed=2)
+    seen: dict[str, object] = json.loads(path.read_text())
+    return seen
+
+
+def test_a_project_with_its_own_hypothesis_tests_is_left_as_it_was(
+    project: pytest.Pytester,
+) -> None:
+    """Installed, the plugin changes nothing in a session that neither collects
+    leasecheck's properties nor passes one of its options: the project's Hypothesis
+    settings, seed and shrink bound are exactly those of a session without it, its
+    ``servers`` test still runs, and pytest-profiling's own ``--profile`` works."""
+    without = _seen(project, "-p", "no:leasecheck")
+    assert _seen(project) == without
+    assert without["profile"] == "default" and without["force_seed"] is None
+    assert _seen(project, "--profile") == without  # pytest-profiling's option: no clash
+    assert list((project.path / "prof").glob("*.prof")), "pytest-profiling did not profile"
+
+
+def test_a_leasecheck_option_activates_the_plugin(project: pytest.Pytester) -> None:
+    seen = _seen(project, "--leasecheck-seed", "3", "--leasecheck-profile", "quick")
+    assert seen["profile"] == "leasecheck" and seen["force_seed"] == 3
+    assert seen["shrink_seconds"] == 15  # the quick profile's bound
+
+
+def test_the_check_loads_only_its_own_plugins(tmp_path: Path) -> None:
+    """``leasecheck check`` runs pytest with no plugin autoloaded but its own and those it
+    names, so a project's plugins (pytest-profiling here) cannot change a verdict."""
+    from leasecheck.runner import PLUGINS, CheckOptions, pytest_command
+
+    command = pytest_command(CheckOptions())
+    loaded = [command[i + 1] for i, word in enumerate(command) if word == "-p"]
+    assert loaded == list(PLUGINS)
+    assert "--leasecheck-profile" in command and "--profile" not in command

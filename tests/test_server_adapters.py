@@ -216,7 +216,7 @@ def _run_properties(
 
 
 def test_server_properties_are_off_by_default() -> None:
-    """Without --servers (or LEASECHECK_SERVERS=1) the default run starts no server."""
+    """Without --leasecheck-servers (or LEASECHECK_SERVERS=1) the default run starts no server."""
     env = {"LEASECHECK_SERVERS": "0"}
     run = _run_properties(env, "--collect-only")
     output, _ = run.communicate(timeout=120)
@@ -271,7 +271,7 @@ def test_failing_run_leaves_no_process(run_dir: Path) -> None:
         "TMPDIR": str(run_dir),
         "LEASECHECK_SERVER_ADAPTERS": "adapters.server_plants:OverpromisingRq",
     }
-    run = _run_properties(env, "--servers", "-k", "zombie")
+    run = _run_properties(env, "--leasecheck-servers", "-k", "zombie")
     output, _ = run.communicate(timeout=300)
     assert run.returncode == 1, output.decode()
     assert b"VIOLATED: queue.zombie-pause" in output
@@ -282,7 +282,7 @@ def test_failing_run_leaves_no_process(run_dir: Path) -> None:
 def test_ctrl_c_leaves_no_process(run_dir: Path) -> None:
     """SIGINT to a run's process group while a worker is frozen: nothing of it survives."""
     env = {"TMPDIR": str(run_dir), "LEASECHECK_SERVER_ADAPTERS": "pgqueuer"}
-    run = _run_properties(env, "--servers", "-k", "zombie", new_session=True)
+    run = _run_properties(env, "--leasecheck-servers", "-k", "zombie", new_session=True)
     try:
         _wait_for_workers(run, run_dir)
         assert any("postgres" in p.name() for p in _processes_naming(run_dir))
@@ -312,7 +312,7 @@ def test_ctrl_c_of_leasecheck_check_leaves_no_process(run_dir: Path) -> None:
         if run.poll() is None:
             os.killpg(run.pid, signal.SIGKILL)
             run.wait()
-    assert run.returncode == 2 and b"interrupted" in output, output.decode()
+    assert run.returncode == 130 and b"interrupted by SIGINT" in output, output.decode()
     assert _wait_gone(run_dir) == []
 
 

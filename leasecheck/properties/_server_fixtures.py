@@ -50,7 +50,7 @@ def selected_adapters() -> list[str]:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """One run per library: the ``--adapter`` one, else ``LEASECHECK_SERVER_ADAPTERS``'."""
     if "server_library" in metafunc.fixturenames:
-        chosen = metafunc.config.getoption("--adapter")
+        chosen = metafunc.config.getoption("--leasecheck-adapter")
         names = [str(chosen)] if chosen else selected_adapters()
         metafunc.parametrize("server_library", names, indirect=True, scope="module")
 

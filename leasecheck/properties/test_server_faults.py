@@ -46,15 +46,15 @@ def _spec(request: pytest.FixtureRequest) -> str:
 def replay_command(request: pytest.FixtureRequest, profile: Profile, seed: int) -> str:
     """The one command that runs this property again on this library, profile and seed."""
     spec, prop = _spec(request), property_name(request.node)
-    if request.config.getoption("--adapter"):
+    if request.config.getoption("--leasecheck-adapter"):
         return (
             f"leasecheck check --adapter {spec} --servers --property {prop} "
             f"--profile {profile.name} --seed {seed}"
         )
     return (
         f"LEASECHECK_SERVER_ADAPTERS={spec} pytest leasecheck/properties/"
-        f"test_server_faults.py --servers -k {request.node.originalname} --profile "
-        f"{profile.name} --leasecheck-seed {seed}"
+        f"test_server_faults.py --leasecheck-servers -k {request.node.originalname} "
+        f"--leasecheck-profile {profile.name} --leasecheck-seed {seed}"
     )
 
 
@@ -71,7 +71,7 @@ def _fault(fault: str, library: QueueLibrary, server: Server, profile: Profile, 
     )
     if result.evidence is not None:
         attach(failure, result.evidence)
-    strict = bool(request.config.getoption("--strict-promises"))
+    strict = bool(request.config.getoption("--leasecheck-strict-promises"))
     with judge(library, PROMISE_OF[fault], strict):
         raise failure
 

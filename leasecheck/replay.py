@@ -1,0 +1,133 @@
+"""The one module an exported counterexample imports (``leasecheck check --export DIR``).
+
+A team commits exported files next to its code, so they must keep working when the
+repository moves and when leasecheck's insides change. They therefore name their target
+relative to their own location (or take it from an environment variable) and call only
+these five functions, whose signatures are kept stable:
+
+- ``target(default, test_file, env)``: the target path or adapter spec the file checks;
+- ``machine(kind, target)``: the state machine of ``kind`` ("lease", "jobs" or
+  "queue:PROPERTY") bound to that target, to step through a shrunk program;
+- ``names(kind, *wanted)``: the value types a printed program constructs (``When(...)``);
+- ``rerun(option, target, selector, profile, seed)``: run a property again through
+  pytest, for the properties whose failure no file can replay step by step;
+- ``schedule(kind, target, record)``: run exactly one recorded interleaving of
+  ``lease.interleavings`` (kind "lease") or ``jobs.interleavings`` ("jobs"); what it
+  broke, or None;
+- ``BUNDLED``: the ``default`` that means leasecheck's bundled worker or job queue.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["BUNDLED", "ENV", "machine", "names", "rerun", "schedule", "target"]
+
+BUNDLED = "bundled"
+ENV = {"lease": "LEASECHECK_IMPL", "jobs": "LEASECHECK_JOBS_IMPL", "queue": "LEASECHECK_ADAPTER"}
+"""The environment variable that points an exported file of each kind at another target."""
+_MODULES = {
+    "lease": "stateful_tests.lease_machine",
+    "jobs": "stateful_tests.job_machine",
+    "queue": "stateful_tests.queue_machine",
+}
+_OPTIONS = {"--impl": "lease", "--jobs-impl": "jobs", "--adapter": "queue"}
+
+
+def target(default: str, test_file: str, env: str) -> str:
+    """``$env`` if set; else ``default``: ``BUNDLED`` (the bundled target of this kind),
+    a path relative to the directory of ``test_file`` (the exported file's ``__file__``),
+    or an adapter name (``rq``, ``planted:NAME``), returned as it is."""
+    chosen = os.environ.get(env)
+    if chosen:
+        return chosen
+    if default == BUNDLED:
+        from targets.loader import BUNDLED_JOBS, BUNDLED_WORKER
+
+        return str(BUNDLED_JOBS if env == ENV["jobs"] else BUNDLED_WORKER)
+    if default.endswith(".py"):
+        return str((Path(test_file).parent / default).resolve())
+    return default
+
+
+def machine(kind: str, chosen: str) -> Any:
+    """The state machine class of ``kind`` bound to ``chosen`` (see ``target``)."""
+    if kind == "lease":
+        from stateful_tests.lease_machine import LeaseAgreement
+        from targets.loader import load_worker
+
+        return LeaseAgreement.bind(load_worker(chosen))
+    if kind == "jobs":
+        from stateful_tests.job_machine import JobAgreement
+        from targets.loader import load_jobs_target
+
+        JobAgreement.bind(load_jobs_target(chosen))
+        return JobAgreement
+    if kind.startswith("queue:"):
+        from adapters.registry import load_library
+        from stateful_tests.queue_machine import QueueMachine
+
+        return QueueMachine.bound(load_library(chosen), frozenset({kind.split(":", 1)[1]}))
+    raise ValueError(f"unknown machine kind {kind!r}; use 'lease', 'jobs' or 'queue:PROPERTY'")
+
+
+def names(kind: str, *wanted: str) -> tuple[Any, ...]:
+    """The value types ``wanted`` of the ``kind`` machine's programs, in that order."""
+    module = importlib.import_module(_MODULES[kind.split(":", 1)[0]])
+    return tuple(getattr(module, name) for name in wanted)
+
+
+def rerun(
+    option: str, chosen: str, selector: str, profile: str, seed: int, timeout: float = 900
+) -> subprocess.CompletedProcess[str]:
+    """Run the property test ``selector`` (a pytest ``-k``) again on ``chosen`` with the
+    same profile and seed; ``option`` is ``leasecheck check``'s (``--impl``, ...)."""
+    from leasecheck.plugin import ADAPTER, IMPL, JOBS_IMPL, PROFILE, SEED
+    from leasecheck.runner import CHECK_INI, PROPERTIES_DIR
+
+    plugin_option = {"lease": IMPL, "jobs": JOBS_IMPL, "queue": ADAPTER}[_OPTIONS[option]]
+    command = [
+        sys.executable, "-m", "pytest", str(PROPERTIES_DIR), "-c", str(CHECK_INI),
+        "--rootdir", str(PROPERTIES_DIR), "-q", "-n", "0", plugin_option, chosen,
+        PROFILE, profile, SEED, str(seed), "-k", selector,
+    ]  # fmt: skip
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def schedule(kind: str, chosen: str, record: Mapping[str, Any]) -> str | None:
+    """Run the recorded schedule ``record`` on ``chosen``: the failure it shows (an
+    interleaving a reader can follow), or None once the bug is fixed. A fixed lease
+    worker may run other statements, so a recorded choice no longer applies: the
+    property is then run again instead (its verdict decides)."""
+    if kind == "jobs":
+        from stateful_tests.job_interleavings import replay as replay_jobs
+        from targets.loader import load_jobs_target
+
+        replayed = replay_jobs(load_jobs_target(chosen), dict(record))
+        return None if replayed.failure is None else replayed.report()
+    if kind != "lease":
+        raise ValueError(f"unknown schedule kind {kind!r}; use 'lease' or 'jobs'")
+    from crash_harness.interleavings import Schedule, ScheduleMismatch
+    from crash_harness.interleavings import replay as replay_lease
+    from targets.loader import load_worker
+    from targets.scratch import scratch_dir
+
+    with scratch_dir() as directory:
+        try:
+            run = replay_lease(load_worker(chosen), Schedule.from_json(_json(record)), directory)
+        except ScheduleMismatch:
+            again = rerun("--impl", chosen, "test_interleavings", profile="ci", seed=0)
+            return None if again.returncode == 0 else again.stdout[-4000:]
+    return None if run.problem is None else f"{run.interleaving()}\n{run.problem}"
+
+
+def _json(record: Mapping[str, Any]) -> str:
+    import json
+
+    return json.dumps(dict(record))
