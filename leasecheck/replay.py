@@ -23,8 +23,8 @@ import importlib
 import os
 import subprocess
 import sys
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 __all__ = ["BUNDLED", "ENV", "machine", "names", "rerun", "schedule", "target"]

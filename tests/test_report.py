@@ -233,7 +233,7 @@ def test_a_long_history_folds_its_middle_and_keeps_the_failing_step_in_view() ->
 
 def test_the_evidence_round_trips_through_the_counterexample_record() -> None:
     evidence = evidence_of("claim-selects-outside-lock")
-    record = Counterexample(None, (), ("AssertionError: x",), 0, evidence).record()
+    record = Counterexample(None, (), ("AssertionError: x",), 0, evidence=evidence).record()
     back = Counterexample.from_record(json.loads(json.dumps(record)))
     assert back.evidence == evidence
 
