@@ -34,12 +34,15 @@ __all__ = [
     "Lease",
     "Recorder",
     "Step",
+    "Unit",
     "attach",
     "evidence_of",
 ]
 
 Side = Literal["target", "model"]
-Unit = Literal["model ms", "wall ms"]
+Unit = Literal["model ms", "wall ms", "step"]
+"""What a step's times count: model milliseconds, wall milliseconds since the first
+call, or scheduling steps of a controlled interleaving."""
 EVENT_KINDS = ("kill", "pause", "power-cut", "clock")
 ATTRIBUTE = "leasecheck_evidence"
 """The attribute of a raised error that holds its ``Evidence``."""
@@ -157,7 +160,7 @@ class Evidence:
     def from_json(cls, data: Mapping[str, Any]) -> Evidence:
         unit = data.get("unit")
         return cls(
-            unit="wall ms" if unit == "wall ms" else "model ms",
+            unit=unit if unit in ("wall ms", "step") else "model ms",
             summary=str(data.get("summary", "")),
             actors=tuple(Actor(**a) for a in _list(data, "actors")),
             steps=tuple(Step(**s) for s in _list(data, "steps")),

@@ -29,6 +29,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from models.evidence import attach
+from models.history_evidence import schedule_evidence
 from models.linearizability import Operation, Raised, Returned
 from queue_impl.jobs import Lease, RetryPolicy
 from stateful_tests._coop_threading import instrument
@@ -299,6 +301,8 @@ class InterleavingFailure(AssertionError):
     def __init__(self, failure: Failure) -> None:
         super().__init__(failure.report())
         self.leasecheck_replay = failure.record()
+        summary = f"jobs.interleavings: {failure.violation.kind} ({failure.scenario.name})"
+        attach(self, schedule_evidence(failure.violation.history, summary, TICK_NS, "thread"))
 
 
 def interleaving(schedule: Schedule, violation: Violation, keep: int = 3) -> list[str]:

@@ -19,8 +19,7 @@ import pytest
 
 from leasecheck.counterexample import Counterexample, export
 from leasecheck.mutants import Mutant, by_name, materialize
-from leasecheck.report import build_timeline, render_svg, trace_from_result
-from leasecheck.runner import PropertyResult
+from leasecheck.report import draw
 from stateful_tests import _thread_run, thread_scheduler
 from stateful_tests.job_interleavings import (
     CI_SCENARIOS,
@@ -182,9 +181,8 @@ def test_a_wait_the_scheduler_does_not_control_stops_the_run(
 
 def test_the_report_draws_the_failing_history_as_lanes(tmp_path: Path) -> None:
     error = _failure(_mutant(by_name("jobs-cancel-check-then-act"), tmp_path), CANCEL)
-    failure = Counterexample.from_error(error)
-    result = PropertyResult("jobs.interleavings", "VIOLATED", failures=[failure])
-    timeline = build_timeline(trace_from_result(result))
-    assert timeline is not None and "One lane per process" in timeline.caption
-    svg = render_svg(timeline)
-    assert "T1" in svg and "T2" in svg and "cancel" in svg
+    failure = Counterexample.from_record(Counterexample.from_error(error).record())
+    assert failure.evidence is not None, "the failure carries its schedule as evidence"
+    assert {actor.name for actor in failure.evidence.actors} >= {"T1", "T2"}
+    svg = draw(failure.evidence)
+    assert 'data-unit="step"' in svg and "T1" in svg and "T2" in svg and "cancel" in svg

@@ -23,10 +23,12 @@ from types import ModuleType
 import pytest
 
 from crash_harness._interleave_scenarios import BOUNDS, by_name
-from crash_harness.interleavings import Exploration, explore
+from crash_harness.interleavings import STEP_NS, Exploration, explore
 from leasecheck.counterexample import ScheduleFailure
 from leasecheck.plugin import Checked, NotChecked
 from leasecheck.profiles import Profile
+from models.evidence import attach
+from models.history_evidence import schedule_evidence
 
 
 def _scope(explorations: list[Exploration]) -> str:
@@ -57,12 +59,14 @@ def test_interleavings(
         failure = exploration.failure
         if failure is not None:
             target = worker_path or "the bundled queue_impl/worker.py"
-            raise ScheduleFailure(
+            error = ScheduleFailure(
                 f"lease.interleavings: a schedule of {exploration.scenario.processes} processes "
                 f"running {target} breaks the contract (found after {exploration.explored} "
                 f"schedules):\n" + failure.describe(exploration.scenario),
                 failure.schedule.record(),
             )
+            summary = f"lease.interleavings: {failure.problem} ({exploration.scenario.name})"
+            raise attach(error, schedule_evidence(failure.ops, summary, STEP_NS, "process"))
         done.append(exploration)
     explored = sum(e.explored for e in done)
     if not explored:

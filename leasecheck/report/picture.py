@@ -364,12 +364,18 @@ class _Picture:
         return out
 
     def _axis(self, y: float) -> tuple[list[str], float]:
-        unit = "model time (ms)" if self.e.unit == "model ms" else "wall ms since start"
+        unit = {"model ms": "model time (ms)", "wall ms": "wall ms since start"}.get(
+            self.e.unit, "scheduling step"
+        )
         out = [f'<text class="lc-axis-name" x="8" y="{y + 16:.1f}">{escape(unit)}</text>']
         rows = Rows(gap=8)
         for t in self.axis.moments:
             x = self.axis.x(t)
-            text = _time(t) if self.e.unit == "model ms" else f"{t:.3g}"
+            text = (
+                _time(t)
+                if self.e.unit == "model ms"
+                else (f"#{t:g}" if self.e.unit == "step" else f"{t:.3g}")
+            )
             row = rows.place(x - len(text) * CHAR / 2, x + len(text) * CHAR / 2)
             if row > 1:
                 continue  # two rows of ticks are enough; the tooltips of steps keep the rest
