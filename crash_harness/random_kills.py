@@ -19,6 +19,7 @@ The next child continues from whichever of the two it found.
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +38,7 @@ from crash_harness._queue_files import (
 from crash_harness._states import World, random_op, step
 from crash_harness.engine import FINAL_KINDS, Channel, Child, Engine, ErrorInfo, Outcome
 from models.contracts import Snapshot
-from models.evidence import Evidence, attach
+from models.evidence import Evidence, attach, evidence_of
 from targets.lease_target import read_snapshot
 
 __all__ = ["RandomKillReport", "check_random_kills"]
@@ -122,7 +123,8 @@ def check_random_kills(
             try:
                 world = _one_kill(engine, module, path, plan, world, rng, scenario, report)
             except AssertionError as error:
-                raise scenario.fail(str(error)) from error
+                shrunk = _Shrink(engine, files, module, world, seed, number).run(plan, error)
+                raise shrunk or scenario.fail(str(error)) from error
         report.forks = engine.forks
     return report
 
@@ -147,6 +149,20 @@ def _one_kill(
     report: RandomKillReport,
 ) -> World:
     trigger = rng.randint(0, len(plan) // 2)  # 0: on 'opened'; i: on the ack of op i-1
+    return _kill_at(engine, module, path, plan, world, trigger, scenario, report)
+
+
+def _kill_at(
+    engine: Engine,
+    module: ModuleType,
+    path: Path,
+    plan: list[_Planned],
+    world: World,
+    trigger: int,
+    scenario: Scenario,
+    report: RandomKillReport,
+) -> World:
+    """Run ``plan`` in a child, SIGKILL it on message ``trigger``, judge the file."""
     child = engine.fork(f"history-{report.kills + 1}", _history_body(module, path, _ops(plan)))
     seen = _read_until(child, trigger)
     seen += [m.value for m in child.kill()]
@@ -212,6 +228,87 @@ def _evidence(world: World, plan: list[_Planned], seen: list[Any], message: str)
     elif parted is None:
         record.event("kill", "queue", at_of(plan[-1].op), "SIGKILL (history done)")
     return record.evidence(message.splitlines()[0], parted, ops=str(len(plan)))
+
+
+@dataclass
+class _Shrink:
+    """Greedy delta debugging of a failing history: drop the operations after the one in
+    flight, then chunks of the rest (halves, quarters, ... single operations) while the
+    shorter history, replanned on the model from the same state and killed with its last
+    operation in flight, still fails. Bounded: ``ATTEMPTS`` runs and ``SECONDS``."""
+
+    engine: Engine
+    files: QueueFiles
+    module: ModuleType
+    world: World
+    seed: int
+    number: int
+    ATTEMPTS = 60
+    SECONDS = 8.0
+
+    def run(self, plan: list[_Planned], error: AssertionError) -> AssertionError | None:
+        """The failure of the shortest history found, with its scenario; None if no
+        shorter history failed."""
+        ops = [planned.op for planned in plan][: _in_flight(error, plan) + 1]
+        best: tuple[list[Op], AssertionError] | None = None
+        deadline, tries, size = time.monotonic() + self.SECONDS, 0, max(len(ops) // 2, 1)
+        while size >= 1 and tries < self.ATTEMPTS and time.monotonic() < deadline:
+            start, shrank = 0, False
+            while start < len(ops) and tries < self.ATTEMPTS and time.monotonic() < deadline:
+                candidate = ops[:start] + ops[start + size :]
+                tries += 1
+                failed = self.attempt(candidate) if candidate else None
+                if failed is not None:
+                    ops, best, shrank = candidate, (candidate, failed), True
+                else:
+                    start += size
+            size = size if shrank and size < len(ops) else size // 2
+        if best is None or len(best[0]) >= len(plan):
+            return None
+        return self._reported(best[0], best[1], len(plan))
+
+    def attempt(self, ops: list[Op]) -> AssertionError | None:
+        """Does the history ``ops``, killed with its last operation in flight, fail?"""
+        plan = _replan(self.world, ops)
+        path = self.files.fresh(self.world.state)
+        scenario = _scenario(self.seed, self.number, self.world, plan)
+        try:
+            _kill_at(self.engine, self.module, path, plan, self.world, len(plan) - 1,
+                     scenario, RandomKillReport())  # fmt: skip
+        except AssertionError as error:
+            return error
+        finally:
+            self.files.remove(path)
+        return None
+
+    def _reported(self, ops: list[Op], error: AssertionError, length: int) -> AssertionError:
+        plan = _replan(self.world, ops)
+        scenario = _scenario(self.seed, self.number, self.world, plan)
+        scenario.add(
+            f"shrunk from {length} to {len(ops)} operations: the same kill of this shorter "
+            f"history (its last operation in flight) fails too"
+        )
+        failure = scenario.fail(str(error))
+        found = evidence_of(error)
+        return attach(failure, found) if found is not None else failure
+
+
+def _in_flight(error: AssertionError, plan: list[_Planned]) -> int:
+    """The index of the last operation that may have run (the one in flight, or the last
+    one the evidence shows), so the operations after it can be dropped at once."""
+    found = evidence_of(error)
+    ran = sum(1 for step in found.steps if step.kind != "open_queue") if found else len(plan)
+    return min(max(ran - 1, 0), len(plan) - 1)
+
+
+def _replan(world: World, ops: list[Op]) -> list[_Planned]:
+    """``ops`` with the model's verdict on each, applied in order from ``world``."""
+    plan = []
+    for op in ops:
+        before = world
+        world, expected = before.apply(op)
+        plan.append(_Planned(op, expected, world))
+    return plan
 
 
 def _ops(plan: list[_Planned]) -> list[Op]:

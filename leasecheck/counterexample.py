@@ -119,7 +119,7 @@ class Counterexample:
             tuple(str(line) for line in _list(record.get("message"))),
             int(str(record.get("steps") or 0)),
             schedule if isinstance(schedule, dict) else None,
-            Evidence.from_json(evidence) if isinstance(evidence, Mapping) else None,
+            _evidence(evidence),
         )
 
     def text(self, limit: int = 40) -> str:
@@ -128,6 +128,17 @@ class Counterexample:
         if len(lines) > limit:
             shown.append(f"... ({len(lines) - limit} more lines in the full report)")
         return "\n".join(shown)
+
+
+def _evidence(value: object) -> Evidence | None:
+    """The record's evidence; one this version cannot read is dropped, not fatal (the
+    verdict and the text do not depend on it)."""
+    if not isinstance(value, Mapping):
+        return None
+    try:
+        return Evidence.from_json(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _list(value: object) -> list[object]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 __all__ = [
     "Actor",
@@ -181,7 +181,10 @@ def _list(data: Mapping[str, Any], key: str) -> Sequence[Mapping[str, Any]]:
     return [item for item in value if isinstance(item, Mapping)]
 
 
-def attach(error: BaseException, evidence: Evidence) -> BaseException:
+E = TypeVar("E", bound=BaseException)
+
+
+def attach(error: E, evidence: Evidence) -> E:
     """``error`` carrying ``evidence`` (read back by ``evidence_of``); returns ``error``."""
     setattr(error, ATTRIBUTE, evidence)
     return error

@@ -98,6 +98,8 @@ def test_evidence_attached_where_the_failure_is_raised_travels_in_the_record() -
     sent = json.loads(json.dumps(example.record()))
     assert Counterexample.from_record(sent).evidence == evidence
     assert Counterexample.from_record({**sent, "evidence": None}).evidence is None
+    unreadable = {**sent, "evidence": {**sent["evidence"], "steps": [{"surprise": 1}]}}
+    assert Counterexample.from_record(unreadable).evidence is None
 
 
 def test_an_error_without_evidence_records_none() -> None:

@@ -24,6 +24,7 @@ from crash_harness.single_winner import check_single_winner
 from leasecheck.mutants import Mutant, materialize
 from leasecheck.mutants.crash_bugs import MUTANTS
 from leasecheck.targets import load_worker
+from models.evidence import evidence_of
 
 Check = Callable[[ModuleType, Path], object]
 
@@ -63,6 +64,9 @@ def test_mutant_is_caught_by_its_property(
     message = str(caught.value)
     assert EXPECTED[mutant.name] in message
     assert f"replay with --leasecheck-seed 0 (property {mutant.caught_by})" in message
+    evidence = evidence_of(caught.value)
+    assert evidence is not None, "the failure carries its evidence as data"
+    assert evidence.step(evidence.parted) is not None, "and names the step where it parts"
 
 
 def test_a_mutant_fails_the_property_through_pytest_impl(scratch: Path) -> None:
