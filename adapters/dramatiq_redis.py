@@ -82,15 +82,17 @@ PROMISES = Promises(
             "whether or not it still runs the message",
         ),
         "queue.stale-ack": Promise(
-            True,
-            f"{_SRC}/dispatch.lua:191 (ack: srem from this worker's acks set > 0)",
-            "an ack counts only for a message in the acking worker's own acks set; a dead "
-            "worker's set is deleted when its messages are requeued",
+            False,
+            f"not mentioned in Dramatiq's docs; {_SRC}/dispatch.lua:191 (ack)",
+            "an ack counts only for a message in the acking worker's own acks set (a dead "
+            "worker's set is deleted when its messages are requeued), so the fence is the "
+            "worker: two deliveries of one message to one worker share it",
         ),
         "queue.linearizable": Promise(False, f"not mentioned in Dramatiq's docs ({_DOCS})"),
     },
     delivery="at-least-once",
-    fencing="per worker: an ack must come from the broker whose acks set holds the message",
+    fencing="per worker, not per delivery: an ack must come from the worker whose acks set "
+    "holds the message",
     recovery="the maintenance pass (maintenance_chance of calls) requeues dead workers' acks",
     ordering="FIFO per queue; a requeued message goes to the tail",
     durability="Redis persistence (the harness's faults run appendonly yes, appendfsync always)",

@@ -219,3 +219,18 @@ def test_a_broker_gets_the_generic_properties(name: str) -> None:
     for prop, verdict in verdicts.items():
         promised = library.promises.of(prop).promised
         assert verdict in ((HOLDS,) if promised else (HOLDS, NOT_PROMISED)), (prop, verdict)
+
+
+def test_dramatiq_fence_is_the_worker_not_the_delivery(dramatiq_store: Store) -> None:
+    """The same worker fetching the message again after maintenance requeued it: its first
+    delivery's late ack counts for the second (seen in a queue.linearizable history)."""
+    store = dramatiq_store
+    store.a.enqueue("j0", "payload")
+    first = store.a.claim("w0", 0.35)
+    assert first is not None
+    store.clock.advance(0.5)
+    store.b.recover()
+    second = store.a.claim("w0", 0.35)
+    assert second is not None and second.token == first.token
+    store.a.ack(first)
+    assert store.states() == {"j0": "gone"}, "the stale ack was fenced"
