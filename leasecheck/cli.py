@@ -422,6 +422,10 @@ def _print_failure(prop: PropertyResult, options: CheckOptions, directory: Path 
     if prop.verdict == NOT_PROMISED:
         _print_not_promised(prop, options)
         return
+    if prop.verdict == NOT_CHECKED:
+        print(f"{prop.verdict}: {prop.name}\n    {_unchecked_reason(prop)}")
+        print(f"  replay: {replay_command(options)}\n")
+        return
     example = prop.counterexample
     steps = f" ({example.steps} steps)" if example and example.steps else ""
     print(f"{prop.verdict}: {prop.name}{steps}")

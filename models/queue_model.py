@@ -228,8 +228,11 @@ def observe(
         if mismatch is not None:
             return [_adopt(state, job, observed)], mismatch
         jobs.append(adopted)
-    if seen_map:
-        extra = ", ".join(repr(key) for key in seen_map)
+    # A job the store reports "gone" is absent, as the model has it (acked where an ack
+    # deletes); only a job the store really holds can be unknown.
+    unknown = [key for key, seen_state in seen_map.items() if seen_state != "gone"]
+    if unknown:
+        extra = ", ".join(repr(key) for key in unknown)
         return [state], Mismatch("queue.linearizable", f"the store holds unknown jobs {extra}")
     return _ok(replace(state, jobs=tuple(jobs)))
 

@@ -124,3 +124,12 @@ def test_the_spec_rejects_two_overlapping_wins_and_tolerates_what_is_not_promise
     assert not check(history, QueueSpec(), qm.QueueState()).linearizable
     tolerant = QueueSpec(tolerate=frozenset({"queue.exclusive"}))
     assert check(history, tolerant, qm.QueueState()).linearizable
+
+
+def test_a_job_reported_gone_that_the_model_does_not_hold_is_not_unknown() -> None:
+    """observe may list a deleted job as "gone" (brokers that delete on ack): that agrees
+    with a model that holds no such job; a job the store really holds does not."""
+    state = _only(qm.advance(_claimed(), 0))
+    assert qm.observe(state, [("a", "leased"), ("zz", "gone")], ack_deletes=True)[1] is None
+    mismatch = qm.observe(state, [("a", "leased"), ("zz", "ready")], ack_deletes=True)[1]
+    assert mismatch is not None and "unknown jobs 'zz'" in mismatch.text
