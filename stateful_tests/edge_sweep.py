@@ -46,12 +46,22 @@ class EdgeFailure:
     """The program that shows a disagreement, and what disagreed."""
 
     program: str
+    machine: str
     lines: tuple[str, ...]
     message: str
 
     def render(self) -> str:
         steps = "\n".join(f"    {line}" for line in self.lines)
         return f"edge program {self.program!r}:\n{steps}\n\n    {self.message}"
+
+    def error(self) -> AssertionError:
+        """The disagreement as an AssertionError carrying its program the way Hypothesis
+        prints one (``state = Machine()`` .. ``state.teardown()``), so that the runner
+        records it, the report draws it and ``--export`` writes a test of it."""
+        error = AssertionError(f"edge program {self.program!r}: {self.message}")
+        body = "\n".join(f"    {line}" for line in self.lines)
+        error.add_note(f"    state = {self.machine}()\n{body}\n    state.teardown()")
+        return error
 
 
 @dataclass
@@ -79,7 +89,9 @@ class _Program:
             result = getattr(self.machine, rule)(**kwargs)
             self._invariants()
         except AssertionError as error:
-            raise _Failed(EdgeFailure(self.name, (*self.setup, line), str(error))) from None
+            machine = type(self.machine).__name__
+            failure = EdgeFailure(self.name, machine, (*self.setup, line), str(error))
+            raise _Failed(failure) from None
         if isinstance(result, MultipleResults):
             value = result.values[0] if result.values else None
         else:

@@ -54,6 +54,7 @@ from hypothesis.stateful import (
 
 import models.lease_model as lease_model
 from models.contracts import LeaseQueue, Snapshot
+from models.edges import DictSubclass, IntSubclass, StrSubclass
 from models.lease_model import MAX_NOW, MAX_TOKEN, LeaseModel, retry_delay_readings
 from stateful_tests.program import check
 from targets.lease_compare import Outcome, differences, error_kind, same, state_difference
@@ -83,16 +84,19 @@ from ._lease_values import (
 __all__ = [
     "Bad",
     "Clock",
+    "DictSubclass",
     "Drop",
     "Extra",
     "Hook",
     "InjectedFault",
+    "IntSubclass",
     "Keep",
     "LeaseAgreement",
     "Put",
     "Send",
     "Shift",
     "Start",
+    "StrSubclass",
     "Subclass",
     "TicketDict",
     "When",

@@ -23,7 +23,7 @@ from stateful_tests.edge_sweep import SweepReport, sweep_jobs, sweep_lease
 def _verdict(report: SweepReport, checked: Checked) -> None:
     checked(f"{report.calls} edge calls", programs=report.programs, calls=report.calls)
     if report.failure is not None:
-        pytest.fail(report.failure.render(), pytrace=False)
+        raise report.failure.error()
 
 
 @pytest.mark.leasecheck("lease.edges")

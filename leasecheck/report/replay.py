@@ -54,24 +54,25 @@ class Replay:
 
 def _lease_machine() -> tuple[type[RuleBasedStateMachine], dict[str, type]]:
     from leasecheck.targets import load_worker
+    from models import edges
     from stateful_tests import _lease_values
     from stateful_tests.lease_machine import LeaseAgreement
 
     class _Replay(LeaseAgreement):
         target_module = load_worker()  # the bundled worker; the parent class is not rebound
 
-    return _Replay, _constructors(_lease_values)
+    return _Replay, {**_constructors(_lease_values), **_constructors(edges)}
 
 
 def _job_machine() -> tuple[type[RuleBasedStateMachine], dict[str, type]]:
     from leasecheck.targets import load_jobs_target
     from queue_impl import jobs
-    from stateful_tests.job_machine import JobAgreement
+    from stateful_tests.job_machine import Backlog, JobAgreement
 
     class _Replay(JobAgreement):
         target_class = load_jobs_target()
 
-    return _Replay, _constructors(jobs)
+    return _Replay, {**_constructors(jobs), "Backlog": Backlog}
 
 
 def _constructors(module: object) -> dict[str, type]:
