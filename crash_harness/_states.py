@@ -18,6 +18,7 @@ from typing import Any
 from crash_harness._ops import Expected, Op, expect
 from models import lease_model
 from models.contracts import Snapshot
+from models.edges import LEASE_STARTS
 
 __all__ = ["OWNERS", "World", "prepare", "random_history", "random_op"]
 
@@ -101,9 +102,18 @@ def step(rng: random.Random, world: World, op: Op) -> World:
     return world.later(rng.choice((0, 0, 10, 100, 300, 800, 2000)))
 
 
-def random_history(rng: random.Random, length: int) -> World:
-    """A world reached by ``length`` random operations from an empty queue."""
+SEEDED_STARTS = ("one-below-budget", "many-rows")
+"""Start states of ``models.edges`` a history may begin from (their times leave room for
+the clock to move; the others sit at the clock's or the token's top)."""
+
+
+def random_history(rng: random.Random, length: int, seeded: bool = False) -> World:
+    """A world reached by ``length`` random operations from an empty queue; ``seeded``: one
+    time in four from a queue near the bounds (budgets one below their maximum, many rows)."""
     world = World(now=rng.randint(0, 10**6))
+    if seeded and rng.random() < 0.25:
+        now, state = LEASE_STARTS[rng.choice(SEEDED_STARTS)]
+        world = World(state=state, now=now, next_id=100)  # new ids never meet the seeded ones
     for _ in range(length):
         world = step(rng, world, random_op(rng, world))
     return world

@@ -95,7 +95,9 @@ def check_every_point(
         files = QueueFiles(engine, module, directory)
         for name, outcome, point in POINT_CASES:
             for _ in range(states_per_point):
-                world, op = prepare(rng, random_history(rng, rng.randint(0, 14)), name, outcome)
+                world, op = prepare(
+                    rng, random_history(rng, rng.randint(0, 14), seeded=True), name, outcome
+                )
                 scenario = Scenario(PROPERTY, seed)
                 _kill_case(engine, files, module, world, op, point, scenario)
                 table.kills[KillTable.label(name, outcome, point)] += 1

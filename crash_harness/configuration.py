@@ -33,6 +33,7 @@ from typing import Any, Final
 
 from crash_harness import _file_cases
 from crash_harness.engine import Channel, Engine, Message
+from models.evidence import Evidence, Recorder
 
 __all__ = ["BUSY_RATIO", "HOLD_S", "ConfigReport", "check_configuration"]
 
@@ -67,11 +68,25 @@ class ConfigReport:
     problems: list[str] = field(default_factory=list)
     busy_waits: list[float] = field(default_factory=list)
     kills: int = 0
+    broken: list[tuple[str, str]] = field(default_factory=list)
+    """(group, problem) of each broken sentence, in the order found."""
 
     def add(self, group: str, problem: str | None) -> None:
         self.checks[group] += 1
         if problem:
             self.problems.append(f"{group}: {problem}")
+            self.broken.append((group, problem))
+
+    def evidence(self) -> Evidence:
+        """The broken sentences as data: one lane per group of checks, each broken sentence
+        a step in the order found (the first is where the target parts from the spec)."""
+        record = Recorder("step")
+        for number, (group, problem) in enumerate(self.broken):
+            record.actor(group, "check")
+            record.step(group, problem, group, float(number), target=problem,
+                        model="as lease-worker.md says")  # fmt: skip
+        first = 1 if self.broken else None
+        return record.evidence(f"lease.configuration: {len(self.broken)} broken", first)
 
     @property
     def total(self) -> int:

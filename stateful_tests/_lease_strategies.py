@@ -8,6 +8,10 @@ shrink, and the simplest value comes first, which is where Hypothesis shrinks to
 Every bad value is one the spec rejects with ``ValueError``: a bool for an int, a
 float, an out-of-range int, a wrong type, a bad identifier, an extra or missing
 dict key, a dict subclass.
+
+The edges themselves (both ends of every range, both invalid neighbours, look-alike
+types and subclasses, every printable character outside the identifier alphabet, the
+start states near the bounds) come from one table, ``models.edges``.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any, TypeVar
 
 from hypothesis import strategies as st
 
+from models import edges
 from models.lease_model import MAX_NOW, MAX_TOKEN
 
 from ._lease_values import (
@@ -33,6 +38,7 @@ from ._lease_values import (
     Put,
     Send,
     Shift,
+    Start,
     Subclass,
     When,
 )
@@ -41,12 +47,15 @@ T = TypeVar("T")
 
 JOBS = ("a", "b", "c")
 OWNERS = ("w1", "w2")
-NOTES = ("n1", "x" * 64)
+NOTES = ("n1", edges.IDENTIFIER_ENDS[1])
 TICKET_KEYS = ("id", "qty", "owner", "token", "attempt", "lease_until")
 DYADIC_JITTERS = (0.5, 0, 1, 0.25, 0.75, 0.125, 1.0, 0.0)
 
-BAD_IDENTIFIERS = ("", "a\n", "a b", "é", "x" * 65, "a.b", True, 1, None, b"a")
-BAD_JITTERS = (True, -0.5, 1.5, math.nan, math.inf, -math.inf, "0.5", None, False)
+BAD_IDENTIFIERS = edges.BAD_IDENTIFIERS
+BAD_JITTERS = (
+    True, -0.5, 1.5, math.nan, math.inf, -math.inf, "0.5", None, False,
+    math.nextafter(1.0, 2.0), math.nextafter(0.0, -1.0),
+)  # fmt: skip
 
 
 def weighted(*groups: tuple[int, Iterable[T]]) -> st.SearchStrategy[T]:
@@ -66,17 +75,34 @@ def weighted(*groups: tuple[int, Iterable[T]]) -> st.SearchStrategy[T]:
     return st.sampled_from(entries)
 
 
-def bad_ints(low: int, high: int) -> tuple[object, ...]:
-    """Values an exact-int-in-range argument must reject."""
-    return (low - 1, high + 1, True, False, float(low), str(low), None)
+bad_ints = edges.bad_ints
 
 
-def maybe_bad(**bad_values: Iterable[object]) -> st.SearchStrategy[Bad | None]:
-    """Usually None (a valid call); else one argument replaced by one of its bad values."""
-    bads = [Bad(name, value) for name, values in bad_values.items() for value in values]
-    return weighted((3, [None]), (1, bads))
+def bad_values_of(*groups: Iterable[object]) -> st.SearchStrategy[object]:
+    """One group of bad values, each group equally likely, then one value of it."""
+    return st.one_of(*(st.sampled_from(tuple(group)) for group in groups))
 
 
+def maybe_bad(
+    **bad_values: Iterable[object] | st.SearchStrategy[object],
+) -> st.SearchStrategy[Bad | None]:
+    """Usually None (a valid call); else one argument, each equally likely, replaced by one
+    of its bad values (a strategy, or a tuple drawn from uniformly)."""
+    per_argument = [
+        st.builds(
+            Bad,
+            st.just(name),
+            values if isinstance(values, st.SearchStrategy) else bad_values_of(values),
+        )
+        for name, values in bad_values.items()
+    ]
+    bad = st.one_of(*per_argument)
+    return st.sampled_from((False, False, False, True)).flatmap(
+        lambda wanted: bad if wanted else st.none()
+    )
+
+
+bad_identifiers = bad_values_of(BAD_IDENTIFIERS, edges.OUTSIDE_IDENTIFIERS)
 jobs = st.sampled_from(JOBS)
 owners = st.sampled_from(OWNERS)
 qtys = st.sampled_from((1, 2, 1000))
@@ -103,21 +129,23 @@ times = weighted((4, [When()]), (2, FIRST_JOB_BOUNDARIES), (1, JOB_BOUNDARIES), 
 BAD_TIMES = bad_ints(0, MAX_NOW)
 BAD_EVENTS = (
     *({"id": bad, "qty": 1} for bad in BAD_IDENTIFIERS),
+    *({"id": bad, "qty": 1} for bad in edges.OUTSIDE_IDENTIFIERS[::5]),
     *({"id": "a", "qty": bad} for bad in bad_ints(1, 1000)),
     {"id": "a"},
     {"qty": 1},
     {"id": "a", "qty": 1, "extra": 1},
     [("id", "a"), ("qty", 1)],
+    edges.DictSubclass({"id": "a", "qty": 1}),
 )
 BAD_OUTCOMES = ("OK", "done", "", None, True, b"ok")
 
 enqueue_bad = maybe_bad(
     event=BAD_EVENTS, now=BAD_TIMES, ttl_ms=bad_ints(1, 60000), max_attempts=bad_ints(1, 16)
 )
-claim_bad = maybe_bad(owner=BAD_IDENTIFIERS, now=BAD_TIMES, lease_ms=bad_ints(1, 60000))
+claim_bad = maybe_bad(owner=bad_identifiers, now=BAD_TIMES, lease_ms=bad_ints(1, 60000))
 finish_bad = maybe_bad(outcome=BAD_OUTCOMES, now=BAD_TIMES, delay_ms=bad_ints(0, 60000))
 redrive_bad = maybe_bad(
-    job=BAD_IDENTIFIERS, now=BAD_TIMES, ttl_ms=bad_ints(1, 60000), note=BAD_IDENTIFIERS
+    job=bad_identifiers, now=BAD_TIMES, ttl_ms=bad_ints(1, 60000), note=bad_identifiers
 )
 
 
@@ -158,7 +186,15 @@ MALFORMED: tuple[Change, ...] = (
     Extra("seq"),
     Subclass(),
 )
-changes = weighted((4, [Keep()]), (1, TOKEN_MISSES), (2, NEAR_MISSES), (1, MALFORMED))
+MALFORMED_KINDS = (  # one ticket key (or the dict itself) first, then its bad value
+    *(tuple(c for c in MALFORMED if isinstance(c, Put) and c.key == key) for key in TICKET_KEYS),
+    tuple(c for c in MALFORMED if not isinstance(c, Put)),
+    tuple(Put(key, bad) for key in ("id", "owner") for bad in edges.OUTSIDE_IDENTIFIERS),
+)
+malformed = st.one_of(*(st.sampled_from(kind) for kind in MALFORMED_KINDS))
+changes = weighted((4, [Keep()]), (1, TOKEN_MISSES), (2, NEAR_MISSES), (1, [None])).flatmap(
+    lambda change: malformed if change is None else st.just(change)
+)
 
 sends = st.sampled_from(tuple(Send(kind) for kind in SEND_KINDS))
 # Mostly now then now or a little later, or going back by 1 or 4; else any two times,
@@ -178,7 +214,9 @@ clocks = st.one_of(
     st.builds(Clock, times, times),
 )
 any_jitters = weighted((3, DYADIC_JITTERS), (1, BAD_JITTERS))
-run_paths = weighted((2, ["queue"]), (1, ["missing", "directory"]))
+run_paths = weighted((2, ["queue"]), (1, ["missing", "directory", "fifo"]))
+SEEDED_STARTS = tuple(Start(name) for name in edges.LEASE_STARTS if name != "empty")
+starts = weighted((3, [Start()]), (1, SEEDED_STARTS))
 
 
 def _with_bad(good: st.SearchStrategy[Any], bad: Iterable[object]) -> st.SearchStrategy[Any]:

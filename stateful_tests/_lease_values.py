@@ -10,6 +10,7 @@ Hypothesis' pretty printer uses ``_repr_pretty_`` when an object has one.
 - ``Hook``: the ``fault`` argument: record the points, or raise at one of them.
 - ``Send`` / ``Clock``: the scripted ``send`` and ``clock`` of ``run_once``.
 - ``Bad``: one argument of an otherwise valid call replaced by a value the spec rejects.
+- ``Start``: the queue a program starts from (empty, or rows near the bounds).
 - ``Keep``, ``Shift``, ``Put``, ``Drop``, ``Extra``, ``Subclass``: how a finish
   changes a ticket taken from the bundle of every ticket ever claimed.
 """
@@ -20,7 +21,8 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from models.contracts import InjectedFault
+from models.contracts import InjectedFault, Snapshot
+from models.edges import LEASE_STARTS
 from models.lease_model import MAX_NOW
 
 __all__ = [
@@ -35,6 +37,7 @@ __all__ = [
     "Put",
     "Send",
     "Shift",
+    "Start",
     "Subclass",
     "TicketDict",
     "When",
@@ -151,6 +154,21 @@ class Clock(_Code):
 
     def __repr__(self) -> str:
         return f"Clock({self.first!r}, {self.second!r})"
+
+
+@dataclass(frozen=True, repr=False)
+class Start(_Code):
+    """The queue a program starts from: one of ``models.edges.LEASE_STARTS``, written
+    into the file directly in the spec's schema (``empty``: nothing written)."""
+
+    name: str = "empty"
+
+    def state(self) -> tuple[int, Snapshot]:
+        """The clock and the rows to start from."""
+        return LEASE_STARTS[self.name]
+
+    def __repr__(self) -> str:
+        return f"Start({self.name!r})"
 
 
 class TicketDict(dict[str, Any]):

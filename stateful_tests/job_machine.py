@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, NoReturn
 
 from hypothesis import strategies as st
@@ -45,18 +46,19 @@ from hypothesis.stateful import (
     rule,
 )
 
-from models import job_model
+from models import edges, job_model
 from models.evidence import Recorder, attach
 from models.job_model import JobQueueModel, JobState, expire
 from queue_impl.jobs import JobStatus, JobView, Lease, RetryPolicy
 from stateful_tests.program import check
 from targets.job_compare import SPEC_ERRORS, brief, error_kind, lease_differences, said
 
-__all__ = ["JobAgreement", "ManualTime", "RetryPolicy"]
+__all__ = ["Backlog", "JobAgreement", "ManualTime", "RetryPolicy"]
 
 START_MILLIS = 0
 DEFAULT_POLICY = RetryPolicy(max_attempts=2, base_backoff_millis=10, max_backoff_millis=40)
-MAX_JOBS = 5
+MAX_JOBS = 12
+"""Enough for ids past J9 (J10, J12) and for tie-breaks among a dozen ready jobs."""
 
 
 def _weighted(common: Sequence[Any], rare: Sequence[Any]) -> st.SearchStrategy[Any]:
@@ -74,28 +76,55 @@ def _mostly(common: st.SearchStrategy[Any], rare: st.SearchStrategy[Any]) -> Any
     return st.integers(min_value=0, max_value=5).flatmap(lambda i: rare if i == 5 else common)
 
 
-JOB_TYPES = _weighted(["email", "invoice"], [None, "", "  ", "\t"])
+JOB_TYPES = _weighted(["email", "invoice"], edges.BLANK_TEXTS)
 PAYLOADS = _weighted(["to=a@b.c", ""], [None])
 PRIORITIES = _weighted([0, 1], [-1, 2, 3])
 RUN_ATS = _weighted([0, 0, 5, 10], range(0, 151, 3))
 WORKERS = _weighted(["w1", "w2"], [None, "", " "])
 LEASE_MILLIS = _weighted(range(1, 41), [0, -5])
-JOB_IDS = _weighted(["J1", "J2", "J3"], ["J0", "J9", "j1", ""])
+JOB_IDS = _weighted(["J1", "J2", "J3"], ["J0", "J9", "j1", "", "J10", "J12", "J13"])
 OTHER_JOB = _weighted([None], ["J1", "J2", "J3", "J0", "j1"])
 """``None``: the lease's own job; else complete/fail names this job with the lease's token."""
 MADE_UP_TOKENS = st.sampled_from([0, 1, 2, -1, "1", "forged", None])
 ERRORS = st.sampled_from(["boom", None, "timeout"])
 
 
+ATTEMPTS = _weighted([1, 2, 3], [4, 5, 6])
+"""max_attempts: mostly small (jobs die within a program), up to 6 (backoff reaches
+base * 2**4 before the last attempt)."""
+
+
 @st.composite
 def _policies(draw: st.DrawFn) -> RetryPolicy:
-    """Small policies whose cap often binds early (cap == base, 1.5 * base, ...)."""
+    """Policies whose cap is exactly base * 2**k (the cap binds at attempt k + 1), lies
+    between two powers (it binds mid-way), or is never reached within 6 attempts."""
     base = draw(_weighted([1, 5, 10], range(1, 51)))
-    extra = draw(_weighted([0, base // 2, base], range(0, 151)))
-    return RetryPolicy(draw(st.integers(min_value=1, max_value=3)), base, base + extra)
+    power = base * 2 ** draw(st.integers(min_value=0, max_value=5))
+    cap = draw(st.sampled_from([power, power + max(1, power // 2), base * 2**6]))
+    return RetryPolicy(draw(ATTEMPTS), base, cap)
 
 
 POLICIES = _policies()
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """A start state: ``jobs`` jobs submitted first (mixed priorities and run-ats), then the
+    best job polled and failed ``failures`` times (at most max_attempts - 1), the clock
+    moved to its retry each time. Prints as a constructor call."""
+
+    jobs: int = 0
+    failures: int = 0
+
+    def __repr__(self) -> str:
+        return f"Backlog({self.jobs}, {self.failures})"
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(repr(self))
+
+
+NO_BACKLOG = Backlog()
+BACKLOGS = _weighted([Backlog()], [Backlog(MAX_JOBS), Backlog(1, 5), Backlog(MAX_JOBS, 5)])
 LEASES = Bundle("leases")
 """Every lease the target ever handed out (current and stale), for complete/fail."""
 BOUNDARIES = st.sampled_from(["lease_until", "lease_until", "run_at", "now"])
@@ -197,10 +226,19 @@ class JobAgreement(RuleBasedStateMachine):
 
     # --- the rules: one queue operation each ---------------------------------------------
 
-    @initialize(policy=POLICIES)
-    def start(self, policy: RetryPolicy) -> None:
-        """A fresh target and model with this retry policy."""
+    @initialize(policy=POLICIES, backlog=BACKLOGS)
+    def start(self, policy: RetryPolicy, backlog: Backlog = NO_BACKLOG) -> None:
+        """A fresh target and model with this retry policy, and the ``backlog`` start."""
         self._open(policy)
+        for n in range(backlog.jobs):
+            self.submit("email", f"p{n}", n % 3, (n * 7) % 20)
+        for _ in range(min(backlog.failures, policy.max_attempts - 1)):
+            lease = self.poll("w1", 5)
+            if not isinstance(lease, Lease):
+                break
+            self.fail(lease, None, "boom")
+            retry = next(job for job in self.model.state.jobs if job.id == lease.job_id)
+            self.time.now = max(self.time.now, retry.run_at)
 
     @precondition(_has_room)
     @rule(

@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -53,11 +54,12 @@ from hypothesis.stateful import (
 
 import models.lease_model as lease_model
 from models.contracts import LeaseQueue, Snapshot
+from models.edges import DictSubclass, IntSubclass, StrSubclass
 from models.evidence import Recorder, attach
-from models.lease_model import MAX_NOW, LeaseModel, retry_delay_readings
+from models.lease_model import MAX_NOW, MAX_TOKEN, LeaseModel, retry_delay_readings
 from stateful_tests.program import check
 from targets.lease_compare import Outcome, differences, error_kind, same, state_difference
-from targets.lease_target import LeaseTarget, read_snapshot
+from targets.lease_target import LeaseTarget, read_snapshot, write_snapshot
 from targets.loader import load_worker
 from targets.scratch import scratch_dir
 
@@ -74,6 +76,7 @@ from ._lease_values import (
     Put,
     Send,
     Shift,
+    Start,
     Subclass,
     TicketDict,
     When,
@@ -82,15 +85,19 @@ from ._lease_values import (
 __all__ = [
     "Bad",
     "Clock",
+    "DictSubclass",
     "Drop",
     "Extra",
     "Hook",
     "InjectedFault",
+    "IntSubclass",
     "Keep",
     "LeaseAgreement",
     "Put",
     "Send",
     "Shift",
+    "Start",
+    "StrSubclass",
     "Subclass",
     "TicketDict",
     "When",
@@ -101,6 +108,8 @@ __all__ = [
 nan = math.nan
 inf = math.inf
 Operation = Callable[..., object]
+EMPTY = Start()
+"""The start of a program that names none (programs printed before start states existed)."""
 SEND_JOB = {"id": "c", "qty": 1}
 """What the ``Send('enqueue')`` script enqueues while a delivery is in flight."""
 
@@ -165,6 +174,8 @@ class LeaseAgreement(RuleBasedStateMachine):
         self.missing = self.dir / "missing.db"
         self.directory = self.dir / "a-directory"
         self.directory.mkdir()
+        self.fifo = self.dir / "fifo"
+        os.mkfifo(self.fifo)
         self.cons: list[sqlite3.Connection] = []
         self.cons = [self.module.open_queue(self.path), self.module.open_queue(self.path)]
         self.active = 0
@@ -346,9 +357,17 @@ class LeaseAgreement(RuleBasedStateMachine):
     # --- enqueue, claim, finish, redrive ---------------------------------------------------
     # Each takes ``bad``: None for a valid call, or a ``Bad`` that replaces one argument.
 
-    @initialize(job=s.jobs, qty=s.qtys, ttl_ms=s.ttls, max_attempts=s.budgets)
-    def enqueue_first(self, job: str, qty: int, ttl_ms: int, max_attempts: int) -> None:
-        """Every run starts with one job, even when Hypothesis switches ``enqueue`` off."""
+    @initialize(start=s.starts, job=s.jobs, qty=s.qtys, ttl_ms=s.ttls, max_attempts=s.budgets)
+    def enqueue_first(
+        self, job: str, qty: int, ttl_ms: int, max_attempts: int, start: Start = EMPTY
+    ) -> None:
+        """Every run starts with one job, even when Hypothesis switches ``enqueue`` off;
+        from an empty queue or from rows near the bounds written straight into the file."""
+        if start != Start():
+            self.now, state = start.state()
+            write_snapshot(self.con, state)
+            self.model = LeaseModel(state)
+            self._check_state(f"the start {start!r}")
         self.enqueue(job, qty, When(), ttl_ms, max_attempts, None)
 
     @rule(
@@ -452,6 +471,8 @@ class LeaseAgreement(RuleBasedStateMachine):
         call = "redrive({job!r}, now_ms={now!r}, ttl_ms={ttl_ms!r}, note={note!r}, fault={fault!r})"
         call = call.format(fault=fault, **args)
         before = self.model.snapshot().job(job)
+        if before is not None and before.token >= MAX_TOKEN:
+            return  # a claim after this redrive would go past 10**15: left open by the spec
         self._doing("queue", "redrive", args["now"], call)
         self._agree(
             call,
@@ -519,7 +540,10 @@ class LeaseAgreement(RuleBasedStateMachine):
     def run_file(
         self, path: str, owner: str, clock: Clock, send: Send, jitter: object
     ) -> MultipleResults[dict[str, Any]]:
-        real = {"queue": self.path, "missing": self.missing, "directory": self.directory}[path]
+        real = {
+            "queue": self.path, "missing": self.missing, "directory": self.directory,
+            "fifo": self.fifo,
+        }[path]  # fmt: skip
         clocks, readings = self._clock(clock), clock.readings(self._at)
         call = f"run_file({path!r}, {owner!r}, clock={readings}, send={send!r}, jitter={jitter!r})"
         expected = self._would_claim(owner, readings[0], 1000) if path == "queue" else None

@@ -191,7 +191,7 @@ def test_the_printed_program_replays(
     mutant = next(m for m in MUTANTS if m.name == name)
     source = "\n".join(
         [
-            "from stateful_tests.job_machine import JobAgreement, RetryPolicy",
+            "from stateful_tests.job_machine import Backlog, JobAgreement, RetryPolicy",
             "from leasecheck.targets import load_jobs_target",
             "JobAgreement.bind(load_jobs_target(path))",
             *result.program,

@@ -90,7 +90,8 @@ def test_teardown_closes_connections_and_removes_the_scratch_dir() -> None:
 
 def test_catalogue_is_for_this_property() -> None:
     assert len(MUTANTS) >= 15
-    assert {m.caught_by for m in MUTANTS} == {"lease.agreement"}
+    # one of them (quarantine-lost-when-nothing-claimable) is shown shortest by the edge sweep
+    assert {m.caught_by for m in MUTANTS} == {"lease.agreement", "lease.edges"}
     assert len({m.bug_class for m in MUTANTS}) == len(MUTANTS)
     assert all(m.real_world and m.target == "worker" for m in MUTANTS)
 

@@ -168,4 +168,386 @@ CONFIGURATION: tuple[Mutant, ...] = (
     ),
 )
 
-MUTANTS: tuple[Mutant, ...] = CONFIGURATION
+
+def _agreement(name: str, bug_class: str, real_world: str, *edits: tuple[str, str]) -> Mutant:
+    return Mutant(name, "worker", bug_class, real_world, "lease.agreement", tuple(edits))
+
+
+def _edge(name: str, bug_class: str, real_world: str, *edits: tuple[str, str]) -> Mutant:
+    return Mutant(name, "worker", bug_class, real_world, "lease.edges", tuple(edits))
+
+
+EDGES: tuple[Mutant, ...] = (
+    _edge(
+        "int-subclass-accepted",
+        "an exact int is checked with isinstance (bool excluded), so int subclasses pass",
+        "an IntEnum or numpy-like int subclass slipping into a column that expects plain ints",
+        (
+            "    if type(value) is not int:\n        raise ValueError(\n"
+            '            f"{where}: {name} must be an exact int',
+            "    if not isinstance(value, int) or isinstance(value, bool):\n"
+            "        raise ValueError(\n"
+            '            f"{where}: {name} must be an exact int',
+        ),
+    ),
+    _edge(
+        "str-subclass-identifier",
+        "an identifier is checked with isinstance(x, str), so str subclasses pass",
+        "a str subclass (a markup-safe or enum string) accepted where the spec wants exactly str",
+        (
+            "if type(value) is not str or IDENTIFIER.fullmatch(value) is None:",
+            "if not isinstance(value, str) or IDENTIFIER.fullmatch(value) is None:",
+        ),
+    ),
+    _edge(
+        "dict-subclass-accepted",
+        "events and tickets are checked with isinstance(x, dict), so dict subclasses pass",
+        "an OrderedDict or defaultdict accepted where the spec wants exactly a dict",
+        (
+            "if type(value) is not dict or set(value) != set(keys):",
+            "if not isinstance(value, dict) or set(value) != set(keys):",
+        ),
+    ),
+    _edge(
+        "identifier-allows-at-sign",
+        "identifiers may hold '@' (outside the spec's letters, digits, _ and -)",
+        "owner names like 'worker@host' allowed by a regex widened for one deployment",
+        (
+            'IDENTIFIER = re.compile(r"[A-Za-z0-9_-]{1,64}")',
+            'IDENTIFIER = re.compile(r"[A-Za-z0-9_@-]{1,64}")',
+        ),
+    ),
+    _edge(
+        "clock-top-refused",
+        "the largest valid time, 10**15 - 60000, is refused (the range's top is off by one)",
+        "a bound written as an exclusive limit where the spec's range includes its end",
+        ("MAX_NOW = 10**15 - 60000", "MAX_NOW = 10**15 - 60001"),
+    ),
+    _edge(
+        "ticket-token-top-refused",
+        "finish refuses a ticket whose token is 10**15, the top of the token range",
+        "a fencing-token check using < where the documented range includes its maximum",
+        ('ticket["token"], 1, MAX_TOKEN)', 'ticket["token"], 1, MAX_TOKEN - 1)'),
+    ),
+    _edge(
+        "ticket-lease-until-top-refused",
+        "finish refuses a ticket whose lease_until is 10**15, which a claim at the clock's top "
+        "with a 60 s lease hands out",
+        "a timestamp column validated against the clock's range instead of the lease's",
+        ('ticket["lease_until"], 1, MAX_TOKEN)', 'ticket["lease_until"], 1, MAX_NOW)'),
+    ),
+)
+
+
+SENTENCES: tuple[Mutant, ...] = (
+    _config(
+        "redrives-note-nullable",
+        "the redrives table is created with a nullable note (the spec: note TEXT NOT NULL)",
+        "an audit table whose 'why' column was made optional, so audits lose their reason",
+        ("at_ms INTEGER NOT NULL, note TEXT NOT NULL)", "at_ms INTEGER NOT NULL, note TEXT)"),
+    ),
+    _agreement(
+        "redrive-validates-note-late",
+        "redrive checks its note only after committing, so a bad note changes the queue",
+        "validation moved after the write 'because it is only used for the audit row'",
+        (
+            '    _check_identifier("redrive", "note", note)\n    with _transaction(con):',
+            "    with _transaction(con):",
+        ),
+        (
+            '    _hook(fault, "after-commit")\n    return True',
+            '    _hook(fault, "after-commit")\n'
+            '    _check_identifier("redrive", "note", note)\n    return True',
+        ),
+    ),
+    _agreement(
+        "error-replaced-on-rollback",
+        "an error before COMMIT is rolled back but re-raised as another exception",
+        "a transaction helper that wraps every failure in its own DatabaseError",
+        (
+            '            con.execute("ROLLBACK")\n        raise\n',
+            '            con.execute("ROLLBACK")\n'
+            '        raise RuntimeError("transaction rolled back")\n',
+        ),
+    ),
+    _agreement(
+        "no-rollback-on-error",
+        "an error before COMMIT leaves the transaction open instead of rolling it back",
+        "a try/except that re-raises without ROLLBACK: the next call finds a transaction open",
+        (
+            '        if con.in_transaction:\n            con.execute("ROLLBACK")\n        raise\n',
+            "        raise\n",
+        ),
+    ),
+    _agreement(
+        "hook-point-renamed",
+        "the fault hook is called with another point name ('after_claim')",
+        "hook names changed in a refactoring while tests kept the old spelling",
+        ('_hook(fault, "after-claim")', '_hook(fault, "after_claim")'),
+    ),
+    _agreement(
+        "hook-on-stale-finish",
+        "finish calls the after-finish hook on a stale ticket, a path that changed nothing",
+        "a metrics or audit callback fired on every call, including the no-op ones",
+        (
+            "            return False  # stale or unknown ticket: no change, no hook",
+            '            _hook(fault, "after-finish")\n            return False',
+        ),
+    ),
+    _edge(
+        "cap-below-base-accepted",
+        "retry_delay accepts a cap_ms below base_ms (the spec: cap_ms base_ms..60000)",
+        "a range check with a hard-coded floor of 1 instead of the other argument",
+        (
+            '_check_int("retry_delay", "cap_ms", cap_ms, base_ms, 60000)',
+            '_check_int("retry_delay", "cap_ms", cap_ms, 1, 60000)',
+        ),
+    ),
+    _agreement(
+        "retry-delay-random",
+        "retry_delay multiplies in its own randomness (the spec: no randomness)",
+        "'full jitter' added inside the function although the caller passes the jitter",
+        ("import re\n", "import random\nimport re\n"),
+        (
+            "    return math.floor(capped * jitter)",
+            "    return math.floor(capped * jitter * random.uniform(0.5, 1.0))",
+        ),
+    ),
+    _edge(
+        "qty-top-refused",
+        "enqueue refuses qty 1000, the top of the range",
+        "an exclusive upper bound where the spec's range includes its end",
+        (
+            'event["qty"], 1, 1000)\n\n\ndef _check_ticket',
+            'event["qty"], 1, 999)\n\n\ndef _check_ticket',
+        ),
+    ),
+    _edge(
+        "ttl-top-refused",
+        "enqueue refuses ttl_ms 60000, the top of the range",
+        "a limit of 'under a minute' where the spec allows exactly one minute",
+        (
+            '_check_int("enqueue", "ttl_ms", ttl_ms, 1, 60000)',
+            '_check_int("enqueue", "ttl_ms", ttl_ms, 1, 59999)',
+        ),
+    ),
+    _agreement(
+        "enqueue-deadline-off-by-one",
+        "a new job's deadline is now_ms + ttl_ms - 1",
+        "a TTL converted to an inclusive last-valid instant, one millisecond short",
+        (
+            "(job_id, qty, max_attempts, now_ms, now_ms + ttl_ms)",
+            "(job_id, qty, max_attempts, now_ms, now_ms + ttl_ms - 1)",
+        ),
+    ),
+    _edge(
+        "lease-ms-top-refused",
+        "claim refuses lease_ms 60000, the top of the range",
+        "an exclusive upper bound on the visibility timeout",
+        (
+            '_check_int("claim", "lease_ms", lease_ms, 1, 60000)',
+            '_check_int("claim", "lease_ms", lease_ms, 1, 59999)',
+        ),
+    ),
+    _agreement(
+        "ticket-extra-key",
+        "claim returns a ticket with an extra key (status), not exactly the six",
+        "a ticket that grew a convenience field its consumers then rely on",
+        (
+            '        "lease_until": lease_until,\n    }',
+            '        "lease_until": lease_until,\n        "status": "leased",\n    }',
+        ),
+    ),
+    _agreement(
+        "outcome-case-insensitive",
+        "finish accepts 'OK' or 'Retry': the outcome is lower-cased before the check",
+        "a lenient parser that normalises case where the spec wants the exact str",
+        (
+            "if type(outcome) is not str or outcome not in OUTCOMES:",
+            "if type(outcome) is not str or outcome.lower() not in OUTCOMES:",
+        ),
+        ('    if outcome == "ok":', '    outcome = outcome.lower()\n    if outcome == "ok":'),
+    ),
+    _edge(
+        "delay-top-refused",
+        "finish refuses delay_ms 60000, the top of the range",
+        "an exclusive upper bound on a retry delay",
+        (
+            '_check_int("finish", "delay_ms", delay_ms, 0, 60000)',
+            '_check_int("finish", "delay_ms", delay_ms, 0, 59999)',
+        ),
+    ),
+    _agreement(
+        "permanent-reason-exhausted",
+        "finish(permanent) records reason 'exhausted' instead of 'permanent'",
+        "one dead-letter reason used for every way a job dies, hiding poison messages",
+        ('        return "dead", "permanent"', '        return "dead", "exhausted"'),
+    ),
+    _agreement(
+        "dead-available-at-with-delay",
+        "a finish that ends the job still sets available_at = now_ms + delay_ms",
+        "the retry's delay applied before deciding whether there is a retry at all",
+        (
+            'available_at = now_ms + delay_ms if status == "pending" else now_ms',
+            "available_at = now_ms + delay_ms",
+        ),
+    ),
+    _agreement(
+        "finish-keeps-owner",
+        "finish leaves the owner set (only lease_until is cleared)",
+        "a release that forgets one column of the lease marker",
+        (
+            'FINISH = """UPDATE jobs SET status = ?, reason = ?, available_at = ?,\n'
+            '  owner = NULL, lease_until = NULL WHERE seq = ?"""',
+            'FINISH = """UPDATE jobs SET status = ?, reason = ?, available_at = ?,\n'
+            '  lease_until = NULL WHERE seq = ?"""',
+        ),
+    ),
+    _agreement(
+        "redrive-returns-none",
+        "redrive returns None instead of True",
+        "a function whose success value was dropped in a refactoring",
+        (
+            '        _hook(fault, "after-redrive")\n'
+            '    _hook(fault, "after-commit")\n    return True',
+            '        _hook(fault, "after-redrive")\n'
+            '    _hook(fault, "after-commit")\n    return None',
+        ),
+    ),
+    _agreement(
+        "jitter-checked-after-claim",
+        "run_once validates jitter only after claiming, so a bad jitter leaves a claim behind",
+        "argument checks moved next to their first use, after a side effect",
+        ('    _check_jitter("run_once", jitter)\n', ""),
+        (
+            "    if ticket is None:\n        return None\n    outcome, delay_ms",
+            "    if ticket is None:\n        return None\n"
+            '    _check_jitter("run_once", jitter)\n    outcome, delay_ms',
+        ),
+    ),
+    _agreement(
+        "claim-at-second-reading",
+        "run_once reads the clock again for its claim instead of claiming at t1",
+        "two calls to time.time() where one reading was meant to be shared",
+        (
+            "    ticket = claim(con, owner, t1, lease_ms)",
+            '    ticket = claim(con, owner, _read_clock(clock, "first"), lease_ms)',
+        ),
+    ),
+    _agreement(
+        "send-gets-ticket",
+        "run_once passes send the whole ticket instead of a fresh {id, qty} dict",
+        "the lease marker leaked to a third-party client, which may change or log it",
+        ('result = send({"id": ticket["id"], "qty": ticket["qty"]})', "result = send(ticket)"),
+    ),
+    _agreement(
+        "unexpected-error-retried",
+        "run_once turns any other exception from send into a retry instead of propagating it",
+        "a catch-all except that schedules a retry for programming errors too",
+        (
+            '    except Permanent:\n        return "permanent", 0\n',
+            '    except Permanent:\n        return "permanent", 0\n'
+            '    except RuntimeError:\n        return "retry", 0\n',
+        ),
+    ),
+    _agreement(
+        "stale-reported-as-false",
+        "run_once returns status False instead of 'stale' when finish refused the ticket",
+        "a raw return value passed through where the API promises a status string",
+        ('"status": "stale" if status is False else status,', '"status": status,'),
+    ),
+    _config(
+        "run-once-closes-when-idle",
+        "run_once closes the caller's connection when there is no job",
+        "a worker loop helper that 'cleans up' a connection it does not own",
+        (
+            "    if ticket is None:\n        return None\n    outcome, delay_ms",
+            "    if ticket is None:\n        con.close()\n"
+            "        return None\n    outcome, delay_ms",
+        ),
+    ),
+)
+
+
+def _jobs(name: str, bug_class: str, real_world: str, *edits: tuple[str, str]) -> Mutant:
+    return Mutant(name, "jobs", bug_class, real_world, "jobs.agreement", tuple(edits))
+
+
+def _job_edge(name: str, bug_class: str, real_world: str, *edits: tuple[str, str]) -> Mutant:
+    return Mutant(name, "jobs", bug_class, real_world, "jobs.edges", tuple(edits))
+
+
+JOB_SENTENCES: tuple[Mutant, ...] = (
+    _jobs(
+        "jobs-ids-from-zero",
+        "job ids start at J0 instead of J1",
+        "a zero-based counter formatted into ids that the contract numbers from one",
+        ('job = _Job(f"J{seq}", seq,', 'job = _Job(f"J{seq - 1}", seq,'),
+    ),
+    _job_edge(
+        "jobs-dead-letters-sorted-by-id",
+        "dead_letters() sorts by id string, so J10 comes before J2 (not submission order)",
+        "sorting on the id column of a table whose ids are not zero-padded",
+        (
+            "            return [job.view() for job in self._jobs.values()"
+            " if job.status is JobStatus.DEAD]",
+            "            dead = [job for job in self._jobs.values()"
+            " if job.status is JobStatus.DEAD]\n"
+            "            return [job.view() for job in sorted(dead, key=lambda j: j.id)]",
+        ),
+    ),
+    _job_edge(
+        "jobs-zero-lease-accepted",
+        "poll accepts lease_millis 0 (the spec: lease_millis <= 0 is a ValueError)",
+        "a >= 0 check where a positive duration was required, leasing jobs already expired",
+        ("        if lease_for <= 0:", "        if lease_for < 0:"),
+    ),
+    _jobs(
+        "jobs-unknown-id-value-error",
+        "an unknown job id raises ValueError instead of KeyError",
+        "IllegalArgumentException mapped to the wrong Python exception in a port from Java",
+        (
+            '            raise KeyError(f"no job with id',
+            '            raise ValueError(f"no job with id',
+        ),
+    ),
+    _jobs(
+        "jobs-retry-dead-of-pending",
+        "retry_dead accepts a PENDING job (the spec: only from DEAD)",
+        "a 'retry' admin button that also resets the attempts of jobs still waiting",
+        (
+            "            if job.status is not JobStatus.DEAD:\n"
+            "                raise IllegalStateError(",
+            "            if job.status not in (JobStatus.DEAD, JobStatus.PENDING):\n"
+            "                raise IllegalStateError(",
+        ),
+    ),
+    _jobs(
+        "jobs-expiry-error-text",
+        "an expired lease is recorded with the error 'lease timeout', not 'lease expired'",
+        "an error string reworded in one place while the contract fixes its text",
+        ('LEASE_EXPIRED = "lease expired"', 'LEASE_EXPIRED = "lease timeout"'),
+    ),
+    _job_edge(
+        "jobs-backoff-stops-doubling",
+        "backoff doubles only once: after the 3rd attempt it stays base * 2",
+        "a backoff table with two entries, reused for every later attempt",
+        (
+            "        doubled: int = self._policy.base_backoff_millis * 2 ** (attempts - 1)",
+            "        doubled: int = self._policy.base_backoff_millis * 2 ** min(attempts - 1, 1)",
+        ),
+    ),
+    _jobs(
+        "jobs-view-next-run-at-lease",
+        "view reports lease_until as next_run_at while the job is RUNNING",
+        "a 'next event' column reused for the lease deadline in the running state",
+        (
+            "            self.id, self.type, self.priority, self.status, self.attempts,"
+            " self.run_at,",
+            "            self.id, self.type, self.priority, self.status, self.attempts,\n"
+            "            self.lease_until if self.status is JobStatus.RUNNING else self.run_at,",
+        ),
+    ),
+)
+
+MUTANTS: tuple[Mutant, ...] = CONFIGURATION + EDGES + SENTENCES + JOB_SENTENCES

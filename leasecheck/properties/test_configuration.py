@@ -16,6 +16,7 @@ import pytest
 
 from crash_harness.configuration import check_configuration
 from leasecheck.plugin import Checked
+from models.evidence import attach
 
 
 @pytest.mark.leasecheck("lease.configuration")
@@ -28,4 +29,5 @@ def test_configuration(
         checks=dict(report.checks), busy_waits=report.busy_waits, kills=report.kills,
     )  # fmt: skip
     print(f"lease.configuration:\n{report.render()}")
-    assert not report.problems, "\n".join(report.problems)
+    if report.problems:
+        raise attach(AssertionError("\n".join(report.problems)), report.evidence())

@@ -1,0 +1,368 @@
+"""Every edge of both contracts, tried once each, through the agreement machines' rules.
+
+Random generation reaches a given edge only with some probability; this sweep makes
+sure each one in ``models.edges`` is tried on every run, in a few milliseconds: both
+valid ends of every range, both invalid neighbours, every look-alike type (bool,
+float, str, None, int/str/dict subclasses), every printable character outside the
+identifier alphabet, every start state near the bounds, and for the JobQueue a
+dozen jobs, policies of up to six attempts with caps that are and are not
+base * 2**k, and ids past J9.
+
+Each program is a few rule calls of ``LeaseAgreement`` or ``JobAgreement`` (the same
+``_agree``/``_both`` core compares target and model), with the machine's invariants
+checked after every step. A failure is reported as the program that shows it, in
+the same ``state.rule(...)`` form as a shrunk Hypothesis program: the program's
+setup and the one call that disagreed (the probes before it were refused by both
+sides and changed nothing).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import partial
+from types import ModuleType
+from typing import Any
+
+from hypothesis.stateful import MultipleResults
+
+from models import edges
+from models.lease_model import MAX_NOW
+from queue_impl.jobs import Lease, RetryPolicy
+
+from . import _lease_strategies as s
+from ._lease_values import Bad, Clock, Keep, Put, Send, Start, Subclass, When
+from .job_machine import MAX_JOBS, Backlog, JobAgreement
+from .lease_machine import LeaseAgreement
+
+__all__ = ["EdgeFailure", "SweepReport", "sweep_jobs", "sweep_lease"]
+
+LONG_ID = edges.IDENTIFIER_ENDS[1]
+
+
+@dataclass(frozen=True)
+class EdgeFailure:
+    """The program that shows a disagreement, and what disagreed."""
+
+    program: str
+    machine: str
+    lines: tuple[str, ...]
+    message: str
+
+    def render(self) -> str:
+        steps = "\n".join(f"    {line}" for line in self.lines)
+        return f"edge program {self.program!r}:\n{steps}\n\n    {self.message}"
+
+    def error(self) -> AssertionError:
+        """The disagreement as an AssertionError carrying its program the way Hypothesis
+        prints one (``state = Machine()`` .. ``state.teardown()``), so that the runner
+        records it, the report draws it and ``--export`` writes a test of it."""
+        error = AssertionError(f"edge program {self.program!r}: {self.message}")
+        body = "\n".join(f"    {line}" for line in self.lines)
+        error.add_note(f"    state = {self.machine}()\n{body}\n    state.teardown()")
+        return error
+
+
+@dataclass
+class SweepReport:
+    programs: int = 0
+    calls: int = 0
+    failure: EdgeFailure | None = None
+
+
+@dataclass
+class _Program:
+    """One program on a fresh machine: setup lines are kept, probe lines are not."""
+
+    name: str
+    machine: Any
+    setup: list[str] = field(default_factory=list)
+    names: dict[int, str] = field(default_factory=dict)
+    calls: int = 0
+
+    def step(self, rule: str, probe: bool = False, **kwargs: Any) -> Any:
+        args = ", ".join(f"{k}={self._show(v)}" for k, v in kwargs.items())
+        line = f"state.{rule}({args})"
+        self.calls += 1
+        try:
+            result = getattr(self.machine, rule)(**kwargs)
+            self._invariants()
+        except AssertionError as error:
+            machine = type(self.machine).__name__
+            failure = EdgeFailure(self.name, machine, (*self.setup, line), str(error))
+            raise _Failed(failure) from None
+        if isinstance(result, MultipleResults):
+            value = result.values[0] if result.values else None
+        else:
+            value = result
+        if isinstance(value, dict | Lease) and not probe:
+            kind = "leases" if isinstance(value, Lease) else "tickets"
+            name = f"{kind}_{len(self.names)}"
+            self.names[id(value)] = name
+            line = f"({name},) = {line}" if kind == "tickets" else f"{name} = {line}"
+        if not probe:
+            self.setup.append(line)
+        return value
+
+    def _show(self, value: object) -> str:
+        return self.names.get(id(value), repr(value))
+
+    def _invariants(self) -> None:
+        for name in ("consistent", "views_agree"):
+            check = getattr(self.machine, name, None)
+            if check is not None:
+                check()
+
+
+class _Failed(Exception):
+    def __init__(self, failure: EdgeFailure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+def _run(programs: Iterator[tuple[str, Callable[[_Program], None]]], make: Any) -> SweepReport:
+    report = SweepReport()
+    for name, body in programs:
+        machine = make()
+        program = _Program(name, machine)
+        try:
+            body(program)
+        except _Failed as failed:
+            report.failure = failed.failure
+            return report
+        finally:
+            report.programs += 1
+            report.calls += program.calls
+            machine.teardown()
+    return report
+
+
+# --- the lease worker ----------------------------------------------------------------------
+
+
+def sweep_lease(module: ModuleType) -> SweepReport:
+    """Every edge of lease-worker.md on ``module``, against the model."""
+    LeaseAgreement.bind(module)
+    return _run(_lease_programs(), LeaseAgreement)
+
+
+EMPTY = Start()
+
+
+def _first(p: _Program, start: Start = EMPTY, ttl_ms: int = 60000, budget: int = 3) -> None:
+    p.step("enqueue_first", start=start, job="a", qty=1, ttl_ms=ttl_ms, max_attempts=budget)
+
+
+def _claim(p: _Program, owner: str = "w1", lease_ms: int = 1000, probe: bool = False) -> Any:
+    return p.step("claim", probe, owner=owner, now=When(), lease_ms=lease_ms, fault=None, bad=None)
+
+
+def _finish(p: _Program, ticket: Any, outcome: str = "ok", delay_ms: int = 0, **kw: Any) -> None:
+    p.step("finish", ticket=ticket, change=kw.pop("change", Keep()), outcome=outcome,
+           now=kw.pop("now", When()), delay_ms=delay_ms, fault=None, bad=kw.pop("bad", None),
+           **kw)  # fmt: skip
+
+
+def _lease_programs() -> Iterator[tuple[str, Callable[[_Program], None]]]:
+    yield "quarantine with nothing to claim", _quarantine_only
+    for start in edges.LEASE_STARTS:
+        yield f"start {start}", partial(_from_start, start=Start(start))
+    yield "valid ends", _valid_ends
+    for name, bads in _ENQUEUE_BADS.items():
+        yield f"enqueue {name}", partial(_enqueue_bads, bads=bads)
+    yield "claim bad values", _claim_bads
+    yield "finish bad tickets", _finish_bads
+    yield "redrive bad values", _redrive_bads
+    yield "retry_delay edges", _retry_delay_edges
+    yield "run_once jitters and paths", _jitters_and_paths
+
+
+def _quarantine_only(p: _Program) -> None:
+    """A job whose deadline has just passed: the claim finds nothing but must still commit
+    the quarantine (the deadline's edge: ttl 1, one millisecond later)."""
+    _first(p, ttl_ms=1)
+    p.step("advance_clock", ms=1)
+    _claim(p)
+
+
+def _from_start(p: _Program, start: Start) -> None:
+    """From a start near the bounds: claim with the longest lease, finish each way, redrive
+    every dead job, deliver twice; everything agrees with the model."""
+    _first(p, start)
+    for outcome, delay in (("ok", 0), ("retry", 60000), ("permanent", 0)):
+        ticket = _claim(p, LONG_ID, 60000)
+        if ticket is not None:
+            _finish(p, ticket, outcome, delay)
+    for job in ("a", "b", "c", "k"):
+        p.step("redrive", job=job, now=When(), ttl_ms=60000, note=LONG_ID, fault=None, bad=None)
+    for send, jitter in ((Send("retryable"), 1), (Send("ack"), 0)):
+        p.step("run_once", owner="w2", clock=Clock(When(), When("now", delta=1)), send=send,
+               jitter=jitter, lease_ms=60000)  # fmt: skip
+    p.step("advance_clock", ms=60000)
+    _claim(p, "a", 1)
+
+
+def _valid_ends(p: _Program) -> None:
+    """Both valid ends of every range in one program (the tops first, then the bottoms)."""
+    p.step("enqueue_first", start=Start(), job=LONG_ID, qty=1000, ttl_ms=60000,
+           max_attempts=16)  # fmt: skip
+    p.step("enqueue", job="b", qty=1, now=When("now", delta=MAX_NOW), ttl_ms=1, max_attempts=1,
+           bad=None)  # fmt: skip
+    ticket = _claim(p, "a", 1)
+    if ticket is not None:
+        _finish(p, ticket, "retry", 60000)
+    p.step("enqueue", job="c", qty=1000, now=When("now", delta=MAX_NOW), ttl_ms=60000,
+           max_attempts=16, bad=None)  # fmt: skip
+    ticket = _claim(p, LONG_ID, 60000)
+    if ticket is not None:
+        _finish(p, ticket, "ok", 0)
+
+
+_ENQUEUE_BADS: dict[str, list[Bad]] = {
+    "events": [Bad("event", event) for event in s.BAD_EVENTS]
+    + [Bad("event", {"id": bad, "qty": 1}) for bad in edges.OUTSIDE_IDENTIFIERS]
+    + [Bad("event", {"id": "a", "qty": bad}) for bad in edges.bad_ints(1, 1000)],
+    "ranges": [Bad(name, v) for name, r in (("ttl_ms", (1, 60000)), ("max_attempts", (1, 16)),
+               ("now", (0, MAX_NOW))) for v in edges.bad_ints(*r)],
+}  # fmt: skip
+
+
+def _enqueue_bads(p: _Program, bads: list[Bad]) -> None:
+    _first(p)
+    for bad in bads:
+        p.step("enqueue", True, job="b", qty=1, now=When(), ttl_ms=100, max_attempts=3, bad=bad)
+
+
+def _identifier_bads() -> tuple[object, ...]:
+    return (*edges.BAD_IDENTIFIERS, *edges.OUTSIDE_IDENTIFIERS)
+
+
+def _claim_bads(p: _Program) -> None:
+    _first(p)
+    bads = [Bad("owner", v) for v in _identifier_bads()]
+    bads += [Bad("lease_ms", v) for v in edges.bad_ints(1, 60000)]
+    bads += [Bad("now", v) for v in edges.bad_ints(0, MAX_NOW)]
+    for bad in bads:
+        p.step("claim", True, owner="w1", now=When(), lease_ms=10, fault=None, bad=bad)
+
+
+def _finish_bads(p: _Program) -> None:
+    _first(p)
+    ticket = _claim(p)
+    for key in s.TICKET_KEYS:
+        values = _identifier_bads() if key in ("id", "owner") else s._bad_ticket_values(key)
+        for value in values:
+            _finish(p, ticket, change=Put(key, value), probe=True)
+    _finish(p, ticket, change=Subclass(), probe=True)
+    for name, values in (("outcome", s.BAD_OUTCOMES), ("delay_ms", edges.bad_ints(0, 60000))):
+        for value in values:
+            _finish(p, ticket, bad=Bad(name, value), probe=True)
+    _finish(p, ticket, delay_ms=60000)
+
+
+def _redrive_bads(p: _Program) -> None:
+    _first(p, budget=1)
+    _finish(p, _claim(p), "permanent")
+    bads = [Bad(name, v) for name in ("job", "note") for v in _identifier_bads()]
+    bads += [Bad("ttl_ms", v) for v in edges.bad_ints(1, 60000)]
+    for bad in bads:
+        p.step("redrive", True, job="a", now=When(), ttl_ms=100, note="n1", fault=None, bad=bad)
+    p.step("redrive", job="a", now=When(), ttl_ms=60000, note=LONG_ID, fault=None, bad=None)
+
+
+def _retry_delay_edges(p: _Program) -> None:
+    _first(p)
+    ends: list[tuple[object, object, object, object]] = [
+        (16, 60000, 60000, 1), (1, 1, 1, 0), (16, 1, 1, 1.0), (5, 100, 1000, 0.5),
+    ]  # fmt: skip
+    ranges = {"attempt": (1, 16), "base_ms": (1, 60000), "cap_ms": (1, 60000)}
+    for name, (low, high) in ranges.items():
+        for value in edges.bad_ints(low, high):
+            args = {"attempt": 1, "base_ms": 1, "cap_ms": 1, name: value}
+            ends.append((args["attempt"], args["base_ms"], args["cap_ms"], 1))
+    ends += [(1, 10, 5, 1)]  # cap below base
+    ends += [(1, 1, 1, j) for j in (*s.BAD_JITTERS, math.nextafter(1.0, 2.0))]
+    for attempt, base, cap, jitter in ends:
+        p.step("retry_delay", True, attempt=attempt, base_ms=base, cap_ms=cap, jitter=jitter)
+
+
+def _jitters_and_paths(p: _Program) -> None:
+    _first(p)
+    for jitter in s.BAD_JITTERS:
+        p.step("run_once", True, owner="w1", clock=Clock(), send=Send(), jitter=jitter,
+               lease_ms=10)  # fmt: skip
+    for path in ("missing", "directory", "fifo"):
+        p.step("run_file", True, path=path, owner="w1", clock=Clock(), send=Send(), jitter=1)
+
+
+# --- the job queue -------------------------------------------------------------------------
+
+
+def sweep_jobs(target_class: type[Any]) -> SweepReport:
+    """Every edge of job-queue.md on ``target_class``, against the model."""
+    JobAgreement.bind(target_class)
+    return _run(_job_programs(), JobAgreement)
+
+
+def edge_policies() -> Iterator[RetryPolicy]:
+    """Up to 6 attempts; caps exactly base * 2**k, between two powers, never reached."""
+    for attempts in (1, 6):
+        for base in (1, 7):
+            for k in (0, 2, 4):
+                power = base * 2**k
+                for cap in (power, power + max(1, power // 2)):
+                    yield RetryPolicy(attempts, base, cap)
+            yield RetryPolicy(attempts, base, base * 2**6)
+
+
+def _job_programs() -> Iterator[tuple[str, Callable[[_Program], None]]]:
+    for policy in edge_policies():
+        yield f"backoff {policy}", partial(_backoff_walk, policy=policy)
+    yield "a dozen jobs", _dozen_jobs
+    yield "blank values", _blank_values
+
+
+def _backoff_walk(p: _Program, policy: RetryPolicy) -> None:
+    """One job failed, and its lease let expire, until it is dead: every backoff up to the
+    sixth attempt, each retry polled exactly at its run-at."""
+    p.step("start", policy=policy, backlog=Backlog(1, 0))
+    for attempt in range(policy.max_attempts):
+        lease = p.step("poll", worker="w1", lease_millis=1)
+        if lease is None:
+            break
+        if attempt % 2:  # let the lease expire; complete then processes it, and is refused
+            p.step("advance_clock", to="lease_until", offset=0)
+            p.step("complete", lease=lease, job_id=None)
+        else:
+            p.step("fail", lease=lease, job_id=None, error=None)
+        p.step("advance_clock", to="run_at", offset=0)
+    p.step("dead_letters")
+
+
+def _dozen_jobs(p: _Program) -> None:
+    """Twelve jobs: ties broken among many ready jobs, ids past J9, dead letters in order."""
+    p.step("start", policy=RetryPolicy(1, 1, 1), backlog=Backlog(MAX_JOBS, 0))
+    p.step("advance_clock", to="run_at", offset=20)
+    for job_id in ("J10", "J12", "J13", "J9", "J1"):
+        p.step("view", True, job_id=job_id)
+    leases = [p.step("poll", worker="w1", lease_millis=5) for _ in range(MAX_JOBS)]
+    for lease in reversed(leases):
+        if lease is not None:
+            p.step("fail", lease=lease, job_id=None, error="boom")
+    p.step("dead_letters")
+    for job_id in ("J12", "J10", "J13"):
+        p.step("retry_dead", True, job_id=job_id)
+        p.step("cancel", True, job_id=job_id)
+
+
+def _blank_values(p: _Program) -> None:
+    p.step("start", policy=RetryPolicy(1, 1, 1), backlog=Backlog())
+    for blank in edges.BLANK_TEXTS:
+        p.step("submit", True, type=blank, payload=None, priority=0, run_at_millis=0)
+    p.step("submit", type="email", payload=None, priority=0, run_at_millis=0)
+    for blank in edges.BLANK_TEXTS:
+        p.step("poll", True, worker=blank, lease_millis=1)
+    for lease_millis in (0, -1):
+        p.step("poll", True, worker="w1", lease_millis=lease_millis)
+    p.step("poll", worker="w1", lease_millis=1)
