@@ -28,6 +28,7 @@ from typing import Any
 from hypothesis.stateful import MultipleResults
 
 from models import edges
+from models.evidence import Evidence, attach, evidence_of
 from models.lease_model import MAX_NOW
 from queue_impl.jobs import Lease, RetryPolicy
 
@@ -49,6 +50,8 @@ class EdgeFailure:
     machine: str
     lines: tuple[str, ...]
     message: str
+    evidence: Evidence | None = None
+    """What the machine recorded when it failed (its steps, both sides, the leases)."""
 
     def render(self) -> str:
         steps = "\n".join(f"    {line}" for line in self.lines)
@@ -61,6 +64,8 @@ class EdgeFailure:
         error = AssertionError(f"edge program {self.program!r}: {self.message}")
         body = "\n".join(f"    {line}" for line in self.lines)
         error.add_note(f"    state = {self.machine}()\n{body}\n    state.teardown()")
+        if self.evidence is not None:
+            attach(error, self.evidence)
         return error
 
 
@@ -90,7 +95,9 @@ class _Program:
             self._invariants()
         except AssertionError as error:
             machine = type(self.machine).__name__
-            failure = EdgeFailure(self.name, machine, (*self.setup, line), str(error))
+            failure = EdgeFailure(
+                self.name, machine, (*self.setup, line), str(error), evidence_of(error)
+            )
             raise _Failed(failure) from None
         if isinstance(result, MultipleResults):
             value = result.values[0] if result.values else None
