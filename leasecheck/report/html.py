@@ -10,11 +10,10 @@ verdicts are the console's own words (``VIOLATED``, ``not promised``, ``HUNG``, 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from leasecheck.report.picture import STYLE, draw
+from leasecheck.report.picture import STYLE, draw, escape
 
 if TYPE_CHECKING:
     from leasecheck.runner import PropertyResult

@@ -18,15 +18,30 @@ monospace, so their width is known here and the no-overlap rule can be checked.
 
 from __future__ import annotations
 
+import html
+import re
 import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass
-from html import escape
 
 from leasecheck.report._layout import SLOT, Axis, Rows, shown_steps
 from models.evidence import Event, Evidence, Lease, Step
 
-__all__ = ["CHAR", "STYLE", "draw"]
+__all__ = ["CHAR", "STYLE", "draw", "escape"]
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def escape(text: str) -> str:
+    """``text`` for SVG/HTML: markup escaped, and the control characters XML forbids (a
+    worker id of "\\x0b" is one of the spec's edges) written as ``\\xNN``."""
+    return html.escape(_CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", text))
+
+
+def _name(lane: str) -> str:
+    """A lane's printed name: a blank or odd name (an edge the spec rejects) as its repr."""
+    return lane if lane.strip() == lane and lane.isprintable() and lane else repr(lane)
+
 
 LEFT, TOP, BAR, GLYPHS, LINE = 150.0, 10.0, 17.0, 26.0, 15.0
 """Lane-name gutter, top padding, lease bar height, glyph row, label row."""
@@ -221,7 +236,7 @@ class _Picture:
             f'<g class="lc-lane" data-lane="{escape(lane)}">'
             f'<rect class="lc-lane-bg{alt}" x="0" y="{y:.1f}" width="100%" '
             f'height="{height:.1f}"/><text class="lc-lane-name" x="8" '
-            f'y="{y + 16:.1f}">{escape(lane)}</text></g>'
+            f'y="{y + 16:.1f}">{escape(_name(lane))}</text></g>'
         )
 
     def _lane(self, lane: str, y: float) -> tuple[float, list[str]]:
