@@ -27,6 +27,7 @@ import argparse
 import dataclasses
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -132,6 +133,13 @@ def main() -> int:
     args = parser.parse_args()
     base = args.base or merge_base()
     old_tree = export(base)
+    try:
+        return _run(args, base, old_tree)
+    finally:
+        shutil.rmtree(old_tree, ignore_errors=True)
+
+
+def _run(args: argparse.Namespace, base: str, old_tree: Path) -> int:
     print(f"old = {base[:10]} (git archive in {old_tree}), new = this checkout {REPO}")
     print(f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f} at the start")
     parts = [(s, p) for s, p in BENCH_SCOPES[args.scope] if not args.parts or p.name in args.parts]

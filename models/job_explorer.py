@@ -215,6 +215,7 @@ class JobSystem:
         self.expire_on_error = expire_on_error or {}
         """Per error kind of complete/fail: whether expired leases were processed first."""
         self._states: dict[tuple[object, ...], jm.JobState] = {}
+        self._interned: dict[int, jm.JobState] = {}
         self._worlds: dict[tuple[int, Held, int, int], JobWorld] = {}
         self._steps: dict[tuple[int, int, bool], _Steps] = {}
         """Per (id of a model state, now, any retry_dead left): its templates."""
@@ -263,7 +264,13 @@ class JobSystem:
             yield target, template.counts, problem
 
     def _intern(self, state: jm.JobState) -> jm.JobState:
-        return self._states.setdefault(state_key(state), state)
+        """One object per content; an already interned object is known by its id (it is
+        kept alive by ``_states``, so no other object can have that id meanwhile)."""
+        if self._interned.get(id(state)) is state:
+            return state
+        found = self._states.setdefault(state_key(state), state)
+        self._interned[id(found)] = found
+        return found
 
     def _world(self, state: jm.JobState, held: Held, now: int, retries: int) -> JobWorld:
         """The canonical world (``state`` interned; worker names are not stored by
