@@ -31,7 +31,15 @@ from leasecheck._events import EVENTS_ENV, FAILURE_KEY, RESOURCE_KEY, STACKS_ENV
 from leasecheck._preflight import SetupError, check_scratch
 from leasecheck._processes import Leftover, Tree, subreaper
 from leasecheck.counterexample import Counterexample
-from leasecheck.plugin import ADAPTER, CHECKED_KEY, IMPL, JOBS_IMPL, NOT_CHECKED_KEY, STRICT
+from leasecheck.plugin import (
+    ADAPTER,
+    CHECKED_KEY,
+    IMPL,
+    JOBS_IMPL,
+    NOT_CHECKED_KEY,
+    SERVERS,
+    STRICT,
+)
 from targets.scratch import SCRATCH_ENV, scratch_dir
 
 __all__ = [
@@ -161,7 +169,7 @@ def pytest_command(options: CheckOptions) -> list[str]:
     for name in options.properties:
         command += ["--leasecheck-property", name]
     if options.servers:
-        command += ["--servers"]
+        command += [SERVERS]
     if options.stop_at_first_failure:
         command += ["-x"]
     if options.examples is not None:
