@@ -12,8 +12,10 @@ left in ``/dev/shm`` or the temp directory.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,16 +50,23 @@ class PlantedPgqueuer(VolatilePgqueuer):
 
 
 @pytest.fixture
-def roots(tmp_path: Path) -> Iterator[dict[str, str]]:
+def roots() -> Iterator[dict[str, str]]:
     """Private temp and scratch roots for every process the test starts (so other runs on
     the machine cannot blur the count); the test fails if anything is left in them: a
     server's directory, a store, a run's scratch directory."""
-    temp, scratch = tmp_path / "temp", tmp_path / "scratch"
-    temp.mkdir()
-    scratch.mkdir()
-    yield {"TMPDIR": str(temp), SCRATCH_ENV: str(scratch)}
-    left = sorted(str(path) for root in (temp, scratch) for path in root.iterdir())
-    assert not left, f"left behind: {left}"
+    # Not under tmp_path: PostgreSQL runs as its own user, who must reach its directory.
+    top = Path(tempfile.mkdtemp(prefix="lc-replays-"))
+    top.chmod(0o755)
+    temp, scratch = top / "temp", top / "scratch"
+    for root in (temp, scratch):
+        root.mkdir()
+        root.chmod(0o1777)
+    try:
+        yield {"TMPDIR": str(temp), SCRATCH_ENV: str(scratch)}
+        left = sorted(str(path) for root in (temp, scratch) for path in root.iterdir())
+        assert not left, f"left behind: {left}"
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
 
 
 def _env(roots: dict[str, str], adapter: str | None = None) -> dict[str, str]:
