@@ -120,6 +120,13 @@ class PropertyResult:
     """What the property covered, as numbers (``checked(..., kills=110)``)."""
     left: list[str] = field(default_factory=list)
     """Processes its tests left running (killed by the runner), described."""
+    phases: dict[str, float] = field(default_factory=dict)
+    """Seconds in each phase of its tests: ``setup``, ``call``, ``teardown`` (fixtures
+    that start a server or drop stores show up in setup and teardown; a session-scoped
+    fixture's in the phases of the test that started or ended it)."""
+
+    def phase(self, when: str) -> float:
+        return self.phases.get(when, 0.0)
 
     @property
     def counterexample(self) -> Counterexample | None:
@@ -236,6 +243,8 @@ class _Run:
             self.running[event["nodeid"]] = time.monotonic()
         elif kind == "report":
             self._report(event)
+        elif kind == "phase":
+            self._phase(event)
         elif kind == "finish":
             self.running.pop(event["nodeid"], None)
             self.finished[event["nodeid"]] = time.monotonic()
@@ -264,6 +273,13 @@ class _Run:
             nodes.setdefault(name, set()).add(nodeid)
         return nodes
 
+    def _phase(self, event: dict[str, Any]) -> None:
+        """A setup or teardown that passed: its seconds only."""
+        name = self.name_of(event["nodeid"])
+        result = self.results.setdefault(name, PropertyResult(name))
+        when = str(event["when"])
+        result.phases[when] = result.phase(when) + float(event["duration"])
+
     def _report(self, event: dict[str, Any]) -> None:
         name = self.names.get(event["nodeid"]) or _property_of(event)
         self.names[event["nodeid"]] = name
@@ -271,6 +287,8 @@ class _Run:
         if event["nodeid"] not in result.nodeids:
             result.nodeids.append(event["nodeid"])
         result.seconds += float(event["duration"])
+        when = str(event["when"])
+        result.phases[when] = result.phase(when) + float(event["duration"])
         self._record(result, event["user_properties"])
         outcome = event["outcome"]
         if outcome == "failed" and self._resource(event):
