@@ -202,9 +202,7 @@ TARGET = replay.target({default!r}, __file__, env={env!r})
 
 
 def test_{slug}() -> None:
-    result = replay.rerun(
-        {option!r}, TARGET, {selector!r}, profile={profile!r}, seed={seed}{servers}
-    )
+    result = {rerun}
     assert result.returncode == 0, result.stdout[-4000:]
 '''
 
@@ -364,9 +362,11 @@ def export(
         message = "\n".join(f"    {line}" for line in example.message[:30])
         fault = _server_fault(nodeid)
         note = (_FAULT_NOTE if fault else _RACE_NOTE) if option == "--adapter" else ""
-        text = _RERUN_TEMPLATE.format(
-            **common, message=message, option=option, profile=profile, seed=seed,
-            selector=selector, note=note, servers=", servers=True" if fault else "",
-        )  # fmt: skip
+        servers = ", servers=True" if fault else ""
+        rerun = (
+            f"replay.rerun({option!r}, TARGET, {selector!r}, profile={profile!r}, "
+            f"seed={seed}{servers})"
+        )
+        text = _RERUN_TEMPLATE.format(**common, message=message, note=note, rerun=rerun)
     path.write_text(text)
     return path
