@@ -8,6 +8,7 @@ they are handed), driven on the adapter's private event loop.
 
 from __future__ import annotations
 
+import urllib.parse
 import uuid
 from typing import Any
 
@@ -15,7 +16,7 @@ from adapters import servers
 from adapters._loop import PrivateLoop
 from adapters.protocol import AdapterError
 
-__all__ = ["PG_EXTRA", "PgSession", "new_database"]
+__all__ = ["PG_EXTRA", "PgSession", "drop_database", "new_database"]
 
 PG_EXTRA = "pip install 'leasecheck[postgres]'"
 
@@ -29,6 +30,20 @@ def new_database(server: str | None, library: str) -> str:
         )
     safe = "".join(c if c.isalnum() else "_" for c in library)
     return servers.create_database(server, f"lc_{safe}_{uuid.uuid4().hex[:12]}")
+
+
+def drop_database(url: str) -> None:
+    """Drop the database ``url`` names (made by ``new_database``), closing any connection
+    a killed or frozen worker left on it (``WITH (FORCE)``, PostgreSQL 13 and later)."""
+    import psycopg
+
+    parts = urllib.parse.urlsplit(url)
+    name = parts.path.lstrip("/")
+    if not name.startswith("lc_") or not name.replace("_", "").isalnum():
+        raise AdapterError(f"{url!r} is not a store made by new_database; not dropping it")
+    server = urllib.parse.urlunsplit(parts._replace(path="/postgres"))
+    with psycopg.connect(server, autocommit=True, connect_timeout=30) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 class PgSession:

@@ -11,7 +11,7 @@ import uuid
 
 from adapters.protocol import AdapterError
 
-__all__ = ["REDIS_EXTRA", "new_location", "split_location"]
+__all__ = ["REDIS_EXTRA", "drop_location", "new_location", "split_location"]
 
 REDIS_EXTRA = "pip install 'leasecheck[redis]'"
 
@@ -34,3 +34,18 @@ def split_location(location: str) -> tuple[str, str]:
             f"location {location!r} has no '#prefix'; make one with the library's create()"
         )
     return url, prefix
+
+
+def drop_location(location: str) -> None:
+    """Delete every key of the store at ``location``: each key that names its prefix (the
+    libraries' own keys and the adapters' side keys all do)."""
+    import redis
+
+    url, prefix = split_location(location)
+    client = redis.Redis.from_url(url, socket_timeout=30)
+    try:
+        keys = list(client.scan_iter(match=f"*{prefix}*", count=1000))
+        for start in range(0, len(keys), 1000):
+            client.delete(*keys[start : start + 1000])
+    finally:
+        client.close()

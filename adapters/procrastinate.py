@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from adapters._libs import installed_version
-from adapters._postgres import PG_EXTRA, PgSession, new_database
+from adapters._postgres import PG_EXTRA, PgSession, drop_database, new_database
 from adapters.protocol import (
     Capabilities,
     Claim,
@@ -113,6 +113,10 @@ class Procrastinate:
         finally:
             adapter.close()
         return url
+
+    def destroy(self, location: str) -> None:
+        """Drop the store's database (``create`` made one per store)."""
+        drop_database(location)
 
     def connect(self, location: str, clock: Clock) -> QueueAdapter:
         return ProcrastinateAdapter(location)

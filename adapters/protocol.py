@@ -13,9 +13,10 @@ generic properties need one vocabulary, so an adapter maps its library onto:
 
 One ``QueueAdapter`` object is one connection, opened in one process; a property
 that races processes opens one per process on the same ``location`` (a file path or
-a server URL). Time is whatever ``Clock`` says: every adapter makes its library read
-the clock it was given, so a test can expire a lease without waiting, and processes
-that share a store share the clock.
+a server URL); a library may also ``destroy(location)`` a store once every connection
+to it is closed (optional, ``DestroysStores``). Time is whatever ``Clock`` says: every
+adapter makes its library read the clock it was given, so a test can expire a lease
+without waiting, and processes that share a store share the clock.
 
 Each adapter also declares what its library *promises* (``Promises``), each promise
 with the place in the library's own docs or code that makes it. That decides a
@@ -24,6 +25,7 @@ failing property's verdict: VIOLATED where promised, "not promised" otherwise.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import mmap
 import struct
@@ -39,6 +41,7 @@ __all__ = [
     "Capabilities",
     "Claim",
     "Clock",
+    "DestroysStores",
     "JobView",
     "Promise",
     "Promises",
@@ -46,6 +49,7 @@ __all__ = [
     "QueueLibrary",
     "SharedClock",
     "Unsupported",
+    "destroy_store",
 ]
 
 JobState = Literal["ready", "leased", "done", "failed", "gone"]
@@ -267,3 +271,31 @@ class QueueLibrary(Protocol):
 
     def connect(self, location: str, clock: Clock) -> QueueAdapter:
         """Open one connection to the store at ``location``, reading time from ``clock``."""
+
+
+@runtime_checkable
+class DestroysStores(Protocol):
+    """The optional member of a ``QueueLibrary``: remove a store it made.
+
+    ``destroy(location)`` is called once per store, after every connection to it was
+    closed (and, where processes were killed, after they are gone), with the location
+    ``create`` returned. It removes what ``create`` made outside ``directory`` (which
+    leasecheck removes itself): a database, a key prefix, a stream. Without it, a server
+    keeps every store of a run until the run stops it: harmless, but a run that makes
+    hundreds of PostgreSQL databases pays for them in the server's shutdown and in
+    removing its data directory. A store already gone is no error.
+    """
+
+    def destroy(self, location: str) -> None: ...
+
+
+def destroy_store(library: QueueLibrary, location: str) -> None:
+    """Remove the store at ``location`` if ``library`` can (``DestroysStores``): the one
+    place the harness drops a store, after its connections are closed.
+
+    A store that cannot be removed (its server was killed by a fault, a library error)
+    is left to the server's end: it lives in the server's temp directory, which is
+    removed with the server. Cleanup never turns into a verdict."""
+    if isinstance(library, DestroysStores):
+        with contextlib.suppress(Exception):
+            library.destroy(location)

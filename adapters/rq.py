@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from adapters._patched_time import current_clock, patch_time, use_clock
-from adapters._redis_store import REDIS_EXTRA, new_location, split_location
+from adapters._redis_store import REDIS_EXTRA, drop_location, new_location, split_location
 from adapters.protocol import (
     AdapterError,
     Capabilities,
@@ -134,6 +134,10 @@ class Rq:
     def create(self, directory: Path, server: str | None) -> str:
         _import_rq()
         return new_location(server, self.name)
+
+    def destroy(self, location: str) -> None:
+        """Delete the store's keys (``create`` gave it a prefix of its own)."""
+        drop_location(location)
 
     def connect(self, location: str, clock: Clock) -> QueueAdapter:
         return RqAdapter(location, clock)

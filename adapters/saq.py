@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 
 from adapters._loop import PrivateLoop
 from adapters._patched_time import current_clock, patch_time, use_clock
-from adapters._redis_store import REDIS_EXTRA, new_location, split_location
+from adapters._redis_store import REDIS_EXTRA, drop_location, new_location, split_location
 from adapters.protocol import (
     AdapterError,
     Capabilities,
@@ -135,6 +135,10 @@ class Saq:
     def create(self, directory: Path, server: str | None) -> str:
         _import_saq()
         return new_location(server, self.name)
+
+    def destroy(self, location: str) -> None:
+        """Delete the store's keys (``create`` gave it a prefix of its own)."""
+        drop_location(location)
 
     def connect(self, location: str, clock: Clock) -> QueueAdapter:
         return SaqAdapter(location, clock)

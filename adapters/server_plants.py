@@ -7,6 +7,10 @@ fail and to hold (the server-side counterpart of ``leasecheck/mutants``).
   row (``queue_manager_id``): the zombie's ack is refused, ``queue.zombie-pause`` holds.
 - ``OverpromisingRq``: rq that claims the stale-ack promise it does not keep: the same
   counterexample becomes VIOLATED (exit 1), which is how a failing run is exercised.
+- ``FencedRq``: rq whose ack and nack first check that the claim's execution is still
+  the job's current one in rq's ``StartedJobRegistry`` (``job_id:execution_id``): a
+  recovered claim's late ack is refused, so ``queue.stale-ack`` holds (the fixed library
+  an exported replay of ``OverpromisingRq``'s counterexample passes on).
 """
 
 from __future__ import annotations
@@ -18,9 +22,9 @@ from typing import Any, ClassVar
 
 from adapters.pgqueuer import Pgqueuer, PgqueuerAdapter
 from adapters.protocol import Claim, Clock, Promise, Promises, QueueAdapter
-from adapters.rq import Rq
+from adapters.rq import Rq, RqAdapter
 
-__all__ = ["FencedPgqueuer", "OverpromisingRq", "VolatilePgqueuer"]
+__all__ = ["FencedPgqueuer", "FencedRq", "OverpromisingRq", "VolatilePgqueuer"]
 
 
 class VolatilePgqueuer(Pgqueuer):
@@ -69,3 +73,28 @@ class OverpromisingRq(Rq):
             "queue.stale-ack": Promise(True, "planted: adapters/server_plants.py", "planted"),
         },
     )
+
+
+class FencedRq(OverpromisingRq):
+    """rq whose ack and nack are refused unless the claim's execution is still current."""
+
+    name: ClassVar[str] = "rq-fenced"
+
+    def connect(self, location: str, clock: Clock) -> QueueAdapter:
+        return _FencedRqAdapter(location, clock)
+
+
+class _FencedRqAdapter(RqAdapter):
+    def _current(self, claim: Claim) -> bool:
+        """The claim's (job id, execution id) is still in the started registry: nobody
+        has recovered it (``clean_registries``) since it was claimed."""
+        handle: Any = claim.handle
+        job, queue, execution = handle
+        started = queue.started_job_registry.get_job_and_execution_ids(cleanup=False)
+        return (job.id, execution.id) in started
+
+    def ack(self, claim: Claim) -> bool:
+        return self._current(claim) and super().ack(claim)
+
+    def nack(self, claim: Claim) -> bool:
+        return self._current(claim) and super().nack(claim)

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.protocol import QueueAdapter, QueueLibrary, SharedClock
+from adapters.protocol import QueueAdapter, QueueLibrary, SharedClock, destroy_store
 from crash_harness.engine import Channel, Child, ChildDied, Engine, Message
 from models.evidence import Evidence, Recorder, attach
 
@@ -162,6 +162,7 @@ def check_ack_final(
     finally:
         queue.close()
         clock.close()
+        destroy_store(library, location)
     return report
 
 

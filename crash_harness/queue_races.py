@@ -42,7 +42,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adapters.protocol import Capabilities, Claim, QueueAdapter, QueueLibrary, SharedClock
+from adapters.protocol import (
+    Capabilities,
+    Claim,
+    QueueAdapter,
+    QueueLibrary,
+    SharedClock,
+    destroy_store,
+)
 from adapters.timing import MARGIN_MS, Pacer
 from crash_harness.engine import Channel, Child, Engine
 from models._history import Operation, Raised, Returned
@@ -232,6 +239,7 @@ class Racers:
         for fd in (self.gate_r, self.gate_w):
             with contextlib.suppress(OSError):
                 os.close(fd)
+        destroy_store(self.library, self.location)
 
 
 class StaleCallBreach(AssertionError):

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adapters.protocol import Promise, QueueLibrary, SharedClock
+from adapters.protocol import Promise, QueueLibrary, SharedClock, destroy_store
 from adapters.servers import Server, owned_temp_dir
 from crash_harness.server_agents import Agent, AgentRefused
 from models.evidence import Evidence, Lease, Recorder
@@ -157,6 +157,7 @@ class Scenario:
 
     def close(self) -> None:
         self.clock.close()
+        destroy_store(self.library, self.location)
 
 
 @contextlib.contextmanager

@@ -151,8 +151,10 @@ def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when != "call" and report.outcome == "passed":
-        return
-    if report.when == "teardown" and report.outcome == "passed":
+        # A setup or teardown that passed says nothing of the verdict, only how long it
+        # took (a server started or stopped, a store dropped): a phase event, not a report.
+        _write({"event": "phase", "nodeid": report.nodeid, "when": report.when,
+                "duration": report.duration})  # fmt: skip
         return
     _write(
         {

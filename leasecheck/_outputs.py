@@ -29,7 +29,10 @@ from leasecheck.runner import (
     PropertyResult,
 )
 
-__all__ = ["View", "write_json", "write_junit"]
+__all__ = ["PHASES", "View", "write_json", "write_junit"]
+
+PHASES = ("setup", "call", "teardown")
+"""The phases of a property's tests whose seconds ``--json`` records (``phases``)."""
 
 _COLOURS = {HOLDS: "32", VIOLATED: "31;1", HUNG: "31;1", CRASHED: "31;1"}
 _OTHER = "33"
@@ -92,6 +95,7 @@ def _record(prop: PropertyResult, replay: str) -> dict[str, object]:
         "property": prop.name,
         "verdict": prop.verdict,
         "seconds": round(prop.seconds, 3),
+        "phases": {when: round(prop.phase(when), 3) for when in PHASES},
         "checked": prop.runs,
         "figures": prop.figures,
         "counterexample": example.record() if example and prop.verdict != HOLDS else None,

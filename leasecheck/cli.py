@@ -400,13 +400,20 @@ def _print_summary(result: CheckResult, view: View) -> None:
     runs = {name: text or "-" for name, text in runs.items()}
     width = max([len("checked"), *(len(text) for text in runs.values())])
     verdict = max([9, *(len(row.verdict) for row in rows)])  # "not promised" is wider
-    print(f"\n  {'property':<22} {'verdict':<{verdict}} {'checked':<{width}} {'time':>8}")
+    print(
+        f"\n  {'property':<22} {'verdict':<{verdict}} {'checked':<{width}} {'time':>8} "
+        f"{'setup':>7} {'teardown':>8}"
+    )
     for row in rows:
         print(
             f"  {row.name:<22} {view.paint(row.verdict, verdict)} {runs[row.name]:<{width}} "
-            f"{row.seconds:>7.1f}s"
+            f"{row.seconds:>7.1f}s {row.phase('setup'):>6.1f}s {row.phase('teardown'):>7.1f}s"
         )
-    print(f"  {'total':<22} {'':<{verdict}} {'':<{width}} {result.seconds:>7.1f}s\n")
+    setup, teardown = (sum(row.phase(when) for row in rows) for when in ("setup", "teardown"))
+    print(
+        f"  {'total':<22} {'':<{verdict}} {'':<{width}} {result.seconds:>7.1f}s "
+        f"{setup:>6.1f}s {teardown:>7.1f}s\n"
+    )
 
 
 def _print_not_promised(prop: PropertyResult, options: CheckOptions) -> None:

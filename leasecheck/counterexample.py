@@ -19,7 +19,10 @@ A ``queue.*`` failure exports against the run's ``--adapter`` (a bundled name,
 enforcing the same property; the race and kill properties (``queue.exclusive``,
 ``queue.linearizable``, ``queue.ack-final``) are scheduled by the OS, so no file can
 replay their interleaving: their export re-runs the property with the same adapter,
-profile and seed, and says so.
+profile and seed, and says so; so do the server faults (``--servers``). A library that
+keeps its stores on a server (``Capabilities.server``) gets that server started by the
+exported file itself (``replay.server``), or by the re-run, through leasecheck's one
+starter, so the file runs alone under plain pytest.
 
 Every export is portable, so that a team can commit it: it imports only
 ``leasecheck.replay`` (a small interface kept stable) and names its target relative to
@@ -199,7 +202,7 @@ TARGET = replay.target({default!r}, __file__, env={env!r})
 
 
 def test_{slug}() -> None:
-    result = replay.rerun({option!r}, TARGET, {selector!r}, profile={profile!r}, seed={seed})
+    result = {rerun}
     assert result.returncode == 0, result.stdout[-4000:]
 '''
 
@@ -221,12 +224,15 @@ ADAPTER = replay.target({default!r}, __file__, env={env!r})
 
 
 def test_{slug}() -> None:
-    machine = replay.machine({kind!r}, ADAPTER)
-    state = machine()
-    try:
+    # The server the library keeps its stores on (none for a file-backed one), started
+    # for this test by leasecheck's own starter and stopped at its end.
+    with replay.server(ADAPTER) as server:
+        machine = replay.machine({kind!r}, ADAPTER, server)
+        state = machine()
+        try:
 {steps}
-    finally:
-        state.teardown()
+        finally:
+            state.teardown()
 '''
 
 _SCHEDULE_TEMPLATE = '''"""Counterexample found by leasecheck: property {prop} on {target_name}.
@@ -257,6 +263,18 @@ interleaving that failed. The seed fixes
 what the harness chooses (jobs, kill instants, clock moves), not the schedule, so a
 re-run may need the profile's rounds to meet the bug again.
 """
+
+
+_FAULT_NOTE = """
+Why a re-run and not a replay: a server fault (a SIGKILLed server, a SIGSTOPped worker, a
+skewed clock) happens to real processes at real instants, so no file can replay it. The
+re-run starts the server the library declares, as `leasecheck check --servers` does.
+"""
+
+
+def _server_fault(nodeid: str) -> bool:
+    """A server fault's test (``--servers``): its re-run must select the server faults."""
+    return nodeid.split("::", 1)[0].endswith("test_server_faults.py")
 
 
 def _names_used(program: tuple[str, ...], module_name: str) -> set[str]:
@@ -313,7 +331,7 @@ def export(
     }  # fmt: skip
     if example.machine == QUEUE_MACHINE:
         body = [line for line in example.program if line.strip() != "state.teardown()"]
-        steps = "\n".join(f"        {line.strip()}" for line in body) or "        pass"
+        steps = "\n".join(f"            {line.strip()}" for line in body) or "            pass"
         text = _QUEUE_TEMPLATE.format(**common, kind=f"queue:{prop}", steps=steps)
     elif example.machine:
         module_kind = _MACHINES[example.machine]
@@ -342,10 +360,13 @@ def export(
     else:
         selector = nodeid.rsplit("::", 1)[-1].split("[", 1)[0]
         message = "\n".join(f"    {line}" for line in example.message[:30])
-        note = _RACE_NOTE if option == "--adapter" else ""
-        text = _RERUN_TEMPLATE.format(
-            **common, message=message, option=option, profile=profile, seed=seed,
-            selector=selector, note=note,
-        )  # fmt: skip
+        fault = _server_fault(nodeid)
+        note = (_FAULT_NOTE if fault else _RACE_NOTE) if option == "--adapter" else ""
+        servers = ", servers=True" if fault else ""
+        rerun = (
+            f"replay.rerun({option!r}, TARGET, {selector!r}, profile={profile!r}, "
+            f"seed={seed}{servers})"
+        )
+        text = _RERUN_TEMPLATE.format(**common, message=message, note=note, rerun=rerun)
     path.write_text(text)
     return path

@@ -3,14 +3,21 @@
 A team commits exported files next to its code, so they must keep working when the
 repository moves and when leasecheck's insides change. They therefore name their target
 relative to their own location (or take it from an environment variable) and call only
-these five functions, whose signatures are kept stable:
+these functions, whose signatures are kept stable (new arguments only ever come with a
+default):
 
 - ``target(default, test_file, env)``: the target path or adapter spec the file checks;
-- ``machine(kind, target)``: the state machine of ``kind`` ("lease", "jobs" or
-  "queue:PROPERTY") bound to that target, to step through a shrunk program;
+- ``machine(kind, target, server=None)``: the state machine of ``kind`` ("lease", "jobs"
+  or "queue:PROPERTY") bound to that target, to step through a shrunk program; a queue
+  library that keeps its stores on a server makes them on ``server`` (a URL);
+- ``server(target)``: a context manager that starts the server a queue library declares
+  (``Capabilities.server``: PostgreSQL, Redis, ...) on a free port, through leasecheck's
+  one starter (``adapters.servers.start``), yields its URL (``None`` for a library that
+  needs none) and stops it and removes its files at the end;
 - ``names(kind, *wanted)``: the value types a printed program constructs (``When(...)``);
-- ``rerun(option, target, selector, profile, seed)``: run a property again through
-  pytest, for the properties whose failure no file can replay step by step;
+- ``rerun(option, target, selector, profile, seed, servers=False)``: run a property
+  again through pytest, for the properties whose failure no file can replay step by
+  step; ``servers=True`` for the server faults (``--servers``), which start their own;
 - ``schedule(kind, target, record)``: run exactly one recorded interleaving of
   ``lease.interleavings`` (kind "lease") or ``jobs.interleavings`` ("jobs"); what it
   broke, or None;
@@ -19,15 +26,16 @@ these five functions, whose signatures are kept stable:
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BUNDLED", "ENV", "machine", "names", "rerun", "schedule", "target"]
+__all__ = ["BUNDLED", "ENV", "machine", "names", "rerun", "schedule", "server", "target"]
 
 BUNDLED = "bundled"
 ENV = {"lease": "LEASECHECK_IMPL", "jobs": "LEASECHECK_JOBS_IMPL", "queue": "LEASECHECK_ADAPTER"}
@@ -56,8 +64,9 @@ def target(default: str, test_file: str, env: str) -> str:
     return default
 
 
-def machine(kind: str, chosen: str) -> Any:
-    """The state machine class of ``kind`` bound to ``chosen`` (see ``target``)."""
+def machine(kind: str, chosen: str, server: str | None = None) -> Any:
+    """The state machine class of ``kind`` bound to ``chosen`` (see ``target``); a queue
+    library's stores go on ``server`` (the URL ``server(chosen)`` yields)."""
     if kind == "lease":
         from stateful_tests.lease_machine import LeaseAgreement
         from targets.loader import load_worker
@@ -73,8 +82,31 @@ def machine(kind: str, chosen: str) -> Any:
         from adapters.registry import load_library
         from stateful_tests.queue_machine import QueueMachine
 
-        return QueueMachine.bound(load_library(chosen), frozenset({kind.split(":", 1)[1]}))
+        enforce = frozenset({kind.split(":", 1)[1]})
+        return QueueMachine.bound(load_library(chosen), enforce, server)
     raise ValueError(f"unknown machine kind {kind!r}; use 'lease', 'jobs' or 'queue:PROPERTY'")
+
+
+@contextlib.contextmanager
+def server(chosen: str) -> Iterator[str | None]:
+    """Start the server the queue library ``chosen`` keeps its stores on, for as long as
+    the ``with`` block runs; its URL, or ``None`` where the library needs no server.
+
+    The same starter as ``leasecheck check`` (a fresh server in a temp directory on a
+    free port, bounded waits, stopped and removed in ``finally``); durability is not what
+    a replayed program tests, so PostgreSQL runs without fsync and Redis without its
+    append-only file. A missing server binary raises ``ServerMissing``, whose message
+    is the command that installs it.
+    """
+    from adapters import servers
+    from adapters.registry import load_library
+
+    kind = load_library(chosen).capabilities.server
+    if kind is None:
+        yield None
+        return
+    with servers.start(kind, durable=False) as running:
+        yield running.url
 
 
 def names(kind: str, *wanted: str) -> tuple[Any, ...]:
@@ -84,18 +116,26 @@ def names(kind: str, *wanted: str) -> tuple[Any, ...]:
 
 
 def rerun(
-    option: str, chosen: str, selector: str, profile: str, seed: int, timeout: float = 900
+    option: str,
+    chosen: str,
+    selector: str,
+    profile: str,
+    seed: int,
+    timeout: float = 900,
+    servers: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """Run the property test ``selector`` (a pytest ``-k``) again on ``chosen`` with the
-    same profile and seed; ``option`` is ``leasecheck check``'s (``--impl``, ...)."""
-    from leasecheck.plugin import ADAPTER, IMPL, JOBS_IMPL, PROFILE, SEED
+    same profile and seed; ``option`` is ``leasecheck check``'s (``--impl``, ...);
+    ``servers`` also selects the server faults (which start the server they need). A
+    selector that matches nothing is a failure (pytest's exit 5), never a pass."""
+    from leasecheck.plugin import ADAPTER, IMPL, JOBS_IMPL, PROFILE, SEED, SERVERS
     from leasecheck.runner import CHECK_INI, PROPERTIES_DIR
 
     plugin_option = {"lease": IMPL, "jobs": JOBS_IMPL, "queue": ADAPTER}[_OPTIONS[option]]
     command = [
         sys.executable, "-m", "pytest", str(PROPERTIES_DIR), "-c", str(CHECK_INI),
         "--rootdir", str(PROPERTIES_DIR), "-q", "-n", "0", plugin_option, chosen,
-        PROFILE, profile, SEED, str(seed), "-k", selector,
+        PROFILE, profile, SEED, str(seed), "-k", selector, *([SERVERS] if servers else []),
     ]  # fmt: skip
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
 

@@ -31,7 +31,15 @@ from leasecheck._events import EVENTS_ENV, FAILURE_KEY, RESOURCE_KEY, STACKS_ENV
 from leasecheck._preflight import SetupError, check_scratch
 from leasecheck._processes import Leftover, Tree, subreaper
 from leasecheck.counterexample import Counterexample
-from leasecheck.plugin import ADAPTER, CHECKED_KEY, IMPL, JOBS_IMPL, NOT_CHECKED_KEY, STRICT
+from leasecheck.plugin import (
+    ADAPTER,
+    CHECKED_KEY,
+    IMPL,
+    JOBS_IMPL,
+    NOT_CHECKED_KEY,
+    SERVERS,
+    STRICT,
+)
 from targets.scratch import SCRATCH_ENV, scratch_dir
 
 __all__ = [
@@ -112,6 +120,13 @@ class PropertyResult:
     """What the property covered, as numbers (``checked(..., kills=110)``)."""
     left: list[str] = field(default_factory=list)
     """Processes its tests left running (killed by the runner), described."""
+    phases: dict[str, float] = field(default_factory=dict)
+    """Seconds in each phase of its tests: ``setup``, ``call``, ``teardown`` (fixtures
+    that start a server or drop stores show up in setup and teardown; a session-scoped
+    fixture's in the phases of the test that started or ended it)."""
+
+    def phase(self, when: str) -> float:
+        return self.phases.get(when, 0.0)
 
     @property
     def counterexample(self) -> Counterexample | None:
@@ -161,7 +176,7 @@ def pytest_command(options: CheckOptions) -> list[str]:
     for name in options.properties:
         command += ["--leasecheck-property", name]
     if options.servers:
-        command += ["--servers"]
+        command += [SERVERS]
     if options.stop_at_first_failure:
         command += ["-x"]
     if options.examples is not None:
@@ -228,6 +243,8 @@ class _Run:
             self.running[event["nodeid"]] = time.monotonic()
         elif kind == "report":
             self._report(event)
+        elif kind == "phase":
+            self._phase(event)
         elif kind == "finish":
             self.running.pop(event["nodeid"], None)
             self.finished[event["nodeid"]] = time.monotonic()
@@ -256,6 +273,13 @@ class _Run:
             nodes.setdefault(name, set()).add(nodeid)
         return nodes
 
+    def _phase(self, event: dict[str, Any]) -> None:
+        """A setup or teardown that passed: its seconds only."""
+        name = self.name_of(event["nodeid"])
+        result = self.results.setdefault(name, PropertyResult(name))
+        when = str(event["when"])
+        result.phases[when] = result.phase(when) + float(event["duration"])
+
     def _report(self, event: dict[str, Any]) -> None:
         name = self.names.get(event["nodeid"]) or _property_of(event)
         self.names[event["nodeid"]] = name
@@ -263,6 +287,8 @@ class _Run:
         if event["nodeid"] not in result.nodeids:
             result.nodeids.append(event["nodeid"])
         result.seconds += float(event["duration"])
+        when = str(event["when"])
+        result.phases[when] = result.phase(when) + float(event["duration"])
         self._record(result, event["user_properties"])
         outcome = event["outcome"]
         if outcome == "failed" and self._resource(event):

@@ -47,7 +47,14 @@ from hypothesis.stateful import (
     rule,
 )
 
-from adapters.protocol import Claim, QueueAdapter, QueueLibrary, SharedClock, Unsupported
+from adapters.protocol import (
+    Claim,
+    QueueAdapter,
+    QueueLibrary,
+    SharedClock,
+    Unsupported,
+    destroy_store,
+)
 from adapters.timing import Pacer
 from models import queue_model as qm
 from models.evidence import Evidence, Recorder, attach
@@ -120,7 +127,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.scale = REAL_SCALE if real else self.library.capabilities.time_scale()
         self.directory = Path(tempfile.mkdtemp(prefix="leasecheck-queue-", dir=_scratch_root()))
         self.clock = SharedClock.of(self.directory / "clock", self.library.capabilities)
-        location = self.library.create(self.directory, self.server)
+        self.location = location = self.library.create(self.directory, self.server)
         self.connections: list[QueueAdapter] = [
             self.library.connect(location, self.clock) for _ in range(2)
         ]
@@ -420,6 +427,7 @@ class QueueMachine(RuleBasedStateMachine):
             for connection in self.connections:
                 connection.close()
             self.clock.close()
+            destroy_store(self.library, self.location)
             shutil.rmtree(self.directory, ignore_errors=True)
 
     def _disagree(self, message: str) -> NoReturn:

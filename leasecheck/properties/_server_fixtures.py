@@ -88,6 +88,12 @@ class _Servers:
                 self.running[kind] = self.stack.enter_context(start)
             except servers.ServerMissing as missing:
                 pytest.exit(str(missing), returncode=2)
+            except servers.ServerError as error:  # leasecheck could not do its job
+                pytest.exit(
+                    f"the {kind} server the server faults need did not start, so nothing "
+                    f"was checked: {error}",
+                    returncode=2,
+                )
         return self.running[kind]
 
 
