@@ -126,7 +126,7 @@ def test_export_replays_the_schedule(scratch: Path) -> None:
     assert spec is not None and spec.loader is not None
     exported = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(exported)
-    assert found.failure.schedule == exported.SCHEDULE
+    assert found.failure.schedule.record() == exported.SCHEDULE
     with pytest.raises(AssertionError, match="P2 ran `INSERT INTO redrives"):
         exported.test_lease_interleavings_counterexample()
 
