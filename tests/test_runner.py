@@ -429,5 +429,6 @@ def _lease_properties() -> set[str]:
 
     found = set()
     for path in PROPERTIES_DIR.glob("test_*.py"):
-        found |= set(re.findall(r'@pytest\.mark\.leasecheck\("(lease\.[^"]+)"\)', path.read_text()))
+        marks = re.findall(r'pytest\.mark\.leasecheck\("(lease\.[^"]+)"\)', path.read_text())
+        found |= set(marks)
     return found
