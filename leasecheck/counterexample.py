@@ -9,7 +9,8 @@ shows, and the export, a standalone pytest file that binds the same target and
 replays the steps (with the invariant checks between them), so it fails while the
 bug is present and passes once it is fixed. Process-level properties describe their
 scenario as numbered steps; their export re-runs that property at the same profile
-and seed.
+and seed, except ``lease.interleavings``: its failure carries the schedule itself (a
+JSON record, ``ScheduleFailure``), and its export replays exactly that schedule.
 
 A ``queue.*`` failure exports against the run's ``--adapter`` (a bundled name,
 ``planted:NAME`` or an adapter file): the generic queue machine's program
@@ -23,6 +24,7 @@ profile and seed, and says so.
 from __future__ import annotations
 
 import importlib
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,13 +32,22 @@ from pathlib import Path
 
 from stateful_tests.program import program_of
 
-__all__ = ["Counterexample", "export"]
+__all__ = ["Counterexample", "ScheduleFailure", "export"]
 
 _MACHINES = {
     "LeaseAgreement": ("stateful_tests.lease_machine", "load_worker"),
     "JobAgreement": ("stateful_tests.job_machine", "load_jobs_target"),
 }
 QUEUE_MACHINE = "QueueMachine"
+
+
+class ScheduleFailure(AssertionError):
+    """A failing controlled schedule: the message, and the schedule as a JSON-ready record
+    (``crash_harness.interleavings.Schedule.record``) that replays it exactly."""
+
+    def __init__(self, message: str, schedule: dict[str, object]) -> None:
+        super().__init__(message)
+        self.schedule = schedule
 
 
 def _numbered(line: str) -> bool:
@@ -54,6 +65,8 @@ class Counterexample:
     message: tuple[str, ...]
     steps: int = 0
     """Operations in the program, or numbered steps of a process-level scenario."""
+    schedule: Mapping[str, object] | None = None
+    """The failing schedule of ``lease.interleavings`` (its replayable record)."""
 
     @classmethod
     def from_error(cls, error: BaseException) -> Counterexample:
@@ -62,7 +75,8 @@ class Counterexample:
         program = program_of(error)
         if program is not None:
             return cls(program.machine, program.lines, message, program.steps)
-        return cls(None, (), message, sum(1 for line in message if _numbered(line)))
+        schedule = error.schedule if isinstance(error, ScheduleFailure) else None
+        return cls(None, (), message, sum(1 for line in message if _numbered(line)), schedule)
 
     def record(self) -> dict[str, object]:
         """JSON-ready, for the events file."""
@@ -71,16 +85,19 @@ class Counterexample:
             "program": list(self.program),
             "message": list(self.message),
             "steps": self.steps,
+            "schedule": None if self.schedule is None else dict(self.schedule),
         }
 
     @classmethod
     def from_record(cls, record: Mapping[str, object]) -> Counterexample:
         machine = record.get("machine")
+        schedule = record.get("schedule")
         return cls(
             machine if isinstance(machine, str) else None,
             tuple(str(line) for line in _list(record.get("program"))),
             tuple(str(line) for line in _list(record.get("message"))),
             int(str(record.get("steps") or 0)),
+            schedule if isinstance(schedule, dict) else None,
         )
 
     def text(self, limit: int = 40) -> str:
@@ -182,6 +199,46 @@ def test_{slug}() -> None:
         state.teardown()
 '''
 
+_SCHEDULE_TEMPLATE = '''"""Counterexample found by leasecheck: property {prop} on {target}.
+
+Replays exactly the failing schedule: the same processes, the same SQL statements
+and fault hooks, in the same order (crash_harness.interleavings.replay). It fails
+while the bug is present and passes once it is fixed (a fixed target may run other
+statements, so the recorded choices no longer apply: the test then says so and
+re-runs the property instead).  Run it with:  pytest {filename}
+
+What failed:
+{message}
+"""
+
+import subprocess
+import sys
+
+from crash_harness.interleavings import Schedule, ScheduleMismatch, replay
+from leasecheck.runner import CHECK_INI, PROPERTIES_DIR
+from leasecheck.targets import load_worker
+from targets.scratch import scratch_dir
+
+TARGET = {target!r}
+SCHEDULE = Schedule.from_json({schedule!r})
+
+
+def test_{slug}() -> None:
+    with scratch_dir() as directory:
+        try:
+            run = replay(load_worker(TARGET), SCHEDULE, directory)
+        except ScheduleMismatch:
+            command = [
+                sys.executable, "-m", "pytest", str(PROPERTIES_DIR), "-c", str(CHECK_INI),
+                "--rootdir", str(PROPERTIES_DIR), "-q", "-n", "0", {option!r}, TARGET,
+                "-k", "test_interleavings",
+            ]
+            result = subprocess.run(command, capture_output=True, text=True, timeout=900)
+            assert result.returncode == 0, result.stdout[-4000:]
+            return
+    assert run.problem is None, run.interleaving() + "\\n" + run.problem
+'''
+
 _RACE_NOTE = """
 Why a re-run and not a replay: this property runs real processes as the OS schedules
 them (racing, or SIGKILLed at a random instant), so no file can replay the
@@ -233,6 +290,12 @@ def export(
         text = _STATEFUL_TEMPLATE.format(
             prop=prop, target=str(target), filename=path.name, loader=loader, module=module,
             machine=example.machine, slug=slug, steps=steps or "        pass", names=names,
+        )  # fmt: skip
+    elif example.schedule is not None:
+        message = "\n".join(f"    {line}" for line in example.message[:30])
+        text = _SCHEDULE_TEMPLATE.format(
+            prop=prop, target=str(target), filename=path.name, message=message, slug=slug,
+            schedule=json.dumps(dict(example.schedule)), option=option,
         )  # fmt: skip
     else:
         selector = nodeid.rsplit("::", 1)[-1].split("[", 1)[0]

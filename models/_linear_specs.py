@@ -62,11 +62,33 @@ def _outcome_text(outcome: _Model) -> str:
 
 # --- lease worker -------------------------------------------------------------------------
 
+
+def _run_once(state: Snapshot, owner: str, now_ms: int, lease_ms: int = 1000) -> lm.Step:
+    """``run_once`` with a clock that reads ``now_ms`` twice and a send that acknowledges:
+    claim at ``now_ms``, then finish 'ok' at ``now_ms``, as one step.
+
+    run_once is two transactions with a send between them. Read as one atomic step it is
+    exact whenever nothing can change its job in between: with one clock reading the
+    lease cannot run out, so no claim can take the job, a redrive refuses it (not dead)
+    and a finish with another ticket is stale; every other operation commutes with it.
+    """
+    claimed = lm.claim(state, owner, now_ms, lease_ms)
+    ticket = claimed.result
+    if ticket is None:
+        return claimed
+    done = lm.finish(claimed.state, ticket, "ok", now_ms, 0)
+    status = "stale" if done.result is False else done.result
+    result = {"id": ticket["id"], "token": ticket["token"], "status": status}
+    return replace(done, result=result)
+
+
 _LEASE_OPS: dict[str, Callable[..., lm.Step]] = {
     "enqueue": lm.enqueue,
     "claim": lm.claim,
     "finish": lm.finish,
     "redrive": lm.redrive,
+    "run_once": _run_once,
+    "run_file": _run_once,  # on an existing file run_file is run_once on a new connection
 }
 
 

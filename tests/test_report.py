@@ -119,6 +119,7 @@ FAMILIES = {
     "jobs-ready-boundary": "scenario",
     "jobs-unlocked-poll": "scenario",
     "synchronous-off": "scenario",
+    "redrive-checks-dead-before-begin": "scenario",
     "queue-ack-ignores-lease": "program",
     "queue-recover-deletes-expired": "program",
     "queue-lease-truncated-to-minutes": "history",

@@ -10,7 +10,8 @@ counterexample it keeps apart:
 - ``history``: a concurrent history with each operation's real-time interval
   (``P1#1 [ 0.334 ms .. 47.606 ms] poll(...) -> ...``), from the linearizability checker;
 - ``scenario``: the numbered steps that process-level properties and the model checker
-  print (``1. ...``, ``2. ...``), each with its indented continuation lines.
+  print (``1. ...``, ``2. ...``), each with its indented continuation lines; a
+  ``lease.interleavings`` schedule is drawn this way too (one lane per process).
 """
 
 from __future__ import annotations
@@ -75,7 +76,9 @@ def trace_from_result(
     lines = [_unprefixed(line) for line in example.message]
     if lines and lines[0].split(": ", 1)[0].endswith(("Error", "Exception")):
         lines[0] = lines[0].split(": ", 1)[-1]  # the message as the harness wrote it
-    history = _history(lines)
+    # A controlled schedule (lease.interleavings) is drawn step by step, one lane per
+    # process: its history's instants are step numbers, so its steps are the picture.
+    history = () if example.schedule is not None else _history(lines)
     return Trace(
         property=result.name,
         verdict=result.verdict,

@@ -1,0 +1,145 @@
+"""The child side of ``crash_harness.interleavings``: one process's calls, paused at every
+SQL statement and every fault hook.
+
+A child opens the target's connection (``open_queue``) before anything is scheduled,
+says it is ready, and then runs its calls one by one. ``sqlite3.connect`` is wrapped in
+the child, so a connection the target opens itself (``run_file``) reports its
+statements too. Each statement is reported through ``set_trace_callback`` just before
+SQLite runs it (the callback fires at the statement's first step, before it asks for
+any lock) and the child blocks until the engine answers; each ``fault`` hook blocks the
+same way. Around each call it reports ``invoke`` and then the finished ``Operation``
+(its outcome as data), without waiting.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from crash_harness.engine import Channel
+from models._history import Operation, Raised, Returned
+from models._linear_specs import BUSY, OPEN_TRANSACTION
+from targets.lease_compare import error_kind
+
+__all__ = ["HELD", "Call", "child_body"]
+
+HELD = "held"
+"""A ``finish`` ticket argument meaning: the ticket this process's last claim returned."""
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call of a process's program: a worker function and its data arguments.
+
+    ``run_once`` and ``run_file`` take ``owner``, ``now_ms`` and ``lease_ms``: the
+    child gives them a clock that reads ``now_ms`` and a send that acknowledges.
+    """
+
+    name: str
+    args: dict[str, Any] = field(default_factory=dict)
+
+    def text(self) -> str:
+        shown = ", ".join(f"{key}={value!r}" for key, value in self.args.items())
+        return f"{self.name}({shown})"
+
+
+def _resolve(call: Call, held: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The call's concrete arguments; None when it needs a ticket the process lacks."""
+    args = dict(call.args)
+    if args.get("ticket") == HELD:
+        if not held:
+            return None
+        args["ticket"] = dict(held[-1])
+    return args
+
+
+def _invoke(
+    module: ModuleType, con: sqlite3.Connection, path: Path, call: Call, args: dict[str, Any],
+    fault: Callable[[str], None],
+) -> Any:  # fmt: skip
+    """Call the target's function ``call.name`` with ``args``."""
+    if call.name in ("run_once", "run_file"):
+        now = args["now_ms"]
+        where: Any = con if call.name == "run_once" else str(path)
+        function = getattr(module, call.name)
+        return function(where, args["owner"], lambda: now, lambda event: True, 0.5,
+                        args["lease_ms"])  # fmt: skip
+    if call.name in ("claim", "finish", "redrive"):
+        return getattr(module, call.name)(con, **args, fault=fault)
+    return getattr(module, call.name)(con, **args)
+
+
+def _outcome(module: ModuleType, con: sqlite3.Connection, run: Callable[[], Any]) -> Any:
+    try:
+        value = run()
+    except Exception as error:
+        text = str(error).lower()
+        busy = isinstance(error, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
+        outcome: Returned | Raised = Raised(BUSY if busy else error_kind(error, module), str(error))
+    else:
+        outcome = Returned(value)
+    if con.in_transaction:
+        outcome = Raised(OPEN_TRANSACTION, f"after {outcome!r}")
+        con.set_trace_callback(None)
+        con.execute("ROLLBACK")
+    return outcome
+
+
+def _trace_new_connections(channel: Channel) -> list[bool]:
+    """Wrap ``sqlite3.connect`` in this child: connections opened while the returned flag
+    is set report every statement (the target's own ``open_queue`` in ``run_file``)."""
+    tracing = [False]
+    connect = sqlite3.connect
+
+    def traced_connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        con: sqlite3.Connection = connect(*args, **kwargs)
+        if tracing[0]:
+            con.set_trace_callback(channel.trace)
+        return con
+
+    sqlite3.connect = traced_connect  # type: ignore[assignment]  # the child only
+    return tracing
+
+
+def _run_call(
+    module: ModuleType, con: sqlite3.Connection, path: Path, channel: Channel,
+    where: tuple[str, int], call: Call, held: list[dict[str, Any]],
+) -> None:  # fmt: skip
+    """Run one call, reporting ``invoke`` before and the ``Operation`` after it."""
+    args = _resolve(call, held)
+    if args is None:
+        return
+    channel.send("invoke", where[1])
+    outcome = _outcome(module, con, lambda: _invoke(module, con, path, call, args, channel.fault))
+    con.set_trace_callback(channel.trace)
+    if call.name == "claim" and isinstance(outcome, Returned) and type(outcome.value) is dict:
+        held.append(dict(outcome.value))
+    channel.send("op", Operation(where[0], where[1], call.name, args, 0, 0, outcome))
+
+
+def child_body(
+    module: ModuleType, path: Path, name: str, calls: tuple[Call, ...]
+) -> Callable[[Channel], str]:
+    """The body the fork engine runs in process ``name``."""
+
+    def body(channel: Channel) -> str:
+        tracing = _trace_new_connections(channel)
+        con = module.open_queue(str(path))
+        try:
+            channel.ask("ready")
+            tracing[0] = True
+            con.set_trace_callback(channel.trace)
+            held: list[dict[str, Any]] = []
+            for index, call in enumerate(calls, 1):
+                _run_call(module, con, path, channel, (name, index), call, held)
+            tracing[0] = False
+            con.set_trace_callback(None)
+        finally:
+            con.close()
+        return name
+
+    return body

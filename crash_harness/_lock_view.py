@@ -1,0 +1,96 @@
+"""What the kernel says about a child: is it asleep, who holds which lock on a file.
+
+The interleavings engine decides that a process is blocked on SQLite's write lock by
+observing it, never by waiting for silence: SQLite's busy handler sleeps between
+retries (``usleep``, i.e. ``clock_nanosleep``), which Linux shows in
+``/proc/PID/wchan`` (``hrtimer_nanosleep``) and ``/proc/PID/syscall``; and SQLite's
+locks are POSIX byte-range locks on the database file, which ``/proc/locks`` lists
+with the holder's pid (a ``WRITE`` lock is RESERVED, PENDING or EXCLUSIVE; a ``READ``
+lock is SHARED).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["FileLock", "asleep", "file_locks", "resume", "stop", "stopped_asleep"]
+
+_NANOSLEEP = {"x86_64": {"35", "230"}, "aarch64": {"101", "115"}}
+"""Syscall numbers of nanosleep and clock_nanosleep (what usleep becomes)."""
+_SLEEP_WCHAN = ("hrtimer_nanosleep", "do_nanosleep")
+
+
+@dataclass(frozen=True)
+class FileLock:
+    pid: int
+    write: bool
+
+
+def asleep(pid: int) -> bool:
+    """True when ``pid`` is sleeping in nanosleep right now (SQLite's busy-wait)."""
+    try:
+        wchan = Path(f"/proc/{pid}/wchan").read_text().strip()
+        if wchan in _SLEEP_WCHAN:
+            return True
+        number = Path(f"/proc/{pid}/syscall").read_text().split(" ", 1)[0]
+    except OSError:
+        return False
+    return number in _NANOSLEEP.get(platform.machine(), set())
+
+
+def stopped_asleep(pid: int) -> bool:
+    """True when the stopped ``pid`` was stopped inside nanosleep (between two retries of
+    the busy handler, so it holds the locks it holds while waiting), not while running."""
+    try:
+        number = Path(f"/proc/{pid}/syscall").read_text().split(" ", 1)[0]
+    except OSError:
+        return False
+    return number in _NANOSLEEP.get(platform.machine(), set())
+
+
+def file_locks(path: Path) -> list[FileLock]:
+    """The POSIX locks held on ``path`` (a waiter's ``->`` line is not a lock held)."""
+    try:
+        inode = os.stat(path).st_ino
+    except FileNotFoundError:
+        return []
+    fd = os.open("/proc/locks", os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    suffix = b":%d" % inode
+    found = []
+    for line in b"".join(chunks).splitlines():
+        fields = line.split()
+        if len(fields) < 8 or fields[1] != b"POSIX":  # a waiter's line reads '-> POSIX'
+            continue
+        if fields[5].endswith(suffix) and fields[5].count(b":") == 2:
+            found.append(FileLock(int(fields[4]), fields[3] == b"WRITE"))
+    return found
+
+
+def _state(pid: int) -> str:
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return text.rsplit(")", 1)[1].split()[0]
+
+
+def stop(pid: int, deadline_s: float) -> None:
+    """SIGSTOP ``pid`` and wait (bounded) until the kernel shows it stopped."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + deadline_s
+    while _state(pid) not in ("T", "t"):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"process {pid} did not stop within {deadline_s:g} s of SIGSTOP")
+        time.sleep(0.0001)
+
+
+def resume(pid: int) -> None:
+    os.kill(pid, signal.SIGCONT)
