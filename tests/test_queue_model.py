@@ -70,6 +70,7 @@ def test_an_ack_that_returned_true_is_final_after_a_sweep() -> None:
 
 def test_a_true_ack_then_a_redelivery_is_not_linearizable() -> None:
     """The same story as a history: no order explains it (it used to be linearizable)."""
+
     def op(n: int, name: str, value: object, **args: object) -> Operation:
         return Operation("P1", n, name, dict(args), n * 10, n * 10 + 5, Returned(value))
 
