@@ -75,7 +75,7 @@ def test_queue_interleavings(
     bounds = sorted({d.exploration.bound for d in done if d.exploration.bound is not None})
     most = max(d.exploration.points for d in done)
     scope = "-".join(str(n) for n in sorted({sizes[0], sizes[-1]}))
-    bound_text = f"3: <= {bounds[0]} preemptions" if bounds else "every schedule"
+    bound_text = f"<= {bounds[-1]} preemptions" if bounds else "every schedule"
     checked(
         f"{len(done)} scenarios, {scope} processes ({bound_text}), <= {most} statements and "
         f"verbs; {explored} schedules",
