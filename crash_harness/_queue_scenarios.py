@@ -56,6 +56,10 @@ class QueueScenario:
     def processes(self) -> int:
         return len(self.programs)
 
+    def claimed(self) -> bool:
+        """The seeded store holds a claim (live or run out)."""
+        return any(seed.held != "ready" for seed in self.seeds)
+
     def runs_on(self, capabilities: Capabilities) -> bool:
         """The library has every verb the programs call."""
         verbs = {verb.name for program in self.programs for verb in program}

@@ -450,8 +450,9 @@ def _digest(path: Path) -> str:
     """The file's bytes and its WAL's (its committed state: uncommitted pages stay in the
     writer's cache; a WAL database commits into the ``-wal`` file)."""
     digest = hashlib.blake2b(digest_size=12)
-    for part in (path, Path(f"{path}-wal")):
-        with contextlib.suppress(FileNotFoundError):
+    parts = sorted(path.rglob("*")) if path.is_dir() else [path, Path(f"{path}-wal")]
+    for part in parts:  # a directory store (files, or a server's): every file in it
+        with contextlib.suppress(FileNotFoundError, IsADirectoryError):
             digest.update(part.read_bytes())
         digest.update(b"|")
     return digest.hexdigest()

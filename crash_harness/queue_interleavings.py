@@ -72,6 +72,10 @@ class Finding:
     run: Run
     report: str
 
+    @property
+    def text(self) -> str:
+        return f"{self.prop}: not linearizable against the generic model:\n{self.report}"
+
 
 @dataclass
 class QueueExploration:
@@ -118,11 +122,13 @@ def _harness_op(store: _Store, name: str, value: Any, **args: Any) -> None:
     )  # fmt: skip
 
 
-def _seed(library: QueueLibrary, scenario: QueueScenario, directory: Path) -> _Store:
+def _seed(
+    library: QueueLibrary, scenario: QueueScenario, directory: Path, server: str | None = None
+) -> _Store:
     """Create the store, enqueue and claim as the scenario says, run out the short leases."""
     template = directory / "template"
     template.mkdir(parents=True)
-    location = library.create(template, None)
+    location = library.create(template, server)
     store = _Store(library, template, location)
     clock = SharedClock.of(template / "clock", library.capabilities)
     scale = library.capabilities.time_scale()
@@ -297,13 +303,22 @@ def broken(
 
 def _one_judged(
     store: _Store, scenario: QueueScenario, directory: Path, found: QueueExploration,
-    unpromised: frozenset[str],
+    unpromised: frozenset[str], server: str | None = None,
 ) -> Callable[..., Run]:  # fmt: skip
+    runs = [0]
+
     def one(prefix: tuple[str, ...], search: Any, engine: Engine) -> Run:
+        nonlocal store
+        if server is not None:  # a server's store cannot be copied: seed each one afresh
+            runs[0] += 1
+            store = _seed(store.library, scenario, directory / f"run-{runs[0]}", server)
+            location, path = store.location, store.template
+            clock_path = store.template / "clock"
+        else:
+            location, path = store.copy(directory / "run")
+            clock_path = directory / "run" / "clock"
         if store.library.capabilities.real_time:
             _check_live(store, scenario)
-        location, path = store.copy(directory / "run")
-        clock_path = directory / "run" / "clock"
         body_of = _body_of(store, location, clock_path)
         run = run_with(body_of, scenario, path, prefix, search, engine)
         if run.pruned:
@@ -328,8 +343,8 @@ def _judge(
     promised = broken(history, library, unpromised)
     if promised is not None:
         prop, report = promised
-        run.problem = f"{prop}: not linearizable against the generic model:\n{report}"
         found.violated = Finding(prop, True, run, report)
+        run.problem = found.violated.text
         return
     if found.unpromised is None and (strict := broken(history, library, frozenset())):
         prop, report = strict
@@ -349,16 +364,18 @@ def _check_live(store: _Store, scenario: QueueScenario) -> None:
 
 def explore_queue(
     library: QueueLibrary, scenario: QueueScenario, directory: Path, bound: int | None,
-    limit: int = 2_000,
+    limit: int = 2_000, server: str | None = None,
 ) -> QueueExploration:  # fmt: skip
     """Every schedule of ``scenario`` on ``library`` with at most ``bound`` preemptions,
-    cheapest first, until the first that breaks a property the library promises."""
+    cheapest first, until the first that breaks a property the library promises. On a
+    server (``server``) every verb runs whole, so the points are the verbs, and every
+    schedule is run (a store on a server has no file whose bytes could be hashed)."""
     unpromised = frozenset(p for p in GENERIC_PROPERTIES if not library.promises.of(p).promised)
-    store = _seed(library, scenario, directory / scenario.name)
+    store = _seed(library, scenario, directory / scenario.name, server)
     try:
         found = QueueExploration(Exploration(scenario, bound))  # type: ignore[arg-type]
-        one = _one_judged(store, scenario, directory / scenario.name, found, unpromised)
-        found.exploration = run_schedules(one, scenario, bound, limit)
+        one = _one_judged(store, scenario, directory / scenario.name, found, unpromised, server)
+        found.exploration = run_schedules(one, scenario, bound, limit, prune=server is None)
         return found
     finally:
         shutil.rmtree(directory / scenario.name, ignore_errors=True)
