@@ -49,7 +49,7 @@ from crash_harness.interleavings import (
     run_with,
 )
 from models._queue_spec import QueueSpec
-from models.linearizability import Operation, Raised, Returned, check
+from models.linearizability import Operation, Raised, Returned, Verdict, check
 from models.queue_model import QueueState
 
 __all__ = ["Finding", "QueueExploration", "explore_queue", "replay_queue"]
@@ -290,15 +290,32 @@ def broken(
     first generic property whose adoption explains it (``queue.linearizable`` if none
     does), and the checker's report."""
     deletes = library.capabilities.ack_deletes
-    verdict = check(history, QueueSpec(deletes, tolerate), QueueState())
+    spec = QueueSpec(deletes, tolerate)
+    verdict = check(history, spec, QueueState())
     if verdict.linearizable:
         return None
+    named = _frontier(spec, verdict)
+    if named is not None:
+        return named, verdict.report()
     for prop in GENERIC_PROPERTIES:
         if prop in tolerate or prop == "queue.linearizable":
             continue
         if check(history, QueueSpec(deletes, tolerate | {prop}), QueueState()).linearizable:
             return prop, verdict.report()
     return "queue.linearizable", verdict.report()
+
+
+def _frontier(spec: QueueSpec, verdict: Verdict) -> str | None:
+    """The property the model names for the first operation no order explains, after the
+    longest explainable prefix the checker found (read from the model, as data)."""
+    states = [QueueState()]
+    for op in verdict.order:
+        states = list(dict.fromkeys(after for state in states for after in spec.step(state, op)))
+    for op in verdict.conflicting:
+        for state in states:
+            if (mismatch := spec.mismatch(state, op)) is not None:
+                return mismatch.prop
+    return None
 
 
 def _one_judged(

@@ -103,6 +103,12 @@ class QueueSpec(SequentialSpec[qm.QueueState]):
                 found += [] if mismatch is not None else after
         return list(dict.fromkeys(found))
 
+    def mismatch(self, state: qm.QueueState, op: Operation) -> qm.Mismatch | None:
+        """What the model refuses in ``op``'s outcome from ``state`` (the property, as data)."""
+        if op.outcome is None or (isinstance(op.outcome, Raised) and op.name not in _REFUSABLE):
+            return None
+        return self._step(self._at(state, op), op, self._value(op))[1]
+
     def explain(self, state: qm.QueueState, op: Operation) -> str:
         state = self._at(state, op)
         if isinstance(op.outcome, Returned):
