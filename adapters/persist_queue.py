@@ -22,7 +22,10 @@ What maps to what:
 ``connect`` opens ``SQLiteAckQueue(location, auto_resume=False)``: with the default, every
 open would run ``resume_unack_tasks()`` and take back the jobs other live processes hold,
 so recovery would depend on when a process happens to open the queue. Recovery is then
-exactly ``recover()``; a property that models a restart calls it after reopening.
+exactly ``recover()``; a property that models a restart calls it after reopening. The
+library as its users open it by default is checked too, as ``persist-queue-defaults``
+(``PersistQueueDefaults``: ``SQLiteAckQueue(location)``, so every open resumes every
+``unack`` row); ``queue.interleavings`` opens and reopens stores while claims are live.
 
 Time: the library reads ``time.time()`` through ``persistqueue.sqlackqueue._time`` only for
 the ``timestamp`` column of ``put`` and for ``get``'s blocking timeout (never used here).
@@ -56,7 +59,7 @@ from adapters.protocol import (
     Unsupported,
 )
 
-__all__ = ["PersistQueue", "PersistQueueAdapter"]
+__all__ = ["PersistQueue", "PersistQueueAdapter", "PersistQueueDefaults"]
 
 _README = "https://pypi.org/project/persist-queue/1.1.0/ (README)"
 _STATES: dict[int, JobState] = {0: "ready", 1: "ready", 2: "leased", 5: "done", 9: "failed"}
@@ -72,11 +75,11 @@ _TIME = TimePatch(
 class PersistQueueAdapter:
     """One ``SQLiteAckQueue`` on one directory, its timestamps read from ``clock``."""
 
-    def __init__(self, location: str, clock: Clock) -> None:
+    def __init__(self, location: str, clock: Clock, auto_resume: bool = False) -> None:
         import persistqueue.sqlackqueue
 
         self.clock = clock
-        self.queue: Any = persistqueue.sqlackqueue.SQLiteAckQueue(location, auto_resume=False)
+        self.queue: Any = persistqueue.sqlackqueue.SQLiteAckQueue(location, auto_resume=auto_resume)
         _TIME.attach(clock)
 
     def enqueue(self, job: str, payload: str) -> None:
@@ -176,3 +179,18 @@ class PersistQueue:
     def connect(self, location: str, clock: Clock) -> PersistQueueAdapter:
         self.version()
         return PersistQueueAdapter(location, clock)
+
+
+class PersistQueueDefaults(PersistQueue):
+    """persist-queue opened with its defaults (``auto_resume=True``): every open runs
+    ``resume_unack_tasks()``, taking back the jobs other live processes hold."""
+
+    name: ClassVar[str] = "persist-queue-defaults"
+
+    def connect(self, location: str, clock: Clock) -> PersistQueueAdapter:
+        self.version()
+        return PersistQueueAdapter(location, clock, auto_resume=True)
+
+    def reader(self, location: str, clock: Clock) -> PersistQueueAdapter:
+        """A connection for the harness's own reads, which must not resume anything."""
+        return PersistQueueAdapter(location, clock, auto_resume=False)

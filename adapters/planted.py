@@ -110,6 +110,16 @@ class NackIgnoresLease(LeaseWorkerAdapter):
         return back.rowcount == 1
 
 
+class AckAfterExpiryDropped(LeaseWorkerAdapter):
+    """ack of a claim whose lease has run out answers True and finishes nothing, so the
+    job is claimable again and is delivered again after recovery."""
+
+    def ack(self, claim: Claim) -> bool:
+        if claim.lease_until is not None and now_ms(self.clock) / 1000 >= claim.lease_until:
+            return True
+        return super().ack(claim)
+
+
 class AckDeletesFenced(LeaseWorkerAdapter):
     """ack finishes the claim as the lease worker does (its ticket must be current), then
     deletes the finished row: a library that keeps no trace of acknowledged jobs."""
@@ -233,6 +243,14 @@ PLANTED: tuple[PlantedBug, ...] = (
         "the next poller gets it while that worker still holds a live lease",
         "queue.exclusive",
         NackIgnoresLease,
+    ),
+    PlantedBug(
+        "ack-after-expiry-dropped",
+        "ack of a claim whose lease ran out answers True but finishes nothing",
+        "a consumer API that answers success to an ack whose lease (visibility timeout) has "
+        "lapsed and drops it: the job the worker was told is finished is delivered again",
+        "queue.linearizable",
+        AckAfterExpiryDropped,
     ),
 )
 

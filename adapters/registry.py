@@ -40,6 +40,7 @@ BUNDLED: dict[str, str] = {
     "lease-worker": "adapters.lease_worker:LeaseWorker",
     "litequeue": "adapters.litequeue:Litequeue",
     "persist-queue": "adapters.persist_queue:PersistQueue",
+    "persist-queue-defaults": "adapters.persist_queue:PersistQueueDefaults",
     "localqueue": "adapters.localqueue:Localqueue",
     "femtoqueue": "adapters.femtoqueue:Femtoqueue",
     **SERVER_ADAPTERS,

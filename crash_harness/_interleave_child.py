@@ -25,7 +25,7 @@ from models._history import Operation, Raised, Returned
 from models._linear_specs import BUSY, OPEN_TRANSACTION
 from targets.lease_compare import error_kind
 
-__all__ = ["HELD", "Call", "child_body"]
+__all__ = ["HELD", "Call", "child_body", "trace_new_connections"]
 
 HELD = "held"
 """A ``finish`` ticket argument meaning: the ticket this process's last claim returned."""
@@ -89,20 +89,29 @@ def _outcome(module: ModuleType, con: sqlite3.Connection, run: Callable[[], Any]
     return outcome
 
 
-def _trace_new_connections(channel: Channel) -> list[bool]:
+def _trace_new_connections(
+    channel: Channel, opened: list[sqlite3.Connection] | None = None
+) -> list[bool]:
     """Wrap ``sqlite3.connect`` in this child: connections opened while the returned flag
-    is set report every statement (the target's own ``open_queue`` in ``run_file``)."""
+    is set report every statement (the target's own ``open_queue`` in ``run_file``, a
+    library's own connection); each connection is also appended to ``opened``, if given,
+    so that one opened before the flag was set can be traced later."""
     tracing = [False]
     connect = sqlite3.connect
 
     def traced_connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
         con: sqlite3.Connection = connect(*args, **kwargs)
+        if opened is not None:
+            opened.append(con)
         if tracing[0]:
             con.set_trace_callback(channel.trace)
         return con
 
     sqlite3.connect = traced_connect  # type: ignore[assignment]  # the child only
     return tracing
+
+
+trace_new_connections = _trace_new_connections
 
 
 def _run_call(

@@ -34,7 +34,7 @@ import hashlib
 import json
 import sqlite3
 import time
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
@@ -43,13 +43,27 @@ from typing import Any
 from crash_harness import _lock_view
 from crash_harness._interleave_child import child_body
 from crash_harness._interleave_scenarios import Scenario, by_name
-from crash_harness.engine import FINAL_KINDS, GO, Child, Engine, HarnessTimeout, Message
+from crash_harness.engine import FINAL_KINDS, GO, Channel, Child, Engine, HarnessTimeout, Message
 from models._linear_specs import BUSY, LeaseSpec
 from models.contracts import Snapshot
 from models.linearizability import Operation, Raised, Returned, Verdict, check
 from targets.lease_target import read_snapshot, write_snapshot
 
-__all__ = ["Exploration", "Run", "Schedule", "ScheduleMismatch", "explore", "judge", "replay"]
+__all__ = [
+    "BodyOf",
+    "Exploration",
+    "Run",
+    "Schedule",
+    "ScheduleMismatch",
+    "explore",
+    "judge",
+    "replay",
+    "run_schedules",
+    "run_with",
+]
+
+BodyOf = Callable[[str, tuple[Any, ...]], Callable[[Channel], str]]
+"""The child body of process ``name`` running ``program`` (its calls have ``text()``)."""
 
 DEADLINE_S = 10.0
 _WRITE_LOCK = ("BEGIN IMMEDIATE", "BEGIN EXCLUSIVE", "INSERT", "UPDATE", "DELETE", "REPLACE")
@@ -127,13 +141,15 @@ class Run:
     def interleaving(self) -> str:
         return "\n".join(f"  {n}. {step.describe()}" for n, step in enumerate(self.steps, 1))
 
-    def describe(self, scenario: Scenario) -> str:
+    def describe(
+        self, scenario: Any, replay_with: str = "crash_harness.interleavings.replay"
+    ) -> str:
         return "\n".join([
             scenario.describe(),
             f"The schedule ({self.preemptions} forced switches; each line is one step):",
             self.interleaving(),
             f"What is wrong: {self.problem}",
-            "The schedule, replayed by crash_harness.interleavings.replay:",
+            f"The schedule, replayed by {replay_with}:",
             f"  {self.schedule.to_json()}",
         ])  # fmt: skip
 
@@ -185,10 +201,12 @@ class _Search:
 
 class _Runner:
     def __init__(
-        self, module: ModuleType, scenario: Scenario, path: Path, prefix: tuple[str, ...],
-        search: _Search | None, engine: Engine,
+        self, module: ModuleType | None, scenario: Scenario, path: Path,
+        prefix: tuple[str, ...], search: _Search | None, engine: Engine,
+        body_of: BodyOf | None = None,
     ) -> None:  # fmt: skip
         self.module, self.scenario, self.path = module, scenario, path
+        self.body_of = body_of
         self.prefix, self.search, self.engine = prefix, search, engine
         self.locks: list[_lock_view.FileLock] | None = None
         """/proc/locks for the file, valid until a process is let go (the others wait)."""
@@ -203,7 +221,7 @@ class _Runner:
         try:
             for n, program in enumerate(self.scenario.programs, 1):
                 name = f"P{n}"
-                body = child_body(self.module, self.path, name, program)
+                body = self._body(name, program)
                 self.procs.append(_Proc(name, self.engine.fork(name, body)))
             for proc in self.procs:
                 ready = proc.child.next(f"{proc.name} to open its connection and say so")
@@ -226,6 +244,12 @@ class _Runner:
                     raise AssertionError(problem)
         self.run.schedule = Schedule(self.scenario.name, tuple(self.taken))
         return self.run
+
+    def _body(self, name: str, program: tuple[Any, ...]) -> Callable[[Channel], str]:
+        if self.body_of is not None:
+            return self.body_of(name, program)
+        assert self.module is not None, "a lease-worker run needs its target module"
+        return child_body(self.module, self.path, name, program)
 
     # -- the decisions --
 
@@ -363,7 +387,7 @@ class _Runner:
 
     def _in_way(self, proc: _Proc) -> bool:
         """Another process holds a lock on the file (so a sleeping ``proc`` waits for it)."""
-        return any(lock.pid != proc.child.pid for lock in _lock_view.file_locks(self.path))
+        return any(lock.pid != proc.child.pid for lock in _file_locks(self.path))
 
     def _may_proceed(self, proc: _Proc) -> bool:
         """Nothing in ``proc``'s way: no other process holds a write lock (RESERVED or
@@ -371,6 +395,8 @@ class _Runner:
         locks = self._locks()
         others = [lock for lock in locks if lock.pid != proc.child.pid]
         writes = any(lock.write for lock in locks if lock.pid == proc.child.pid)
+        if _wal(self.path):  # readers never stop a WAL writer; every open connection reads
+            return not any(lock.write for lock in others)
         return not any(lock.write for lock in others) and not (writes and others)
 
     def _would_block(self, proc: _Proc) -> bool:
@@ -390,7 +416,7 @@ class _Runner:
 
     def _locks(self) -> list[_lock_view.FileLock]:
         if self.locks is None:
-            self.locks = _lock_view.file_locks(self.path)
+            self.locks = _file_locks(self.path)
         return self.locks
 
     def _wake(self) -> None:
@@ -409,12 +435,27 @@ class _Runner:
         self._settle(proc, watch=False)
 
 
+def _wal(path: Path) -> bool:
+    return Path(f"{path}-shm").exists()
+
+
+def _file_locks(path: Path) -> list[_lock_view.FileLock]:
+    """The locks on the database file and, in WAL mode, on its ``-shm`` file (where a WAL
+    writer's lock lives: byte-range locks of the wal-index)."""
+    locks = _lock_view.file_locks(path)
+    return locks + _lock_view.file_locks(Path(f"{path}-shm")) if _wal(path) else locks
+
+
 def _digest(path: Path) -> str:
-    """The file's bytes (its committed state: uncommitted pages stay in the writer's cache)."""
-    try:
-        return hashlib.blake2b(path.read_bytes(), digest_size=12).hexdigest()
-    except FileNotFoundError:
-        return "-"
+    """The file's bytes and its WAL's (its committed state: uncommitted pages stay in the
+    writer's cache; a WAL database commits into the ``-wal`` file)."""
+    digest = hashlib.blake2b(digest_size=12)
+    parts = sorted(path.rglob("*")) if path.is_dir() else [path, Path(f"{path}-wal")]
+    for part in parts:  # a directory store (files, or a server's): every file in it
+        with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+            digest.update(part.read_bytes())
+        digest.update(b"|")
+    return digest.hexdigest()
 
 
 # --- the verdict ----------------------------------------------------------------------------
@@ -550,13 +591,38 @@ def explore(
     """Every schedule of ``scenario`` with at most ``bound`` preemptions (None: all),
     cheapest first; stops at the first failing one. ``prune=False`` (for the benchmark)
     runs every schedule, with neither state hashing nor the would-block rule."""
+    template = _template(module, scenario, directory)
+
+    def one(prefix: tuple[str, ...], search: _Search | None, engine: Engine) -> Run:
+        return _one(module, scenario, template, directory, prefix, search, engine)
+
+    return run_schedules(one, scenario, bound, limit, prune)
+
+
+RunOne = Callable[[tuple[str, ...], "_Search | None", Engine], Run]
+"""Run (and judge) one schedule from its prefix of choices, feeding the search."""
+
+
+def run_with(
+    body_of: BodyOf, scenario: Any, path: Path, prefix: tuple[str, ...],
+    search: _Search | None, engine: Engine,
+) -> Run:  # fmt: skip
+    """One schedule of ``scenario``'s programs on the file ``path``, each process's body
+    made by ``body_of`` (another library's calls, scheduled by this engine); not judged."""
+    return _Runner(None, scenario, path, prefix, search, engine, body_of).execute()
+
+
+def run_schedules(
+    one: RunOne, scenario: Any, bound: int | None, limit: int = 20_000, prune: bool = True
+) -> Exploration:
+    """The search: every schedule ``one`` can run with at most ``bound`` preemptions,
+    cheapest first, until the first whose ``problem`` is set."""
     started = time.monotonic()
     result = Exploration(scenario, bound)
     search = _Search(bound, prune)
-    template = _template(module, scenario, directory)
     with Engine(DEADLINE_S) as engine:
         while (prefix := search.pop()) is not None and result.explored < limit:
-            run = _one(module, scenario, template, directory, prefix, search, engine)
+            run = one(prefix, search, engine)
             result.pruned = search.skipped
             if run.pruned:
                 result.cut += 1

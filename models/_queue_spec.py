@@ -5,6 +5,7 @@ Operations (``Operation.name`` and ``args``), as the race harness records them:
 - ``enqueue(job)``, ``advance(ms)``, ``recover()`` -> count: the harness's own calls;
 - ``claim(cid, lease_ms)`` -> the job key or None;
 - ``ack(cid, job)`` / ``nack(cid, job)`` -> True (taken) or False / raised (refused);
+- ``extend(cid, job, lease_ms)`` -> the same (the interleavings of ``queue.interleavings``);
 - ``observe()`` -> a tuple of (job, state) pairs read from the store.
 
 Every ``Mismatch`` of ``models.queue_model`` means "no explanation" here: a history
@@ -31,6 +32,9 @@ from models._history import Operation, Raised, Returned, SequentialSpec
 
 __all__ = ["QueueSpec"]
 
+_REFUSABLE = ("ack", "nack", "extend")
+"""Calls a library may refuse (False, or an error): a refusal changes nothing."""
+
 
 class QueueSpec(SequentialSpec[qm.QueueState]):
     """``models.queue_model`` for the checker; ``ack_deletes`` from the adapter's capabilities."""
@@ -54,6 +58,8 @@ class QueueSpec(SequentialSpec[qm.QueueState]):
         if op.name in ("ack", "nack"):
             verb = qm.ack if op.name == "ack" else qm.nack
             return verb(state, args["cid"], args["job"], value is True)
+        if op.name == "extend":
+            return qm.extend(state, args["cid"], args["job"], args["lease_ms"], value is True)
         if op.name == "enqueue":
             return qm.enqueue(state, args["job"])
         if op.name == "advance":
@@ -67,7 +73,7 @@ class QueueSpec(SequentialSpec[qm.QueueState]):
     def _value(self, op: Operation) -> Any:
         if isinstance(op.outcome, Returned):
             return op.outcome.value
-        if isinstance(op.outcome, Raised) and op.name in ("ack", "nack"):
+        if isinstance(op.outcome, Raised) and op.name in _REFUSABLE:
             return False
         return None
 
@@ -79,7 +85,7 @@ class QueueSpec(SequentialSpec[qm.QueueState]):
 
     def step(self, state: qm.QueueState, op: Operation) -> Sequence[qm.QueueState]:
         state = self._at(state, op)
-        if isinstance(op.outcome, Raised) and op.name not in ("ack", "nack"):
+        if isinstance(op.outcome, Raised) and op.name not in _REFUSABLE:
             return [state]  # a claim or sweep that raised (e.g. busy) took no effect
         if op.outcome is None:
             return self._unknown(state, op)
@@ -89,13 +95,19 @@ class QueueSpec(SequentialSpec[qm.QueueState]):
     def _unknown(self, state: qm.QueueState, op: Operation) -> list[qm.QueueState]:
         """A killed call: no effect, or the effect of any outcome it could have had."""
         found = [state]
-        if op.name in ("ack", "nack"):
+        if op.name in _REFUSABLE:
             found += self._step(state, op, True)[0]
         elif op.name == "claim":
             for job in state.jobs:
                 after, mismatch = self._step(state, op, job.key)
                 found += [] if mismatch is not None else after
         return list(dict.fromkeys(found))
+
+    def mismatch(self, state: qm.QueueState, op: Operation) -> qm.Mismatch | None:
+        """What the model refuses in ``op``'s outcome from ``state`` (the property, as data)."""
+        if op.outcome is None or (isinstance(op.outcome, Raised) and op.name not in _REFUSABLE):
+            return None
+        return self._step(self._at(state, op), op, self._value(op))[1]
 
     def explain(self, state: qm.QueueState, op: Operation) -> str:
         state = self._at(state, op)

@@ -13,8 +13,11 @@ in ``adapters.protocol``):
   ``None`` only when no job is ready (an unclaimed ready job then must have been
   given up: ``failed``). A job under a live lease, a done job or an unknown job
   is a ``Mismatch``;
-- ``ack`` that succeeds makes the holder's job done; from a claim whose job was
-  claimed again since, it must change nothing; a refused ack never changes anything.
+- ``ack`` that succeeds makes the holder's job done, and that is final, whether its
+  lease was live or had run out (an ack that returned True is never undone: a sweep
+  or a claim that brings the job back is a ``queue.ack-final`` mismatch); from a claim
+  whose job was claimed again since, it must change nothing; a refused ack never
+  changes anything.
   On a library that deletes a job on ack, such a stale ack that deletes the job is a
   ``queue.stale-ack`` finding (``Job.stale_ack``), not a lost job;
 - ``nack`` gives the holder's job back (``ready``) or gives it up (``failed``);
@@ -175,8 +178,10 @@ def ack(state: QueueState, cid: str, key: str, accepted: bool) -> Step:
     if not accepted or job is None or job.state == "done":
         return _ok(state)
     done = state.put(replace(job, state="done", holder=None))
-    if job.holder == cid and job.state == "leased":
-        return _ok(done) if job.live(state.now) else _ok(done, state)
+    if job.holder == cid and job.state in ("leased", "ready"):
+        # The holder's ack that the library took is final, its lease live or run out (read
+        # as ready or recovered, nobody claimed the job since): queue.ack-final.
+        return _ok(done)
     if job.state == "leased":  # claimed again since: a stale ack must change nothing
         return _ok(state)
     return _ok(done, state)

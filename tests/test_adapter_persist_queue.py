@@ -95,3 +95,24 @@ def test_two_processes_share_the_store(store: Store, engine: Engine) -> None:
 
 def test_close_leaves_no_open_file(store: Store, scratch: Path) -> None:
     check_closes_everything(store, scratch)
+
+
+def test_with_its_defaults_opening_the_queue_takes_back_a_live_claim(scratch: Path) -> None:
+    """persist-queue-defaults opens ``SQLiteAckQueue(path)`` as users do (auto_resume=True):
+    a second process that only opens the queue makes another's live claim claimable; the
+    adapter's own reads (``reader``) change nothing."""
+    from adapters.persist_queue import PersistQueueDefaults
+
+    library = PersistQueueDefaults()
+    store = new_store(library, scratch)
+    with store.connect() as (queue, clock):
+        queue.enqueue("a", "x")
+        claim_one(queue, "w1")
+        reader = library.reader(store.location, clock)
+        try:
+            assert states(reader) == {"a": "leased"}
+        finally:
+            reader.close()
+        with store.connect() as (other, _):
+            assert states(other) == {"a": "ready"}
+            assert claim_one(other, "w2").job == "a"

@@ -1,0 +1,117 @@
+"""The small scenarios ``queue.interleavings`` explores on a real library.
+
+Each scenario is a seeded store (jobs enqueued, some claimed by the harness with a lease
+that is still live or has run out) and one short program of adapter verbs per process.
+They are the races issue 27 names, which the other queue properties never produce: a
+recovery sweep (``recover()``) racing an ack, a nack or an extend of a claim whose lease
+ran out; a claim racing a sweep; a store opened, or reopened, while another process holds
+a live claim; and two claims racing for one job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from adapters.protocol import Capabilities
+
+__all__ = ["BOUNDS", "QueueScenario", "Seed", "Verb", "queue_scenario"]
+
+Held = Literal["ready", "live", "expired"]
+
+
+@dataclass(frozen=True)
+class Seed:
+    """One job of the seeded store; a ``live`` or ``expired`` one is claimed by the harness
+    as claim ``c<job>`` (``expired``: its lease has run out when the processes start)."""
+
+    job: str
+    held: Held = "ready"
+
+    @property
+    def cid(self) -> str:
+        return f"c{self.job}"
+
+
+@dataclass(frozen=True)
+class Verb:
+    """One adapter call of a process: ``open`` (connect: a process whose program starts
+    with it has no connection before), ``reopen`` (close, then connect again), ``claim``
+    (as claim ``cid``), ``ack``/``nack``/``extend`` (of claim ``cid``), ``recover``."""
+
+    name: str
+    cid: str = ""
+
+    def text(self) -> str:
+        return f"{self.name}({self.cid})"
+
+
+@dataclass(frozen=True)
+class QueueScenario:
+    name: str
+    seeds: tuple[Seed, ...]
+    programs: tuple[tuple[Verb, ...], ...]
+
+    @property
+    def processes(self) -> int:
+        return len(self.programs)
+
+    def claimed(self) -> bool:
+        """The seeded store holds a claim (live or run out)."""
+        return any(seed.held != "ready" for seed in self.seeds)
+
+    def runs_on(self, capabilities: Capabilities) -> bool:
+        """The library has every verb the programs call."""
+        verbs = {verb.name for program in self.programs for verb in program}
+        return not (
+            ("nack" in verbs and not capabilities.nack)
+            or ("extend" in verbs and not capabilities.extend)
+        )
+
+    def describe(self) -> str:
+        seeded = ", ".join(
+            f"{s.job!r} {s.held}" + ("" if s.held == "ready" else f" (claim {s.cid})")
+            for s in self.seeds
+        )
+        lines = [f"scenario {self.name!r}, from the seeded store: {seeded}"]
+        for n, program in enumerate(self.programs, 1):
+            lines.append(f"  P{n}: " + "; ".join(verb.text() for verb in program))
+        return "\n".join(lines)
+
+
+def _v(name: str, cid: str = "") -> Verb:
+    return Verb(name, cid)
+
+
+_EXPIRED_A = (Seed("a", "expired"),)
+SCENARIOS: tuple[QueueScenario, ...] = (
+    QueueScenario("sweep-ack", _EXPIRED_A, ((_v("ack", "ca"),), (_v("recover"),))),
+    QueueScenario("sweep-nack", _EXPIRED_A, ((_v("nack", "ca"),), (_v("recover"),))),
+    QueueScenario("sweep-extend", _EXPIRED_A, ((_v("extend", "ca"),), (_v("recover"),))),
+    QueueScenario("claim-sweep", (Seed("a", "expired"), Seed("b")),
+                  ((_v("claim", "p1"),), (_v("recover"),))),
+    QueueScenario("open-while-claimed", (Seed("a", "live"), Seed("b")),
+                  ((_v("ack", "ca"),), (_v("open"), _v("claim", "p2")))),
+    QueueScenario("reopen-while-claimed", (Seed("a", "live"), Seed("b")),
+                  ((_v("ack", "ca"),), (_v("reopen"), _v("claim", "p2")))),
+    QueueScenario("claim-claim", (Seed("a"), Seed("b")),
+                  ((_v("claim", "p1"),), (_v("claim", "p2"),))),
+    QueueScenario("sweep-ack-claim", _EXPIRED_A,
+                  ((_v("ack", "ca"),), (_v("recover"),), (_v("claim", "p3"),))),
+)  # fmt: skip
+
+_TWO = [s.name for s in SCENARIOS if s.processes == 2]
+BOUNDS: dict[str, tuple[tuple[str, int | None], ...]] = {
+    "small": (("sweep-ack", 1), ("open-while-claimed", 1)),
+    "ci": tuple((name, 2) for name in _TWO),
+    "deep": (*((name, None) for name in _TWO), ("sweep-ack-claim", 2)),
+}
+"""profile scope -> (scenario, preemption bound) pairs; None: every schedule (no bound)."""
+
+
+def queue_scenario(name: str) -> QueueScenario:
+    for scenario in SCENARIOS:
+        if scenario.name == name:
+            return scenario
+    known = ", ".join(s.name for s in SCENARIOS)
+    raise KeyError(f"no queue interleaving scenario named {name!r}; known: {known}")

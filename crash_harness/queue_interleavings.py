@@ -1,0 +1,416 @@
+"""Every schedule of 2 (and, bounded, 3) processes running a real library's verbs, stepped
+at each SQL statement the library runs: ``queue.interleavings``.
+
+The lease worker's engine (``crash_harness.interleavings``) schedules these processes:
+one fork engine, one scheduler, one search. What differs is the child: each process
+opens the library through its adapter (``QueueLibrary.connect``) with ``sqlite3.connect``
+wrapped, so every connection the library opens itself reports each statement before
+SQLite runs it and waits (``_interleave_child.trace_new_connections``); each adapter verb
+is a scheduling point too, so a library whose SQL is out of Python's reach (localqueue's
+Rust engine) is scheduled verb by verb.
+
+A scenario (``_queue_scenarios``) starts from a store the harness seeded once (jobs
+enqueued, some claimed, a lease run out by moving the clock, or by waiting on real
+time) and copied for every schedule. The history (the harness's seeding calls, each
+process's calls with their schedule steps as times, and a read of the store after every
+process ended) goes to the linearizability checker with the generic model
+(``models._queue_spec.QueueSpec``): the one comparison core of the other queue
+properties. A history no order explains breaks the first generic property which, once
+adopted, explains it; the property test judges that property by the library's promises.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from adapters.protocol import (
+    GENERIC_PROPERTIES,
+    Claim,
+    QueueAdapter,
+    QueueLibrary,
+    SharedClock,
+)
+from crash_harness._interleave_child import trace_new_connections
+from crash_harness._queue_scenarios import QueueScenario, Verb
+from crash_harness.engine import Channel, Engine, HarnessError
+from crash_harness.interleavings import (
+    STEP_NS,
+    Exploration,
+    Run,
+    Schedule,
+    run_schedules,
+    run_with,
+)
+from models._queue_spec import QueueSpec
+from models.linearizability import Operation, Raised, Returned, Verdict, check
+from models.queue_model import QueueState
+
+__all__ = ["Finding", "QueueExploration", "explore_queue", "replay_queue"]
+
+LIVE_MS = 120_000
+"""Every lease that must stay live for the whole exploration of a scenario."""
+SHORT_MS = 50
+"""A seeded lease that has run out when the processes start..."""
+EXPIRE_MS = 200
+"""...after the harness moves the clock (or waits, on real time) this long."""
+HARNESS = "H"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A schedule no order explains: the generic property it breaks, and the run."""
+
+    prop: str
+    promised: bool
+    run: Run
+    report: str
+
+    @property
+    def text(self) -> str:
+        return f"{self.prop}: not linearizable against the generic model:\n{self.report}"
+
+
+@dataclass
+class QueueExploration:
+    """One scenario's search, and its first finding of a promised / unpromised property."""
+
+    exploration: Exploration
+    violated: Finding | None = None
+    unpromised: Finding | None = None
+
+
+@dataclass
+class _Store:
+    """The seeded store: a template directory, its location, the seeded claims and ops."""
+
+    library: QueueLibrary
+    template: Path
+    location: str
+    claims: dict[str, Claim] = field(default_factory=dict)
+    ops: list[Operation] = field(default_factory=list)
+    seeded_at: float = 0.0
+
+    def copy(self, directory: Path) -> tuple[str, Path]:
+        """A fresh copy of the seeded store in ``directory``: its location and its file."""
+        shutil.rmtree(directory, ignore_errors=True)
+        shutil.copytree(self.template, directory)
+        location = self.location.replace(str(self.template), str(directory))
+        return location, _database_file(Path(location))
+
+
+def _database_file(location: Path) -> Path:
+    """The SQLite file the locks and the state hash look at (a directory store's
+    ``*.db``/``*.sqlite3``; else the location itself)."""
+    if location.is_dir():
+        found = sorted([*location.glob("*.db"), *location.glob("*.sqlite3")])
+        return found[0] if found else location
+    return location
+
+
+def _harness_op(store: _Store, name: str, value: Any, **args: Any) -> None:
+    number = len(store.ops) + 1
+    store.ops.append(
+        Operation(HARNESS, number, name, args, 2 * number * STEP_NS,
+                  (2 * number + 1) * STEP_NS, Returned(value))
+    )  # fmt: skip
+
+
+def _seed(
+    library: QueueLibrary, scenario: QueueScenario, directory: Path, server: str | None = None
+) -> _Store:
+    """Create the store, enqueue and claim as the scenario says, run out the short leases."""
+    template = directory / "template"
+    template.mkdir(parents=True)
+    location = library.create(template, server)
+    store = _Store(library, template, location)
+    clock = SharedClock.of(template / "clock", library.capabilities)
+    scale = library.capabilities.time_scale()
+    queue = library.connect(location, clock)
+    try:
+        for seed in scenario.seeds:
+            queue.enqueue(seed.job, f"payload of {seed.job}")
+            _harness_op(store, "enqueue", None, job=seed.job)
+            if seed.held == "ready":
+                continue
+            lease = (SHORT_MS if seed.held == "expired" else LIVE_MS) * scale
+            got = queue.claim(HARNESS, lease / 1000)
+            if got is None or got.job != seed.job:
+                raise HarnessError(
+                    f"seeding {scenario.name!r}: claim {seed.cid} got {got!r}, not job "
+                    f"{seed.job!r} (the oldest ready one); the scenario needs FIFO claims"
+                )
+            store.claims[seed.cid] = got
+            _harness_op(store, "claim", seed.job, cid=seed.cid, lease_ms=lease)
+        if any(seed.held == "expired" for seed in scenario.seeds):
+            clock.advance(EXPIRE_MS * scale / 1000)
+            _harness_op(store, "advance", None, ms=EXPIRE_MS * scale)
+    finally:
+        queue.close()
+        clock.close()
+    store.seeded_at = time.monotonic()
+    return store
+
+
+# --- the child --------------------------------------------------------------------------
+
+
+def _outcome(call: Callable[[], Any]) -> Returned | Raised:
+    try:
+        return Returned(call())
+    except Exception as error:
+        return Raised(type(error).__name__, str(error))
+
+
+class _Process:
+    """One process's connection, clock and claims, in the child."""
+
+    def __init__(self, store: _Store, location: str, clock_path: Path) -> None:
+        self.library, self.location = store.library, location
+        self.clock = SharedClock.of(clock_path, store.library.capabilities)
+        self.held = dict(store.claims)
+        self.queue: QueueAdapter | None = None
+        self.scale = store.library.capabilities.time_scale()
+
+    def open(self) -> None:
+        self.queue = self.library.connect(self.location, self.clock)
+
+    def reopen(self) -> None:
+        self.close()
+        self.open()
+
+    def close(self) -> None:
+        if self.queue is not None:
+            self.queue.close()
+            self.queue = None
+
+    def run(self, verb: Verb) -> tuple[dict[str, Any], Returned | Raised]:
+        """The call's arguments as the model names them, and its outcome."""
+        if verb.name in ("open", "reopen"):
+            return {}, _outcome(self.reopen)
+        queue = self.queue
+        assert queue is not None, f"{verb.text()} before the process opened the store"
+        lease = LIVE_MS * self.scale
+        if verb.name == "claim":
+            outcome = _outcome(lambda: queue.claim(verb.cid, lease / 1000))
+            if isinstance(outcome, Returned) and isinstance(outcome.value, Claim):
+                self.held[verb.cid] = outcome.value
+                outcome = Returned(outcome.value.job)
+            return {"cid": verb.cid, "lease_ms": lease}, outcome
+        if verb.name == "recover":
+            return {}, _outcome(queue.recover)
+        claim = self.held[verb.cid]
+        args: dict[str, Any] = {"cid": verb.cid, "job": claim.job}
+        if verb.name == "extend":
+            args["lease_ms"] = lease
+            return args, _outcome(lambda: queue.extend(claim, lease / 1000) is True)
+        verbs = {"ack": queue.ack, "nack": queue.nack}
+        return args, _outcome(lambda: verbs[verb.name](claim) is True)
+
+
+def _body_of(store: _Store, location: str, clock_path: Path) -> Any:
+    def body_of(name: str, program: tuple[Verb, ...]) -> Callable[[Channel], str]:
+        def body(channel: Channel) -> str:
+            opened: list[sqlite3.Connection] = []
+            tracing = trace_new_connections(channel, opened)
+            process = _Process(store, location, clock_path)
+            try:
+                if not program or program[0].name != "open":
+                    process.open()
+                channel.ask("ready")
+                tracing[0] = True
+                for con in opened:
+                    con.set_trace_callback(channel.trace)
+                for index, verb in enumerate(program, 1):
+                    _step(channel, process, name, index, verb)
+            finally:
+                tracing[0] = False
+                for con in opened:
+                    with contextlib.suppress(sqlite3.ProgrammingError):  # closed already
+                        con.set_trace_callback(None)
+                process.close()
+                process.clock.close()
+            return name
+
+        return body
+
+    return body_of
+
+
+def _step(channel: Channel, process: _Process, name: str, index: int, verb: Verb) -> None:
+    """One verb: a scheduling point, then the call between ``invoke`` and its ``op``."""
+    if verb.name in ("ack", "nack", "extend") and verb.cid not in process.held:
+        return  # its claim got no job
+    channel.fault(verb.name)
+    channel.send("invoke", index)
+    args, outcome = process.run(verb)
+    channel.send("op", Operation(name, index, verb.name, args, 0, 0, outcome))
+
+
+# --- one schedule, judged ---------------------------------------------------------------
+
+
+def _final(store: _Store, location: str, clock_path: Path, after_ns: int) -> Operation:
+    clock = SharedClock.of(clock_path, store.library.capabilities)
+    # A library whose open changes the store (persist-queue's defaults resume every claim)
+    # offers ``reader``: a connection for reads that changes nothing on open.
+    reader = getattr(store.library, "reader", store.library.connect)
+    queue = reader(location, clock)
+    try:
+        seen = tuple((view.job, view.state) for view in queue.observe())
+    finally:
+        queue.close()
+        clock.close()
+    return Operation(HARNESS, 0, "observe", {}, after_ns + STEP_NS, after_ns + 2 * STEP_NS,
+                     Returned(seen))  # fmt: skip
+
+
+def history_of(store: _Store, run: Run, final: Operation) -> list[Operation]:
+    """The seeding calls, then the run's calls (their times after the seeding's), then the
+    final read; ``open``/``reopen`` are scheduling steps, not operations of the model."""
+    offset = (2 * len(store.ops) + 2) * STEP_NS
+    ran = [
+        replace(op, invoked_ns=(op.invoked_ns or 0) + offset,
+                returned_ns=(op.returned_ns or 0) + offset)
+        for op in run.ops if op.name not in ("open", "reopen")
+    ]  # fmt: skip
+    return [*store.ops, *ran, final]
+
+
+def broken(
+    history: list[Operation], library: QueueLibrary, tolerate: frozenset[str]
+) -> tuple[str, str] | None:
+    """None if the generic model explains ``history`` (adopting ``tolerate``); else the
+    first generic property whose adoption explains it (``queue.linearizable`` if none
+    does), and the checker's report."""
+    deletes = library.capabilities.ack_deletes
+    spec = QueueSpec(deletes, tolerate)
+    verdict = check(history, spec, QueueState())
+    if verdict.linearizable:
+        return None
+    named = _frontier(spec, verdict)
+    if named is not None:
+        return named, verdict.report()
+    for prop in GENERIC_PROPERTIES:
+        if prop in tolerate or prop == "queue.linearizable":
+            continue
+        if check(history, QueueSpec(deletes, tolerate | {prop}), QueueState()).linearizable:
+            return prop, verdict.report()
+    return "queue.linearizable", verdict.report()
+
+
+def _frontier(spec: QueueSpec, verdict: Verdict) -> str | None:
+    """The property the model names for the first operation no order explains, after the
+    longest explainable prefix the checker found (read from the model, as data)."""
+    states = [QueueState()]
+    for op in verdict.order:
+        states = list(dict.fromkeys(after for state in states for after in spec.step(state, op)))
+    for op in verdict.conflicting:
+        for state in states:
+            if (mismatch := spec.mismatch(state, op)) is not None:
+                return mismatch.prop
+    return None
+
+
+def _one_judged(
+    store: _Store, scenario: QueueScenario, directory: Path, found: QueueExploration,
+    unpromised: frozenset[str], server: str | None = None,
+) -> Callable[..., Run]:  # fmt: skip
+    runs = [0]
+
+    def one(prefix: tuple[str, ...], search: Any, engine: Engine) -> Run:
+        nonlocal store
+        if server is not None:  # a server's store cannot be copied: seed each one afresh
+            runs[0] += 1
+            store = _seed(store.library, scenario, directory / f"run-{runs[0]}", server)
+            location, path = store.location, store.template
+            clock_path = store.template / "clock"
+        else:
+            location, path = store.copy(directory / "run")
+            clock_path = directory / "run" / "clock"
+        if store.library.capabilities.real_time:
+            _check_live(store, scenario)
+        body_of = _body_of(store, location, clock_path)
+        run = run_with(body_of, scenario, path, prefix, search, engine)
+        if run.pruned:
+            return run
+        if run.failures:
+            run.problem = "; ".join(run.failures)
+            return run
+        end = max((op.returned_ns or 0 for op in run.ops), default=0)
+        end += (2 * len(store.ops) + 2) * STEP_NS
+        history = history_of(store, run, _final(store, location, clock_path, end))
+        _judge(store.library, history, run, found, unpromised)
+        return run
+
+    return one
+
+
+def _judge(
+    library: QueueLibrary, history: list[Operation], run: Run, found: QueueExploration,
+    unpromised: frozenset[str],
+) -> None:  # fmt: skip
+    """Set ``run.problem`` for a promised property it breaks; keep the first unpromised."""
+    promised = broken(history, library, unpromised)
+    if promised is not None:
+        prop, report = promised
+        found.violated = Finding(prop, True, run, report)
+        run.problem = found.violated.text
+        return
+    if found.unpromised is None and (strict := broken(history, library, frozenset())):
+        prop, report = strict
+        found.unpromised = Finding(prop, False, run, report)
+
+
+def _check_live(store: _Store, scenario: QueueScenario) -> None:
+    """On real time the seeded live leases must still be live (they last ``LIVE_MS``)."""
+    spent = time.monotonic() - store.seeded_at
+    if spent * 1000 > LIVE_MS / 2:
+        raise HarnessError(
+            f"exploring {scenario.name!r} took {spent:.0f} s on real time, so its live "
+            f"leases ({LIVE_MS} ms) may run out; run on a less loaded machine or a smaller "
+            "profile"
+        )
+
+
+def explore_queue(
+    library: QueueLibrary, scenario: QueueScenario, directory: Path, bound: int | None,
+    limit: int = 2_000, server: str | None = None,
+) -> QueueExploration:  # fmt: skip
+    """Every schedule of ``scenario`` on ``library`` with at most ``bound`` preemptions,
+    cheapest first, until the first that breaks a property the library promises. On a
+    server (``server``) every verb runs whole, so the points are the verbs, and every
+    schedule is run (a store on a server has no file whose bytes could be hashed)."""
+    unpromised = frozenset(p for p in GENERIC_PROPERTIES if not library.promises.of(p).promised)
+    store = _seed(library, scenario, directory / scenario.name, server)
+    try:
+        found = QueueExploration(Exploration(scenario, bound))  # type: ignore[arg-type]
+        one = _one_judged(store, scenario, directory / scenario.name, found, unpromised, server)
+        found.exploration = run_schedules(one, scenario, bound, limit, prune=server is None)
+        return found
+    finally:
+        shutil.rmtree(directory / scenario.name, ignore_errors=True)
+
+
+def replay_queue(
+    library: QueueLibrary, scenario: QueueScenario, schedule: Schedule, directory: Path
+) -> QueueExploration:
+    """Run exactly ``schedule`` of ``scenario`` on ``library`` and judge it."""
+    unpromised = frozenset(p for p in GENERIC_PROPERTIES if not library.promises.of(p).promised)
+    store = _seed(library, scenario, directory / scenario.name)
+    try:
+        found = QueueExploration(Exploration(scenario, 0))  # type: ignore[arg-type]
+        one = _one_judged(store, scenario, directory / scenario.name, found, unpromised)
+        with Engine() as engine:
+            run = one(schedule.choices, None, engine)
+        found.exploration.explored = 1
+        found.exploration.failure = run if run.problem is not None else None
+        return found
+    finally:
+        shutil.rmtree(directory / scenario.name, ignore_errors=True)

@@ -1,0 +1,85 @@
+"""queue.interleavings: every schedule of a real library's SQL statements and verbs.
+
+Issue 27: a recovery sweep racing an ack, a nack or an extend; a claim racing a sweep;
+a store opened (fresh or reopened) while another process holds a live claim; two claims
+racing. Each scenario (``crash_harness._queue_scenarios``) runs as real forked processes
+on one copy of a seeded store, stepped one SQL statement (the library's own connection,
+traced) or adapter verb at a time by the lease worker's scheduler
+(``crash_harness.interleavings``): every schedule of two processes, and in deep of three
+with at most 2 preemptions, cheapest first. Each history is judged by the generic model
+(``models._queue_spec.QueueSpec``); a schedule that breaks a generic property is judged by
+the library's promise of that property, so ``--strict`` applies. The same target and
+seed always explore the same schedules: the verdict does not depend on the OS. A library
+on a server is scheduled at its verbs only (its commands are not scheduling points: no
+wire proxy yet), and only in the scenarios that seed no claim: a claim's handle there
+holds the seeding process's client (rq's job and execution objects), which a forked
+process cannot use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+import pytest
+
+from adapters.protocol import QueueLibrary
+from crash_harness._queue_scenarios import BOUNDS, queue_scenario
+from crash_harness.queue_interleavings import Finding, QueueExploration, explore_queue
+from leasecheck.plugin import Checked, NotChecked
+from leasecheck.profiles import Profile
+
+
+def _failure(library: QueueLibrary, done: QueueExploration, finding: Finding) -> str:
+    scenario = done.exploration.scenario
+    finding.run.problem = finding.text
+    return (
+        f"{finding.prop} broken by {library.name} in a schedule of {scenario.processes} "
+        f"processes (queue.interleavings, after {done.exploration.explored} schedules):\n"
+        + finding.run.describe(scenario, "crash_harness.queue_interleavings.replay_queue")
+    )
+
+
+@pytest.mark.leasecheck("queue.interleavings")
+def test_queue_interleavings(
+    multiprocess_library: QueueLibrary,
+    queue_server: str | None,
+    judged: Callable[[str], AbstractContextManager[None]],
+    scratch: Path,
+    lc_profile: Profile,
+    no_leaked_children: None,
+    checked: Checked,
+    not_checked: NotChecked,
+) -> None:
+    library = multiprocess_library
+    done: list[QueueExploration] = []
+    for name, bound in BOUNDS[lc_profile.explore_scope]:
+        scenario = queue_scenario(name)
+        if not scenario.runs_on(library.capabilities):
+            continue
+        if queue_server is not None and scenario.claimed():
+            continue  # a seeded claim's handle belongs to the seeding client (see below)
+        found = explore_queue(library, scenario, scratch, bound, server=queue_server)
+        if found.violated is not None:
+            with judged(found.violated.prop):
+                raise AssertionError(_failure(library, found, found.violated))
+        done.append(found)
+    for found in done:
+        if found.unpromised is not None:
+            with judged(found.unpromised.prop):
+                raise AssertionError(_failure(library, found, found.unpromised))
+    explored = sum(d.exploration.explored for d in done)
+    if not explored:
+        not_checked("0 schedules explored", "use the ci or deep profile")
+    sizes = sorted({d.exploration.scenario.processes for d in done})
+    bounds = sorted({d.exploration.bound for d in done if d.exploration.bound is not None})
+    most = max(d.exploration.points for d in done)
+    scope = "-".join(str(n) for n in sorted({sizes[0], sizes[-1]}))
+    bound_text = f"<= {bounds[-1]} preemptions" if bounds else "every schedule"
+    checked(
+        f"{len(done)} scenarios, {scope} processes ({bound_text}), <= {most} statements and "
+        f"verbs; {explored} schedules",
+        scenarios=len(done), schedules=explored, statements=most,
+        preemptions={d.exploration.scenario.name: d.exploration.bound for d in done},
+    )  # fmt: skip
