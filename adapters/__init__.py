@@ -7,7 +7,7 @@ is the adapter of our own bundled worker, and ``adapters.planted`` its planted-b
 variants, one per generic property.
 """
 
-from adapters.protocol import (
+from leasecheck.adapters.protocol import (
     GENERIC_PROPERTIES,
     AdapterError,
     Capabilities,

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from adapters.protocol import AdapterError, Clock
+from leasecheck.adapters.protocol import AdapterError, Clock
 
 __all__ = ["INSTALL", "TimePatch", "envelope", "installed_version", "job_of", "read_rows"]
 

@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from adapters.protocol import AdapterError
+from leasecheck.adapters.protocol import AdapterError
 
 __all__ = ["CALL_TIMEOUT", "LoopTimeout", "PrivateLoop"]
 

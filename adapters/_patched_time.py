@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from adapters.protocol import Clock
+from leasecheck.adapters.protocol import Clock
 
 __all__ = ["current_clock", "patch_time", "use_clock"]
 

@@ -12,9 +12,9 @@ import urllib.parse
 import uuid
 from typing import Any
 
-from adapters import servers
-from adapters._loop import PrivateLoop
-from adapters.protocol import AdapterError
+from leasecheck.adapters import servers
+from leasecheck.adapters._loop import PrivateLoop
+from leasecheck.adapters.protocol import AdapterError
 
 __all__ = ["PG_EXTRA", "PgSession", "drop_database", "new_database"]
 

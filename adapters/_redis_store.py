@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 
-from adapters.protocol import AdapterError
+from leasecheck.adapters.protocol import AdapterError
 
 __all__ = ["REDIS_EXTRA", "drop_location", "new_location", "split_location"]
 

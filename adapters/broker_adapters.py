@@ -9,7 +9,7 @@ from __future__ import annotations
 __all__ = ["BROKER_ADAPTERS"]
 
 BROKER_ADAPTERS = {
-    "kombu-redis": "adapters.kombu_redis:KombuRedis",
-    "nats-jetstream": "adapters.nats_jetstream:NatsJetstream",
-    "dramatiq-redis": "adapters.dramatiq_redis:DramatiqRedis",
+    "kombu-redis": "leasecheck.adapters.kombu_redis:KombuRedis",
+    "nats-jetstream": "leasecheck.adapters.nats_jetstream:NatsJetstream",
+    "dramatiq-redis": "leasecheck.adapters.dramatiq_redis:DramatiqRedis",
 }

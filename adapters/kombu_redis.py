@@ -39,8 +39,8 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar
 
-from adapters._redis_store import new_location, split_location
-from adapters.protocol import (
+from leasecheck.adapters._redis_store import new_location, split_location
+from leasecheck.adapters.protocol import (
     AdapterError,
     Capabilities,
     Claim,

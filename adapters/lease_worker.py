@@ -17,7 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, ClassVar
 
-from adapters.protocol import (
+from leasecheck.adapters.protocol import (
     Capabilities,
     Claim,
     Clock,
@@ -28,7 +28,7 @@ from adapters.protocol import (
     QueueAdapter,
     Unsupported,
 )
-from queue_impl import worker
+from leasecheck.queue_impl import worker
 
 __all__ = ["LeaseWorker", "LeaseWorkerAdapter", "claim_of", "now_ms"]
 

@@ -43,8 +43,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from adapters._libs import TimePatch, envelope, installed_version, job_of
-from adapters.protocol import (
+from leasecheck.adapters._libs import TimePatch, envelope, installed_version, job_of
+from leasecheck.adapters.protocol import (
     Capabilities,
     Claim,
     Clock,

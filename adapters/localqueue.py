@@ -49,8 +49,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from adapters._libs import installed_version, job_of, read_rows
-from adapters.protocol import (
+from leasecheck.adapters._libs import installed_version, job_of, read_rows
+from leasecheck.adapters.protocol import (
     AdapterError,
     Capabilities,
     Claim,

@@ -41,10 +41,10 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar
 
-from adapters._libs import envelope, job_of
-from adapters._loop import PrivateLoop
-from adapters._redis_store import split_location
-from adapters.protocol import (
+from leasecheck.adapters._libs import envelope, job_of
+from leasecheck.adapters._loop import PrivateLoop
+from leasecheck.adapters._redis_store import split_location
+from leasecheck.adapters.protocol import (
     AdapterError,
     Capabilities,
     Claim,

@@ -47,8 +47,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, ClassVar
 
-from adapters._libs import TimePatch, envelope, installed_version, job_of
-from adapters.protocol import (
+from leasecheck.adapters._libs import TimePatch, envelope, installed_version, job_of
+from leasecheck.adapters.protocol import (
     Capabilities,
     Claim,
     Clock,

@@ -19,9 +19,15 @@ import time
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from adapters.lease_worker import LeaseWorker, LeaseWorkerAdapter, claim_of, lease_ms, now_ms
-from adapters.protocol import Capabilities, Claim, Clock, JobView, QueueAdapter
-from queue_impl import worker
+from leasecheck.adapters.lease_worker import (
+    LeaseWorker,
+    LeaseWorkerAdapter,
+    claim_of,
+    lease_ms,
+    now_ms,
+)
+from leasecheck.adapters.protocol import Capabilities, Claim, Clock, JobView, QueueAdapter
+from leasecheck.queue_impl import worker
 
 __all__ = ["CONTROLS", "PLANTED", "PlantedBug", "PlantedControl", "planted_library"]
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from adapters._libs import installed_version
-from adapters._postgres import PG_EXTRA, PgSession, drop_database, new_database
-from adapters.protocol import (
+from leasecheck.adapters._libs import installed_version
+from leasecheck.adapters._postgres import PG_EXTRA, PgSession, drop_database, new_database
+from leasecheck.adapters.protocol import (
     Capabilities,
     Claim,
     Clock,

@@ -23,9 +23,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from adapters.broker_adapters import BROKER_ADAPTERS
-from adapters.protocol import AdapterError, Capabilities, Promises, QueueLibrary
-from adapters.server_adapters import SERVER_ADAPTERS
+from leasecheck.adapters.broker_adapters import BROKER_ADAPTERS
+from leasecheck.adapters.protocol import AdapterError, Capabilities, Promises, QueueLibrary
+from leasecheck.adapters.server_adapters import SERVER_ADAPTERS
 
 __all__ = [
     "BUNDLED",
@@ -37,12 +37,12 @@ __all__ = [
 ]
 
 BUNDLED: dict[str, str] = {
-    "lease-worker": "adapters.lease_worker:LeaseWorker",
-    "litequeue": "adapters.litequeue:Litequeue",
-    "persist-queue": "adapters.persist_queue:PersistQueue",
-    "persist-queue-defaults": "adapters.persist_queue:PersistQueueDefaults",
-    "localqueue": "adapters.localqueue:Localqueue",
-    "femtoqueue": "adapters.femtoqueue:Femtoqueue",
+    "lease-worker": "leasecheck.adapters.lease_worker:LeaseWorker",
+    "litequeue": "leasecheck.adapters.litequeue:Litequeue",
+    "persist-queue": "leasecheck.adapters.persist_queue:PersistQueue",
+    "persist-queue-defaults": "leasecheck.adapters.persist_queue:PersistQueueDefaults",
+    "localqueue": "leasecheck.adapters.localqueue:Localqueue",
+    "femtoqueue": "leasecheck.adapters.femtoqueue:Femtoqueue",
     **SERVER_ADAPTERS,
     **BROKER_ADAPTERS,
 }
@@ -126,7 +126,13 @@ def _check_version(library: QueueLibrary, where: str) -> None:
 
 
 def _planted(name: str) -> QueueLibrary:
-    from adapters.planted import CONTROLS, PLANTED, PlantedBug, PlantedControl, planted_library
+    from leasecheck.adapters.planted import (
+        CONTROLS,
+        PLANTED,
+        PlantedBug,
+        PlantedControl,
+        planted_library,
+    )
 
     catalogue: tuple[PlantedBug | PlantedControl, ...] = (*PLANTED, *CONTROLS)
     for bug in catalogue:
@@ -212,7 +218,7 @@ def _nothing_fits(path: Path, classes: list[type]) -> str:
 
 def describe_promises(library: QueueLibrary) -> list[str]:
     """The library's declared promises, one line each, for ``leasecheck adapters``."""
-    from adapters.protocol import GENERIC_PROPERTIES
+    from leasecheck.adapters.protocol import GENERIC_PROPERTIES
 
     promises = library.promises
     lines = [

@@ -31,9 +31,14 @@ import math
 from pathlib import Path
 from typing import Any, ClassVar
 
-from adapters._patched_time import current_clock, patch_time, use_clock
-from adapters._redis_store import REDIS_EXTRA, drop_location, new_location, split_location
-from adapters.protocol import (
+from leasecheck.adapters._patched_time import current_clock, patch_time, use_clock
+from leasecheck.adapters._redis_store import (
+    REDIS_EXTRA,
+    drop_location,
+    new_location,
+    split_location,
+)
+from leasecheck.adapters.protocol import (
     AdapterError,
     Capabilities,
     Claim,

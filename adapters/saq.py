@@ -29,10 +29,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from adapters._loop import PrivateLoop
-from adapters._patched_time import current_clock, patch_time, use_clock
-from adapters._redis_store import REDIS_EXTRA, drop_location, new_location, split_location
-from adapters.protocol import (
+from leasecheck.adapters._loop import PrivateLoop
+from leasecheck.adapters._patched_time import current_clock, patch_time, use_clock
+from leasecheck.adapters._redis_store import (
+    REDIS_EXTRA,
+    drop_location,
+    new_location,
+    split_location,
+)
+from leasecheck.adapters.protocol import (
     AdapterError,
     Capabilities,
     Claim,

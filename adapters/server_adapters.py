@@ -9,8 +9,8 @@ from __future__ import annotations
 __all__ = ["SERVER_ADAPTERS"]
 
 SERVER_ADAPTERS = {
-    "pgqueuer": "adapters.pgqueuer:Pgqueuer",
-    "procrastinate": "adapters.procrastinate:Procrastinate",
-    "rq": "adapters.rq:Rq",
-    "saq": "adapters.saq:Saq",
+    "pgqueuer": "leasecheck.adapters.pgqueuer:Pgqueuer",
+    "procrastinate": "leasecheck.adapters.procrastinate:Procrastinate",
+    "rq": "leasecheck.adapters.rq:Rq",
+    "saq": "leasecheck.adapters.saq:Saq",
 }

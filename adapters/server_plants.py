@@ -20,9 +20,9 @@ import uuid
 from pathlib import Path
 from typing import Any, ClassVar
 
-from adapters.pgqueuer import Pgqueuer, PgqueuerAdapter
-from adapters.protocol import Claim, Clock, Promise, Promises, QueueAdapter
-from adapters.rq import Rq, RqAdapter
+from leasecheck.adapters.pgqueuer import Pgqueuer, PgqueuerAdapter
+from leasecheck.adapters.protocol import Claim, Clock, Promise, Promises, QueueAdapter
+from leasecheck.adapters.rq import Rq, RqAdapter
 
 __all__ = ["FencedPgqueuer", "FencedRq", "OverpromisingRq", "VolatilePgqueuer"]
 

@@ -51,7 +51,7 @@ def main(system_name: str, scope_json: str, mode: str) -> dict[str, Any]:
     system: Any
     result: Any
     if system_name == "lease":
-        from models.lease_explorer import LeaseScope, explore_lease
+        from leasecheck.models.lease_explorer import LeaseScope, explore_lease
 
         scope: Any = LeaseScope(**fields)
         started = time.perf_counter()
@@ -59,8 +59,8 @@ def main(system_name: str, scope_json: str, mode: str) -> dict[str, Any]:
         key = lease_key
     else:
         from leasecheck.job_conformance import probe_clear_error, probe_expiry_on_error
-        from models.job_explorer import JobScope, explore_jobs
-        from targets.loader import load_jobs_target
+        from leasecheck.models.job_explorer import JobScope, explore_jobs
+        from leasecheck.targets.loader import load_jobs_target
 
         scope = JobScope(**fields)
         cls = load_jobs_target()
@@ -89,8 +89,8 @@ def main(system_name: str, scope_json: str, mode: str) -> dict[str, Any]:
 
 def replay(system_name: str, system: Any, result: Any) -> dict[str, Any]:
     """The conformance verdict on the bundled target, with its figures."""
-    from targets.loader import load_jobs_target, load_worker
-    from targets.scratch import scratch_dir
+    from leasecheck.targets.loader import load_jobs_target, load_worker
+    from leasecheck.targets.scratch import scratch_dir
 
     started = time.perf_counter()
     if system_name == "lease":

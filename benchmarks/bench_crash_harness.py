@@ -24,9 +24,9 @@ import statistics
 import time
 from pathlib import Path
 
-from crash_harness.atomicity import POINT_CASES, check_every_point
-from targets.loader import load_worker
-from targets.scratch import scratch_dir
+from leasecheck.crash_harness.atomicity import POINT_CASES, check_every_point
+from leasecheck.targets.loader import load_worker
+from leasecheck.targets.scratch import scratch_dir
 
 
 def raw_cycles(directory: Path, kills: int) -> float:

@@ -38,8 +38,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from models.job_explorer import JobScope  # noqa: E402
-from models.lease_explorer import LeaseScope  # noqa: E402
+from leasecheck.models.job_explorer import JobScope  # noqa: E402
+from leasecheck.models.lease_explorer import LeaseScope  # noqa: E402
 
 PROBE = Path(__file__).with_name("_explorer_probe.py")
 

@@ -22,12 +22,12 @@ from hypothesis.extra.redis import RedisExampleDatabase
 from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test
 from redis import Redis
 
-from adapters import servers
+from leasecheck.adapters import servers
 from leasecheck.hunt import STOP_GRACE
 from leasecheck.machine_property import database_key
+from leasecheck.stateful_tests.job_machine import JobAgreement
+from leasecheck.stateful_tests.lease_machine import LeaseAgreement
 from leasecheck.targets import BUNDLED_JOBS, BUNDLED_WORKER
-from stateful_tests.job_machine import JobAgreement
-from stateful_tests.lease_machine import LeaseAgreement
 
 TARGETS: dict[str, tuple[str, str, type[RuleBasedStateMachine]]] = {
     "jobs": ("--jobs-impl", str(BUNDLED_JOBS), JobAgreement),

@@ -22,11 +22,11 @@ import statistics
 import time
 from pathlib import Path
 
-from crash_harness._interleave_scenarios import by_name
-from crash_harness.engine import Channel, Engine
-from crash_harness.interleavings import explore
-from targets.loader import BUNDLED_WORKER, load_worker
-from targets.scratch import scratch_dir
+from leasecheck.crash_harness._interleave_scenarios import by_name
+from leasecheck.crash_harness.engine import Channel, Engine
+from leasecheck.crash_harness.interleavings import explore
+from leasecheck.targets.loader import BUNDLED_WORKER, load_worker
+from leasecheck.targets.scratch import scratch_dir
 
 
 def switch_seconds(switches: int) -> float:

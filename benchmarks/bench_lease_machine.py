@@ -16,9 +16,9 @@ from typing import ClassVar
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import invariant, run_state_machine_as_test
 
-from stateful_tests.lease_machine import LeaseAgreement
-from targets.loader import load_worker
-from targets.scratch import scratch_dir
+from leasecheck.stateful_tests.lease_machine import LeaseAgreement
+from leasecheck.targets.loader import load_worker
+from leasecheck.targets.scratch import scratch_dir
 
 
 class CountingAgreement(LeaseAgreement):

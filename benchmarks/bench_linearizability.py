@@ -21,9 +21,9 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from models import lease_model as lm
-from models.contracts import Snapshot
-from models.linearizability import LeaseSpec, Operation, Raised, Returned, check
+from leasecheck.models import lease_model as lm
+from leasecheck.models.contracts import Snapshot
+from leasecheck.models.linearizability import LeaseSpec, Operation, Raised, Returned, check
 
 JOBS = tuple("abcdefgh")
 

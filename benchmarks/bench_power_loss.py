@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from types import ModuleType
 
-from crash_harness.power_loss import PowerReport, check_power_loss
+from leasecheck.crash_harness.power_loss import PowerReport, check_power_loss
 from leasecheck.scratch import scratch_dir
 from leasecheck.targets import BUNDLED_WORKER, load_worker
 
@@ -54,7 +54,12 @@ def untraced_seconds(directory: Path, ops: int) -> float:
     (directory / "untraced.json").write_text(json.dumps(spec))
     began = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "crash_harness._power_child", str(directory / "untraced.json")],
+        [
+            sys.executable,
+            "-m",
+            "leasecheck.crash_harness._power_child",
+            str(directory / "untraced.json"),
+        ],
         check=True,
         timeout=120,
     )

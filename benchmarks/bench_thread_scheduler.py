@@ -25,11 +25,11 @@ from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from types import ModuleType
 
-from stateful_tests._job_scenarios import call
-from stateful_tests.job_interleavings import CI_SCENARIOS, Scenario, check_scenarios
-from stateful_tests.parallel import Command
-from stateful_tests.thread_scheduler import Step, follow
-from targets.loader import load_jobs_target
+from leasecheck.stateful_tests._job_scenarios import call
+from leasecheck.stateful_tests.job_interleavings import CI_SCENARIOS, Scenario, check_scenarios
+from leasecheck.stateful_tests.parallel import Command
+from leasecheck.stateful_tests.thread_scheduler import Step, follow
+from leasecheck.targets.loader import load_jobs_target
 
 COUNTER = """
 class Counter:

@@ -33,7 +33,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from crash_harness._syscalls import (
+from leasecheck.crash_harness._syscalls import (
     Close,
     Dup,
     Event,

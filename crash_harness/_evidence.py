@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from crash_harness._ops import Expected, Op, expect
-from crash_harness.engine import Outcome
-from models.contracts import Snapshot
-from models.evidence import Evidence, Lease, Recorder
+from leasecheck.crash_harness._ops import Expected, Op, expect
+from leasecheck.crash_harness.engine import Outcome
+from leasecheck.models.contracts import Snapshot
+from leasecheck.models.evidence import Evidence, Lease, Recorder
 
 __all__ = ["HistoryRecorder", "at_of", "job_token", "owner_of"]
 

@@ -20,10 +20,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from crash_harness.engine import Channel
-from models._history import Operation, Raised, Returned
-from models._linear_specs import BUSY, OPEN_TRANSACTION
-from targets.lease_compare import error_kind
+from leasecheck.crash_harness.engine import Channel
+from leasecheck.models._history import Operation, Raised, Returned
+from leasecheck.models._linear_specs import BUSY, OPEN_TRANSACTION
+from leasecheck.targets.lease_compare import error_kind
 
 __all__ = ["HELD", "Call", "child_body", "trace_new_connections"]
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from crash_harness._interleave_child import HELD, Call
-from models.contracts import JobRow, Snapshot
+from leasecheck.crash_harness._interleave_child import HELD, Call
+from leasecheck.models.contracts import JobRow, Snapshot
 
 __all__ = ["BOUNDS", "NOW", "SCENARIOS", "Scenario", "by_name"]
 

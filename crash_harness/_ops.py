@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from crash_harness.engine import Outcome
-from models import lease_model
-from models.contracts import Fault, Snapshot
-from targets.lease_compare import Outcome as Outcome_
-from targets.lease_compare import kind_from_classes, same
+from leasecheck.crash_harness.engine import Outcome
+from leasecheck.models import lease_model
+from leasecheck.models.contracts import Fault, Snapshot
+from leasecheck.targets.lease_compare import Outcome as Outcome_
+from leasecheck.targets.lease_compare import kind_from_classes, same
 
 __all__ = ["Expected", "Op", "agrees", "as_compared", "expect", "same"]
 

@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from crash_harness._ops import Op
-from crash_harness.engine import ErrorInfo, Outcome
-from targets.loader import load_module
+from leasecheck.crash_harness._ops import Op
+from leasecheck.crash_harness.engine import ErrorInfo, Outcome
+from leasecheck.targets.loader import load_module
 
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:

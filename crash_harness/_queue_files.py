@@ -19,10 +19,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from crash_harness._ops import Op
-from crash_harness.engine import Channel, Engine, ErrorInfo, Outcome
-from models.contracts import Snapshot
-from targets.lease_target import read_snapshot, write_snapshot
+from leasecheck.crash_harness._ops import Op
+from leasecheck.crash_harness.engine import Channel, Engine, ErrorInfo, Outcome
+from leasecheck.models.contracts import Snapshot
+from leasecheck.targets.lease_target import read_snapshot, write_snapshot
 
 __all__ = [
     "LeftOpen",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from adapters.protocol import Capabilities
+from leasecheck.adapters.protocol import Capabilities
 
 __all__ = ["BOUNDS", "QueueScenario", "Seed", "Verb", "queue_scenario"]
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from crash_harness._ops import Op, agrees, expect
-from crash_harness.engine import Outcome
-from models.contracts import Snapshot
+from leasecheck.crash_harness._ops import Op, agrees, expect
+from leasecheck.crash_harness.engine import Outcome
+from leasecheck.models.contracts import Snapshot
 
 __all__ = ["Call", "double_leases", "double_wins", "explain", "unexplained"]
 

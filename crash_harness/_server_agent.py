@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from adapters.protocol import Claim, Clock, QueueAdapter, SharedClock
+from leasecheck.adapters.protocol import Claim, Clock, QueueAdapter, SharedClock
 
 __all__ = ["OffsetClock", "load_library", "main"]
 
@@ -38,8 +38,8 @@ class OffsetClock:
 def load_library(spec: str) -> Any:
     """The library ``spec`` names: ``module:Class``, or anything ``--adapter`` takes (a
     bundled name, ``planted:NAME``, an adapter file), loaded by the one registry."""
-    from adapters.registry import BUNDLED, PLANTED_PREFIX
-    from adapters.registry import load_library as load_adapter
+    from leasecheck.adapters.registry import BUNDLED, PLANTED_PREFIX
+    from leasecheck.adapters.registry import load_library as load_adapter
 
     if spec in BUNDLED or spec.startswith(PLANTED_PREFIX) or spec.endswith(".py"):
         return load_adapter(spec)

@@ -15,10 +15,10 @@ import random
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from crash_harness._ops import Expected, Op, expect
-from models import lease_model
-from models.contracts import Snapshot
-from models.edges import LEASE_STARTS
+from leasecheck.crash_harness._ops import Expected, Op, expect
+from leasecheck.models import lease_model
+from leasecheck.models.contracts import Snapshot
+from leasecheck.models.edges import LEASE_STARTS
 
 __all__ = ["OWNERS", "World", "prepare", "random_history", "random_op"]
 

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-from crash_harness._evidence import HistoryRecorder, at_of, owner_of
-from crash_harness._ops import Op, agrees, expect
-from crash_harness._queue_files import (
+from leasecheck.crash_harness._evidence import HistoryRecorder, at_of, owner_of
+from leasecheck.crash_harness._ops import Op, agrees, expect
+from leasecheck.crash_harness._queue_files import (
     QueueFiles,
     Scenario,
     check_opened,
@@ -34,10 +34,10 @@ from crash_harness._queue_files import (
     read_stored,
     side_by_side,
 )
-from crash_harness._states import World, prepare, random_history
-from crash_harness.engine import DEFAULT_DEADLINE_S, Child, Engine
-from models.contracts import Snapshot
-from models.evidence import attach
+from leasecheck.crash_harness._states import World, prepare, random_history
+from leasecheck.crash_harness.engine import DEFAULT_DEADLINE_S, Child, Engine
+from leasecheck.models.contracts import Snapshot
+from leasecheck.models.evidence import attach
 
 __all__ = ["POINT_CASES", "KillTable", "check_every_point"]
 

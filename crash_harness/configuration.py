@@ -31,9 +31,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Final
 
-from crash_harness import _file_cases
-from crash_harness.engine import Channel, Engine, Message
-from models.evidence import Evidence, Recorder
+from leasecheck.crash_harness import _file_cases
+from leasecheck.crash_harness.engine import Channel, Engine, Message
+from leasecheck.models.evidence import Evidence, Recorder
 
 __all__ = ["BUSY_RATIO", "HOLD_S", "ConfigReport", "check_configuration"]
 

@@ -30,9 +30,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from crash_harness._ops import same
-from crash_harness._queue_files import QueueFiles, Scenario, read_stored, side_by_side
-from crash_harness.engine import (
+from leasecheck.crash_harness._ops import same
+from leasecheck.crash_harness._queue_files import QueueFiles, Scenario, read_stored, side_by_side
+from leasecheck.crash_harness.engine import (
     DEFAULT_DEADLINE_S,
     FINAL_KINDS,
     Channel,
@@ -40,10 +40,10 @@ from crash_harness.engine import (
     Engine,
     Outcome,
 )
-from models import lease_model
-from models.contracts import Snapshot
-from models.evidence import Recorder, attach
-from queue_impl.receiver import Receiver, make_send
+from leasecheck.models import lease_model
+from leasecheck.models.contracts import Snapshot
+from leasecheck.models.evidence import Recorder, attach
+from leasecheck.queue_impl.receiver import Receiver, make_send
 
 __all__ = ["DuplicateSendReport", "check_duplicate_send"]
 

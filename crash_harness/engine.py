@@ -47,8 +47,8 @@ from typing import Any, Final
 
 import psutil
 
-from crash_harness._wire import FrameReader, read_frame_blocking, write_frame
-from models.contracts import InjectedFault
+from leasecheck.crash_harness._wire import FrameReader, read_frame_blocking, write_frame
+from leasecheck.models.contracts import InjectedFault
 
 __all__ = [
     "DEFAULT_DEADLINE_S",

@@ -40,14 +40,22 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from crash_harness import _lock_view
-from crash_harness._interleave_child import child_body
-from crash_harness._interleave_scenarios import Scenario, by_name
-from crash_harness.engine import FINAL_KINDS, GO, Channel, Child, Engine, HarnessTimeout, Message
-from models._linear_specs import BUSY, LeaseSpec
-from models.contracts import Snapshot
-from models.linearizability import Operation, Raised, Returned, Verdict, check
-from targets.lease_target import read_snapshot, write_snapshot
+from leasecheck.crash_harness import _lock_view
+from leasecheck.crash_harness._interleave_child import child_body
+from leasecheck.crash_harness._interleave_scenarios import Scenario, by_name
+from leasecheck.crash_harness.engine import (
+    FINAL_KINDS,
+    GO,
+    Channel,
+    Child,
+    Engine,
+    HarnessTimeout,
+    Message,
+)
+from leasecheck.models._linear_specs import BUSY, LeaseSpec
+from leasecheck.models.contracts import Snapshot
+from leasecheck.models.linearizability import Operation, Raised, Returned, Verdict, check
+from leasecheck.targets.lease_target import read_snapshot, write_snapshot
 
 __all__ = [
     "BodyOf",
@@ -142,7 +150,7 @@ class Run:
         return "\n".join(f"  {n}. {step.describe()}" for n, step in enumerate(self.steps, 1))
 
     def describe(
-        self, scenario: Any, replay_with: str = "crash_harness.interleavings.replay"
+        self, scenario: Any, replay_with: str = "leasecheck.crash_harness.interleavings.replay"
     ) -> str:
         return "\n".join([
             scenario.describe(),

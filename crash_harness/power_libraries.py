@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crash_harness._disk import CrashState, Cut, Disk, crash_states
-from crash_harness._syscalls import record
+from leasecheck.crash_harness._disk import CrashState, Cut, Disk, crash_states
+from leasecheck.crash_harness._syscalls import record
 
 __all__ = ["LIBRARIES", "Library", "LibraryReport", "check_library", "main"]
 
@@ -198,7 +198,8 @@ def check_library(library: Library, root: Path, limit: int = 64, seed: int = 0) 
     queue.mkdir(parents=True)
     library.read(queue)  # creates the empty queue: the durable starting point
     before = {p.name: p.read_bytes() for p in queue.iterdir() if not p.name.endswith("-shm")}
-    argv = [sys.executable, "-m", "crash_harness.power_libraries", "--child", library.name,
+    argv = [sys.executable, "-m", "leasecheck.crash_harness.power_libraries", "--child",
+        library.name,
             str(queue), str(root / "acks")]  # fmt: skip
     events = record(argv, root, root / "strace.log", 120.0)
     disk = Disk.holding(str(queue), str(root / "acks"), before)

@@ -39,15 +39,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-from crash_harness._disk import CrashState, Cut, DirChange, Disk, crash_states
-from crash_harness._evidence import HistoryRecorder, at_of
-from crash_harness._ops import Expected, Op, agrees, expect
-from crash_harness._queue_files import QueueFiles, read_stored
-from crash_harness._states import random_history, random_op, step
-from crash_harness._syscalls import record
-from crash_harness.engine import Engine, Outcome
-from models.contracts import Snapshot
-from models.evidence import Evidence, attach
+from leasecheck.crash_harness._disk import CrashState, Cut, DirChange, Disk, crash_states
+from leasecheck.crash_harness._evidence import HistoryRecorder, at_of
+from leasecheck.crash_harness._ops import Expected, Op, agrees, expect
+from leasecheck.crash_harness._queue_files import QueueFiles, read_stored
+from leasecheck.crash_harness._states import random_history, random_op, step
+from leasecheck.crash_harness._syscalls import record
+from leasecheck.crash_harness.engine import Engine, Outcome
+from leasecheck.models.contracts import Snapshot
+from leasecheck.models.evidence import Evidence, attach
 
 __all__ = [
     "PowerLoss",
@@ -267,7 +267,7 @@ def _traced(
         "ops": [[op.name, list(op.args)] for op in trial.ops],
     }
     (root / "spec.json").write_text(json.dumps(spec))
-    argv = [sys.executable, "-m", "crash_harness._power_child", str(root / "spec.json")]
+    argv = [sys.executable, "-m", "leasecheck.crash_harness._power_child", str(root / "spec.json")]
     events = record(argv, root, root / "strace.log", TRACE_TIMEOUT_S)
     results = pickle.loads((root / "results.pickle").read_bytes())
     outcomes = tuple(results["outcomes"])

@@ -24,9 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.protocol import QueueAdapter, QueueLibrary, SharedClock, destroy_store
-from crash_harness.engine import Channel, Child, ChildDied, Engine, Message
-from models.evidence import Evidence, Recorder, attach
+from leasecheck.adapters.protocol import QueueAdapter, QueueLibrary, SharedClock, destroy_store
+from leasecheck.crash_harness.engine import Channel, Child, ChildDied, Engine, Message
+from leasecheck.models.evidence import Evidence, Recorder, attach
 
 __all__ = ["AckFinalReport", "check_ack_final"]
 

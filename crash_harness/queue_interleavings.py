@@ -30,17 +30,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from adapters.protocol import (
+from leasecheck.adapters.protocol import (
     GENERIC_PROPERTIES,
     Claim,
     QueueAdapter,
     QueueLibrary,
     SharedClock,
 )
-from crash_harness._interleave_child import trace_new_connections
-from crash_harness._queue_scenarios import QueueScenario, Verb
-from crash_harness.engine import Channel, Engine, HarnessError
-from crash_harness.interleavings import (
+from leasecheck.crash_harness._interleave_child import trace_new_connections
+from leasecheck.crash_harness._queue_scenarios import QueueScenario, Verb
+from leasecheck.crash_harness.engine import Channel, Engine, HarnessError
+from leasecheck.crash_harness.interleavings import (
     STEP_NS,
     Exploration,
     Run,
@@ -48,9 +48,9 @@ from crash_harness.interleavings import (
     run_schedules,
     run_with,
 )
-from models._queue_spec import QueueSpec
-from models.linearizability import Operation, Raised, Returned, Verdict, check
-from models.queue_model import QueueState
+from leasecheck.models._queue_spec import QueueSpec
+from leasecheck.models.linearizability import Operation, Raised, Returned, Verdict, check
+from leasecheck.models.queue_model import QueueState
 
 __all__ = ["Finding", "QueueExploration", "explore_queue", "replay_queue"]
 

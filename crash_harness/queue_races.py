@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adapters.protocol import (
+from leasecheck.adapters.protocol import (
     Capabilities,
     Claim,
     QueueAdapter,
@@ -50,11 +50,11 @@ from adapters.protocol import (
     SharedClock,
     destroy_store,
 )
-from adapters.timing import MARGIN_MS, Pacer
-from crash_harness.engine import Channel, Child, Engine
-from models._history import Operation, Raised, Returned
-from models.evidence import Evidence, Recorder, attach
-from models.evidence import Lease as Held
+from leasecheck.adapters.timing import MARGIN_MS, Pacer
+from leasecheck.crash_harness.engine import Channel, Child, Engine
+from leasecheck.models._history import Operation, Raised, Returned
+from leasecheck.models.evidence import Evidence, Recorder, attach
+from leasecheck.models.evidence import Lease as Held
 
 __all__ = ["ExclusiveReport", "Racers", "StaleCallBreach", "check_exclusive", "linear_history"]
 

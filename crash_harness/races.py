@@ -32,13 +32,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from crash_harness._evidence import HistoryRecorder
-from crash_harness._ops import Op
-from crash_harness._queue_files import LeftOpen, QueueFiles, Scenario, read_stored
-from crash_harness._serial import Call, double_leases, double_wins, explain, unexplained
-from crash_harness.engine import Channel, Child, Engine, ErrorInfo, Outcome
-from models.contracts import Snapshot
-from models.evidence import Evidence, attach
+from leasecheck.crash_harness._evidence import HistoryRecorder
+from leasecheck.crash_harness._ops import Op
+from leasecheck.crash_harness._queue_files import LeftOpen, QueueFiles, Scenario, read_stored
+from leasecheck.crash_harness._serial import Call, double_leases, double_wins, explain, unexplained
+from leasecheck.crash_harness.engine import Channel, Child, Engine, ErrorInfo, Outcome
+from leasecheck.models.contracts import Snapshot
+from leasecheck.models.evidence import Evidence, attach
 
 __all__ = ["RaceReport", "check_races"]
 

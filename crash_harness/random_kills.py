@@ -26,20 +26,20 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from crash_harness._evidence import HistoryRecorder, at_of, owner_of
-from crash_harness._ops import Expected, Op, agrees
-from crash_harness._queue_files import (
+from leasecheck.crash_harness._evidence import HistoryRecorder, at_of, owner_of
+from leasecheck.crash_harness._ops import Expected, Op, agrees
+from leasecheck.crash_harness._queue_files import (
     QueueFiles,
     Scenario,
     check_opened,
     read_stored,
     side_by_side,
 )
-from crash_harness._states import World, random_op, step
-from crash_harness.engine import FINAL_KINDS, Channel, Child, Engine, ErrorInfo, Outcome
-from models.contracts import Snapshot
-from models.evidence import Evidence, attach, evidence_of
-from targets.lease_target import read_snapshot
+from leasecheck.crash_harness._states import World, random_op, step
+from leasecheck.crash_harness.engine import FINAL_KINDS, Channel, Child, Engine, ErrorInfo, Outcome
+from leasecheck.models.contracts import Snapshot
+from leasecheck.models.evidence import Evidence, attach, evidence_of
+from leasecheck.targets.lease_target import read_snapshot
 
 __all__ = ["RandomKillReport", "check_random_kills"]
 

@@ -27,11 +27,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from crash_harness.engine import GO, Channel, Child, Engine, Message
-from models import lease_model
-from models.contracts import JobRow, Snapshot
-from models.evidence import Evidence, Recorder
-from targets.lease_target import read_snapshot, write_snapshot
+from leasecheck.crash_harness.engine import GO, Channel, Child, Engine, Message
+from leasecheck.models import lease_model
+from leasecheck.models.contracts import JobRow, Snapshot
+from leasecheck.models.evidence import Evidence, Recorder
+from leasecheck.targets.lease_target import read_snapshot, write_snapshot
 
 __all__ = ["BOUNDS", "Run", "Schedule", "enumerate_schedules", "evidence", "replay"]
 

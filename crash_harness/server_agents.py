@@ -19,7 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from adapters.servers import die_with_parent
+from leasecheck.adapters.servers import die_with_parent
 
 __all__ = ["Agent", "AgentError", "AgentRefused"]
 
@@ -40,7 +40,7 @@ class Agent:
     def __init__(self, spec: str, location: str, clock: Path, real: bool, offset: float,
                  name: str, log: Path) -> None:  # fmt: skip
         self.name = name
-        command = [sys.executable, "-m", "crash_harness._server_agent",
+        command = [sys.executable, "-m", "leasecheck.crash_harness._server_agent",
                    spec, location, str(clock), "1" if real else "0", repr(offset)]  # fmt: skip
         with log.open("ab") as errors:
             self.process = subprocess.Popen(

@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adapters.protocol import Promise, QueueLibrary, SharedClock, destroy_store
-from adapters.servers import Server, owned_temp_dir
-from crash_harness.server_agents import Agent, AgentRefused
-from models.evidence import Evidence, Lease, Recorder
+from leasecheck.adapters.protocol import Promise, QueueLibrary, SharedClock, destroy_store
+from leasecheck.adapters.servers import Server, owned_temp_dir
+from leasecheck.crash_harness.server_agents import Agent, AgentRefused
+from leasecheck.models.evidence import Evidence, Lease, Recorder
 
 __all__ = ["FAULTS", "FaultResult", "Scenario", "run_fault", "run_server_faults"]
 

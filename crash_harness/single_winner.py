@@ -27,9 +27,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from crash_harness._evidence import HistoryRecorder, at_of, owner_of
-from crash_harness._ops import Op, agrees, expect
-from crash_harness._queue_files import (
+from leasecheck.crash_harness._evidence import HistoryRecorder, at_of, owner_of
+from leasecheck.crash_harness._ops import Op, agrees, expect
+from leasecheck.crash_harness._queue_files import (
     QueueFiles,
     Scenario,
     op_body,
@@ -37,11 +37,11 @@ from crash_harness._queue_files import (
     sequence_body,
     side_by_side,
 )
-from crash_harness._serial import Call, double_leases, double_wins, explain, unexplained
-from crash_harness._states import prepare, random_history
-from crash_harness.engine import GO, Child, Engine, Message, Outcome
-from models.contracts import Snapshot
-from models.evidence import Evidence, attach
+from leasecheck.crash_harness._serial import Call, double_leases, double_wins, explain, unexplained
+from leasecheck.crash_harness._states import prepare, random_history
+from leasecheck.crash_harness.engine import GO, Child, Engine, Message, Outcome
+from leasecheck.models.contracts import Snapshot
+from leasecheck.models.evidence import Evidence, attach
 
 __all__ = ["SingleWinnerReport", "check_single_winner"]
 

@@ -15,7 +15,7 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
-from targets.scratch import SCRATCH_ENV, scratch_root
+from leasecheck.targets.scratch import SCRATCH_ENV, scratch_root
 
 __all__ = ["MIN_FREE_BYTES", "SetupError", "check_output", "check_scratch", "resource_problem"]
 

@@ -13,8 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from adapters.protocol import AdapterError, QueueLibrary
-from adapters.registry import BUNDLED, PLANTED_PREFIX, describe_promises, load_library
+from leasecheck.adapters.protocol import AdapterError, QueueLibrary
+from leasecheck.adapters.registry import BUNDLED, PLANTED_PREFIX, describe_promises, load_library
 
 __all__ = [
     "AdapterUsageError",
@@ -48,7 +48,7 @@ def preflight_adapter(spec: str) -> str:
 def _preflight_file(spec: str) -> str:
     code = (
         "import sys\nfrom adapters.protocol import AdapterError\n"
-        "from adapters.registry import load_library\n"
+        "from leasecheck.adapters.registry import load_library\n"
         "from leasecheck.adapters_cli import describe_library\n"
         "try:\n    print(describe_library(load_library(sys.argv[1])))\n"
         "except AdapterError as e:\n    print(e, file=sys.stderr); sys.exit(2)\n"

@@ -450,7 +450,7 @@ def _print_failure(prop: PropertyResult, options: CheckOptions, directory: Path 
 
 
 def _target_of(name: str, options: CheckOptions) -> tuple[Path | str, str]:
-    from targets.loader import BUNDLED_JOBS, BUNDLED_WORKER
+    from leasecheck.targets.loader import BUNDLED_JOBS, BUNDLED_WORKER
 
     if name.startswith("queue.") and options.adapter:
         return options.adapter, "--adapter"

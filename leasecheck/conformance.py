@@ -20,12 +20,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from models._lease_system import LeaseSystem, LeaseWorld, ticket_dict
-from models.contracts import InjectedFault, Snapshot
-from models.evidence import Evidence, Recorder
-from models.explorer import Edge, ExploreResult, Move, concretize
-from targets.lease_compare import Outcome, differences, error_kind
-from targets.lease_target import read_snapshot, write_snapshot
+from leasecheck.models._lease_system import LeaseSystem, LeaseWorld, ticket_dict
+from leasecheck.models.contracts import InjectedFault, Snapshot
+from leasecheck.models.evidence import Evidence, Recorder
+from leasecheck.models.explorer import Edge, ExploreResult, Move, concretize
+from leasecheck.targets.lease_compare import Outcome, differences, error_kind
+from leasecheck.targets.lease_target import read_snapshot, write_snapshot
 
 __all__ = ["ConformanceReport", "InjectedFault", "replay_lease"]
 

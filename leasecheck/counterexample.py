@@ -40,14 +40,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from leasecheck.models.evidence import Evidence, evidence_of
 from leasecheck.replay import BUNDLED, ENV
-from models.evidence import Evidence, evidence_of
-from stateful_tests.program import program_of
+from leasecheck.stateful_tests.program import program_of
 
 __all__ = ["Counterexample", "ScheduleFailure", "export"]
 
 _MACHINES = {"LeaseAgreement": "lease", "JobAgreement": "jobs"}
-_MODULES = {"lease": "stateful_tests.lease_machine", "jobs": "stateful_tests.job_machine"}
+_MODULES = {
+    "lease": "leasecheck.stateful_tests.lease_machine",
+    "jobs": "leasecheck.stateful_tests.job_machine",
+}
 QUEUE_MACHINE = "QueueMachine"
 _KINDS = {"--impl": "lease", "--jobs-impl": "jobs", "--adapter": "queue"}
 
@@ -292,7 +295,7 @@ def _slug(name: str) -> str:
 def _default(target: Path | str, directory: Path) -> str:
     """How an exported file names its target: the bundled one symbolically, a file
     relative to the export directory, an adapter name as it is."""
-    from targets.loader import BUNDLED_JOBS, BUNDLED_WORKER
+    from leasecheck.targets.loader import BUNDLED_JOBS, BUNDLED_WORKER
 
     text = str(target)
     if not text.endswith(".py"):

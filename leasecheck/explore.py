@@ -19,15 +19,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from crash_harness.schedules import BOUNDS, enumerate_schedules
-from crash_harness.schedules import evidence as schedule_evidence
 from leasecheck.conformance import replay_lease
+from leasecheck.crash_harness.schedules import BOUNDS, enumerate_schedules
+from leasecheck.crash_harness.schedules import evidence as schedule_evidence
 from leasecheck.job_conformance import probe_clear_error, probe_expiry_on_error, replay_jobs
-from models.evidence import Evidence
-from models.job_explorer import JobScope, explore_jobs, job_scope_parts
-from models.lease_explorer import LeaseScope, explore_lease, scope_parts
-from targets.loader import TargetError, load_jobs_target, load_worker
-from targets.scratch import scratch_dir
+from leasecheck.models.evidence import Evidence
+from leasecheck.models.job_explorer import JobScope, explore_jobs, job_scope_parts
+from leasecheck.models.lease_explorer import LeaseScope, explore_lease, scope_parts
+from leasecheck.targets.loader import TargetError, load_jobs_target, load_worker
+from leasecheck.targets.scratch import scratch_dir
 
 __all__ = [
     "PartReport",

@@ -25,12 +25,17 @@ from collections.abc import Hashable
 from typing import Any
 
 from leasecheck.conformance import ConformanceReport
-from models import job_model as jm
-from models.evidence import Evidence, Recorder
-from models.explorer import Edge, ExploreResult, Move
-from models.job_explorer import JobSystem, JobWorld
-from queue_impl.jobs import Lease, RetryPolicy
-from targets.job_compare import error_kind, lease_differences, model_visible, target_visible
+from leasecheck.models import job_model as jm
+from leasecheck.models.evidence import Evidence, Recorder
+from leasecheck.models.explorer import Edge, ExploreResult, Move
+from leasecheck.models.job_explorer import JobSystem, JobWorld
+from leasecheck.queue_impl.jobs import Lease, RetryPolicy
+from leasecheck.targets.job_compare import (
+    error_kind,
+    lease_differences,
+    model_visible,
+    target_visible,
+)
 
 __all__ = ["probe_clear_error", "probe_expiry_on_error", "replay_jobs"]
 

@@ -31,14 +31,14 @@ from hypothesis import core as hypothesis_core
 from hypothesis import settings
 from hypothesis.internal.conjecture import engine as shrinking_engine
 
-from adapters import servers
-from adapters.protocol import AdapterError, QueueLibrary
-from adapters.registry import load_library
 from leasecheck import profiles
+from leasecheck.adapters import servers
+from leasecheck.adapters.protocol import AdapterError, QueueLibrary
+from leasecheck.adapters.registry import load_library
 from leasecheck.promises import judge
 from leasecheck.shared_db import SharedDatabaseError
-from targets.loader import TargetError, load_jobs_target, load_worker
-from targets.scratch import scratch_dir
+from leasecheck.targets.loader import TargetError, load_jobs_target, load_worker
+from leasecheck.targets.scratch import scratch_dir
 
 HELP_IMPL = "lease worker target file to check (default: the bundled queue_impl/worker.py)"
 HELP_JOBS_IMPL = "file defining JobQueue to check (default: the bundled queue_impl/job_queue.py)"

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from adapters.protocol import AdapterError, QueueLibrary
+from leasecheck.adapters.protocol import AdapterError, QueueLibrary
 
 __all__ = ["counterexample_text", "judge"]
 

@@ -41,9 +41,9 @@ BUNDLED = "bundled"
 ENV = {"lease": "LEASECHECK_IMPL", "jobs": "LEASECHECK_JOBS_IMPL", "queue": "LEASECHECK_ADAPTER"}
 """The environment variable that points an exported file of each kind at another target."""
 _MODULES = {
-    "lease": "stateful_tests.lease_machine",
-    "jobs": "stateful_tests.job_machine",
-    "queue": "stateful_tests.queue_machine",
+    "lease": "leasecheck.stateful_tests.lease_machine",
+    "jobs": "leasecheck.stateful_tests.job_machine",
+    "queue": "leasecheck.stateful_tests.queue_machine",
 }
 _OPTIONS = {"--impl": "lease", "--jobs-impl": "jobs", "--adapter": "queue"}
 
@@ -56,7 +56,7 @@ def target(default: str, test_file: str, env: str) -> str:
     if chosen:
         return chosen
     if default == BUNDLED:
-        from targets.loader import BUNDLED_JOBS, BUNDLED_WORKER
+        from leasecheck.targets.loader import BUNDLED_JOBS, BUNDLED_WORKER
 
         return str(BUNDLED_JOBS if env == ENV["jobs"] else BUNDLED_WORKER)
     if default.endswith(".py"):
@@ -68,19 +68,19 @@ def machine(kind: str, chosen: str, server: str | None = None) -> Any:
     """The state machine class of ``kind`` bound to ``chosen`` (see ``target``); a queue
     library's stores go on ``server`` (the URL ``server(chosen)`` yields)."""
     if kind == "lease":
-        from stateful_tests.lease_machine import LeaseAgreement
-        from targets.loader import load_worker
+        from leasecheck.stateful_tests.lease_machine import LeaseAgreement
+        from leasecheck.targets.loader import load_worker
 
         return LeaseAgreement.bind(load_worker(chosen))
     if kind == "jobs":
-        from stateful_tests.job_machine import JobAgreement
-        from targets.loader import load_jobs_target
+        from leasecheck.stateful_tests.job_machine import JobAgreement
+        from leasecheck.targets.loader import load_jobs_target
 
         JobAgreement.bind(load_jobs_target(chosen))
         return JobAgreement
     if kind.startswith("queue:"):
-        from adapters.registry import load_library
-        from stateful_tests.queue_machine import QueueMachine
+        from leasecheck.adapters.registry import load_library
+        from leasecheck.stateful_tests.queue_machine import QueueMachine
 
         enforce = frozenset({kind.split(":", 1)[1]})
         return QueueMachine.bound(load_library(chosen), enforce, server)
@@ -98,8 +98,8 @@ def server(chosen: str) -> Iterator[str | None]:
     append-only file. A missing server binary raises ``ServerMissing``, whose message
     is the command that installs it.
     """
-    from adapters import servers
-    from adapters.registry import load_library
+    from leasecheck.adapters import servers
+    from leasecheck.adapters.registry import load_library
 
     kind = load_library(chosen).capabilities.server
     if kind is None:
@@ -146,17 +146,17 @@ def schedule(kind: str, chosen: str, record: Mapping[str, Any]) -> str | None:
     worker may run other statements, so a recorded choice no longer applies: the
     property is then run again instead (its verdict decides)."""
     if kind == "jobs":
-        from stateful_tests.job_interleavings import replay as replay_jobs
-        from targets.loader import load_jobs_target
+        from leasecheck.stateful_tests.job_interleavings import replay as replay_jobs
+        from leasecheck.targets.loader import load_jobs_target
 
         replayed = replay_jobs(load_jobs_target(chosen), dict(record))
         return None if replayed.failure is None else replayed.report()
     if kind != "lease":
         raise ValueError(f"unknown schedule kind {kind!r}; use 'lease' or 'jobs'")
-    from crash_harness.interleavings import Schedule, ScheduleMismatch
-    from crash_harness.interleavings import replay as replay_lease
-    from targets.loader import load_worker
-    from targets.scratch import scratch_dir
+    from leasecheck.crash_harness.interleavings import Schedule, ScheduleMismatch
+    from leasecheck.crash_harness.interleavings import replay as replay_lease
+    from leasecheck.targets.loader import load_worker
+    from leasecheck.targets.scratch import scratch_dir
 
     with scratch_dir() as directory:
         try:

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import leasecheck.properties
-from adapters.servers import die_with_parent
 from leasecheck._events import EVENTS_ENV, FAILURE_KEY, RESOURCE_KEY, STACKS_ENV
 from leasecheck._preflight import SetupError, check_scratch
 from leasecheck._processes import Leftover, Tree, subreaper
+from leasecheck.adapters.servers import die_with_parent
 from leasecheck.counterexample import Counterexample
 from leasecheck.plugin import (
     ADAPTER,
@@ -40,7 +40,7 @@ from leasecheck.plugin import (
     SERVERS,
     STRICT,
 )
-from targets.scratch import SCRATCH_ENV, scratch_dir
+from leasecheck.targets.scratch import SCRATCH_ENV, scratch_dir
 
 __all__ = [
     "CHECK_INI",
@@ -96,7 +96,7 @@ class CheckOptions:
 
     def targets(self) -> tuple[Path, ...]:
         """The files whose functions are "the operation" a hung property was running."""
-        from targets.loader import BUNDLED_JOBS, BUNDLED_WORKER
+        from leasecheck.targets.loader import BUNDLED_JOBS, BUNDLED_WORKER
 
         chosen = [self.impl or BUNDLED_WORKER, self.jobs_impl or BUNDLED_JOBS]
         if self.adapter and self.adapter.endswith(".py"):

@@ -23,7 +23,7 @@ _MARKER = re.compile(r"""mark\.leasecheck\(\s*["']([\w.-]+)["']""")
 
 def known_properties() -> list[str]:
     """Every property name a check can run, sorted."""
-    from crash_harness.server_faults import FAULTS
+    from leasecheck.crash_harness.server_faults import FAULTS
 
     names = set(FAULTS)
     for module in PROPERTIES_DIR.glob("test_*.py"):

@@ -27,7 +27,7 @@ from leasecheck.runner import (
     PropertyResult,
     run_check,
 )
-from targets.scratch import scratch_dir
+from leasecheck.targets.scratch import scratch_dir
 
 __all__ = ["Kill", "check_mutant", "kill_table", "mutants_command"]
 
@@ -130,7 +130,7 @@ def mutants_command(args: argparse.Namespace) -> int:
 
 def _list_planted_adapters() -> None:
     """The planted-bug adapters (``adapters.planted``), checked with ``--adapter planted:NAME``."""
-    from adapters.planted import CONTROLS, PLANTED
+    from leasecheck.adapters.planted import CONTROLS, PLANTED
 
     print("\nplanted-bug adapters (leasecheck check --adapter planted:NAME):")
     for bug in PLANTED:

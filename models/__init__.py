@@ -4,6 +4,6 @@ Nothing here touches SQLite, processes or threads; ``contracts`` declares the
 operations a target and its model share.
 """
 
-from models.contracts import JobQueueLike, JobRow, LeaseQueue, RedriveRow, Snapshot
+from leasecheck.models.contracts import JobQueueLike, JobRow, LeaseQueue, RedriveRow, Snapshot
 
 __all__ = ["JobQueueLike", "JobRow", "LeaseQueue", "RedriveRow", "Snapshot"]

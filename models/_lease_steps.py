@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from models.contracts import JobRow, RedriveRow, Snapshot
+from leasecheck.models.contracts import JobRow, RedriveRow, Snapshot
 
 __all__ = ["Canon", "QueueKey", "Template", "TicketKey", "queue_key", "with_ticket", "without"]
 

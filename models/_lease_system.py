@@ -22,10 +22,10 @@ from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from models import lease_model
-from models._lease_steps import Canon, QueueKey, Template, TicketKey, queue_key
-from models.contracts import FAULT_POINTS, JobRow, RedriveRow, Snapshot
-from models.explorer import Expansion, Move
+from leasecheck.models import lease_model
+from leasecheck.models._lease_steps import Canon, QueueKey, Template, TicketKey, queue_key
+from leasecheck.models.contracts import FAULT_POINTS, JobRow, RedriveRow, Snapshot
+from leasecheck.models.explorer import Expansion, Move
 
 __all__ = ["LeaseScope", "LeaseSystem", "LeaseWorld", "TicketKey", "fault_variants", "ticket_dict"]
 

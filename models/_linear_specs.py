@@ -23,11 +23,11 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from models import job_model as jm
-from models import lease_model as lm
-from models._history import Operation, Raised, Returned, SequentialSpec, format_value
-from models.contracts import Snapshot, same
-from queue_impl.jobs import IllegalStateError, Lease, RetryPolicy
+from leasecheck.models import job_model as jm
+from leasecheck.models import lease_model as lm
+from leasecheck.models._history import Operation, Raised, Returned, SequentialSpec, format_value
+from leasecheck.models.contracts import Snapshot, same
+from leasecheck.queue_impl.jobs import IllegalStateError, Lease, RetryPolicy
 
 __all__ = ["BUSY", "OPEN_TRANSACTION", "JobQueueSpec", "LeaseSpec"]
 

@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from models import queue_model as qm
-from models._history import Operation, Raised, Returned, SequentialSpec
+from leasecheck.models import queue_model as qm
+from leasecheck.models._history import Operation, Raised, Returned, SequentialSpec
 
 __all__ = ["QueueSpec"]
 

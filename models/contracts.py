@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from queue_impl.jobs import JobView, Lease
+from leasecheck.queue_impl.jobs import JobView, Lease
 
 __all__ = [
     "Clock",

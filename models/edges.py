@@ -18,8 +18,8 @@ import string
 from dataclasses import dataclass
 from typing import Any, Final
 
-from models.contracts import JobRow, RedriveRow, Snapshot
-from models.lease_model import MAX_NOW, MAX_TOKEN
+from leasecheck.models.contracts import JobRow, RedriveRow, Snapshot
+from leasecheck.models.lease_model import MAX_NOW, MAX_TOKEN
 
 __all__ = [
     "BAD_IDENTIFIERS",

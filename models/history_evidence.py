@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from models._history import Operation, Returned
-from models.evidence import Evidence, Recorder, Unit
-from models.linearizability import Verdict
+from leasecheck.models._history import Operation, Returned
+from leasecheck.models.evidence import Evidence, Recorder, Unit
+from leasecheck.models.linearizability import Verdict
 
 __all__ = ["history_evidence", "schedule_evidence"]
 

@@ -30,9 +30,9 @@ import itertools
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from models import job_model as jm
-from models.explorer import Expansion, ExploreResult, Move, explore
-from queue_impl.jobs import IllegalStateError, JobStatus, Lease, RetryPolicy
+from leasecheck.models import job_model as jm
+from leasecheck.models.explorer import Expansion, ExploreResult, Move, explore
+from leasecheck.queue_impl.jobs import IllegalStateError, JobStatus, Lease, RetryPolicy
 
 __all__ = ["JOB_SCOPES", "JobScope", "JobSystem", "JobWorld", "explore_jobs", "job_scope_parts"]
 

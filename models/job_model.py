@@ -15,7 +15,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from queue_impl.jobs import IllegalStateError, JobStatus, JobView, Lease, RetryPolicy, TimeSource
+from leasecheck.queue_impl.jobs import (
+    IllegalStateError,
+    JobStatus,
+    JobView,
+    Lease,
+    RetryPolicy,
+    TimeSource,
+)
 
 __all__ = [
     "JobQueueModel",

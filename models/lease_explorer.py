@@ -37,8 +37,8 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
-from models._lease_system import LeaseScope, LeaseSystem, LeaseWorld
-from models.explorer import ExploreResult, Violation, explore
+from leasecheck.models._lease_system import LeaseScope, LeaseSystem, LeaseWorld
+from leasecheck.models.explorer import ExploreResult, Violation, explore
 
 __all__ = [
     "SCOPES",

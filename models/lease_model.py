@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
-from models.contracts import Clock, Fault, JobRow, RedriveRow, Send, Snapshot
+from leasecheck.models.contracts import Clock, Fault, JobRow, RedriveRow, Send, Snapshot
 
 __all__ = [
     "MAX_NOW",

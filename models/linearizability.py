@@ -38,8 +38,8 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic
 
-from models._history import Operation, Outcome, Raised, Returned, S, SequentialSpec
-from models._linear_specs import BUSY, OPEN_TRANSACTION, JobQueueSpec, LeaseSpec
+from leasecheck.models._history import Operation, Outcome, Raised, Returned, S, SequentialSpec
+from leasecheck.models._linear_specs import BUSY, OPEN_TRANSACTION, JobQueueSpec, LeaseSpec
 
 __all__ = [
     "BUSY",

@@ -24,7 +24,14 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from queue_impl.jobs import IllegalStateError, JobStatus, JobView, Lease, RetryPolicy, TimeSource
+from leasecheck.queue_impl.jobs import (
+    IllegalStateError,
+    JobStatus,
+    JobView,
+    Lease,
+    RetryPolicy,
+    TimeSource,
+)
 
 __all__ = ["JobQueue"]
 

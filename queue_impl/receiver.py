@@ -44,7 +44,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from queue_impl.send_client import make_send
+from leasecheck.queue_impl.send_client import make_send
 
 __all__ = ["DELIVERIES_PATH", "MAX_BODY", "STATS_PATH", "Receiver", "main", "make_send"]
 

@@ -34,7 +34,7 @@ def make_send(
     classes default to ``queue_impl.worker.Retryable`` and ``Permanent``.
     """
     if retryable is None or permanent is None:
-        from queue_impl import worker
+        from leasecheck.queue_impl import worker
 
         retryable = retryable or worker.Retryable
         permanent = permanent or worker.Permanent

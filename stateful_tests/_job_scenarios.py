@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from stateful_tests.parallel import Command, Held
+from leasecheck.stateful_tests.parallel import Command, Held
 
 __all__ = [
     "CI_SCENARIOS",

@@ -27,11 +27,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from models import job_model
-from models.evidence import Evidence, Recorder, attach
-from models.evidence import Lease as Held
-from models.job_model import JobState, ModelJob
-from queue_impl.jobs import IllegalStateError, JobStatus, JobView, Lease, RetryPolicy
+from leasecheck.models import job_model
+from leasecheck.models.evidence import Evidence, Recorder, attach
+from leasecheck.models.evidence import Lease as Held
+from leasecheck.models.job_model import JobState, ModelJob
+from leasecheck.queue_impl.jobs import IllegalStateError, JobStatus, JobView, Lease, RetryPolicy
 
 __all__ = ["Call", "FinishedRound", "judge"]
 

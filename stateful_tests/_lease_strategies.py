@@ -23,8 +23,8 @@ from typing import Any, TypeVar
 
 from hypothesis import strategies as st
 
-from models import edges
-from models.lease_model import MAX_NOW, MAX_TOKEN
+from leasecheck.models import edges
+from leasecheck.models.lease_model import MAX_NOW, MAX_TOKEN
 
 from ._lease_values import (
     SEND_KINDS,

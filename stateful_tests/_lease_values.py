@@ -21,9 +21,9 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from models.contracts import InjectedFault, Snapshot
-from models.edges import LEASE_STARTS
-from models.lease_model import MAX_NOW
+from leasecheck.models.contracts import InjectedFault, Snapshot
+from leasecheck.models.edges import LEASE_STARTS
+from leasecheck.models.lease_model import MAX_NOW
 
 __all__ = [
     "Bad",

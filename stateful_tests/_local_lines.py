@@ -20,7 +20,7 @@ import builtins
 import dis
 from types import CodeType, FrameType, FunctionType
 
-from stateful_tests._coop_threading import CoopCondition, CoopLock
+from leasecheck.stateful_tests._coop_threading import CoopCondition, CoopLock
 
 __all__ = ["LocalLines"]
 

@@ -26,10 +26,10 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from models.linearizability import Operation, Raised, Returned
-from queue_impl.jobs import Lease, RetryPolicy
-from stateful_tests.parallel import JOB_POLICY, Command, Held, ParallelProgram
-from targets.lease_compare import error_kind
+from leasecheck.models.linearizability import Operation, Raised, Returned
+from leasecheck.queue_impl.jobs import Lease, RetryPolicy
+from leasecheck.stateful_tests.parallel import JOB_POLICY, Command, Held, ParallelProgram
+from leasecheck.targets.lease_compare import error_kind
 
 __all__ = ["ThreadClock", "TurnScheduler", "run_jobs_program"]
 

@@ -25,11 +25,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from crash_harness.engine import Channel, Child, Engine, HarnessTimeout, Message
-from models.linearizability import BUSY, OPEN_TRANSACTION, Operation, Raised, Returned
-from stateful_tests.parallel import Command, Held, ParallelProgram
-from targets.lease_compare import error_kind
-from targets.lease_target import read_snapshot
+from leasecheck.crash_harness.engine import Channel, Child, Engine, HarnessTimeout, Message
+from leasecheck.models.linearizability import BUSY, OPEN_TRANSACTION, Operation, Raised, Returned
+from leasecheck.stateful_tests.parallel import Command, Held, ParallelProgram
+from leasecheck.targets.lease_compare import error_kind
+from leasecheck.targets.lease_target import read_snapshot
 
 __all__ = ["run_lease_program"]
 

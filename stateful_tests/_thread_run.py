@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from types import CodeType, FrameType
 from typing import Any
 
-from stateful_tests import _coop_threading as coop
-from stateful_tests._local_lines import LocalLines
+from leasecheck.stateful_tests import _coop_threading as coop
+from leasecheck.stateful_tests._local_lines import LocalLines
 
 __all__ = [
     "BLOCKED", "DONE", "READY", "Run", "ScheduledThread", "SchedulerStuck", "Step", "active_run",

@@ -27,10 +27,10 @@ from typing import Any
 
 from hypothesis.stateful import MultipleResults
 
-from models import edges
-from models.evidence import Evidence, attach, evidence_of
-from models.lease_model import MAX_NOW
-from queue_impl.jobs import Lease, RetryPolicy
+from leasecheck.models import edges
+from leasecheck.models.evidence import Evidence, attach, evidence_of
+from leasecheck.models.lease_model import MAX_NOW
+from leasecheck.queue_impl.jobs import Lease, RetryPolicy
 
 from . import _lease_strategies as s
 from ._lease_values import Bad, Clock, Keep, Put, Send, Start, Subclass, When

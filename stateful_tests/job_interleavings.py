@@ -29,12 +29,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from models.evidence import attach
-from models.history_evidence import schedule_evidence
-from models.linearizability import Operation, Raised, Returned
-from queue_impl.jobs import Lease, RetryPolicy
-from stateful_tests._coop_threading import instrument
-from stateful_tests._job_scenarios import (
+from leasecheck.models.evidence import attach
+from leasecheck.models.history_evidence import schedule_evidence
+from leasecheck.models.linearizability import Operation, Raised, Returned
+from leasecheck.queue_impl.jobs import Lease, RetryPolicy
+from leasecheck.stateful_tests._coop_threading import instrument
+from leasecheck.stateful_tests._job_scenarios import (
     CI_SCENARIOS,
     DEEP_SCENARIOS,
     EXCLUSIVE,
@@ -43,10 +43,10 @@ from stateful_tests._job_scenarios import (
     Scenario,
     call,
 )
-from stateful_tests._parallel_jobs import ThreadClock, _call, _resolve
-from stateful_tests._state_key import state_key
-from stateful_tests.parallel import JOB_POLICY, Command, check_jobs_history
-from stateful_tests.thread_scheduler import (
+from leasecheck.stateful_tests._parallel_jobs import ThreadClock, _call, _resolve
+from leasecheck.stateful_tests._state_key import state_key
+from leasecheck.stateful_tests.parallel import JOB_POLICY, Command, check_jobs_history
+from leasecheck.stateful_tests.thread_scheduler import (
     Bound,
     Exploration,
     Run,
@@ -56,7 +56,7 @@ from stateful_tests.thread_scheduler import (
     explore,
     follow,
 )
-from targets.lease_compare import error_kind
+from leasecheck.targets.lease_compare import error_kind
 
 __all__ = [
     "CI_SCENARIOS",

@@ -46,12 +46,12 @@ from hypothesis.stateful import (
     rule,
 )
 
-from models import edges, job_model
-from models.evidence import Recorder, attach
-from models.job_model import JobQueueModel, JobState, expire
-from queue_impl.jobs import JobStatus, JobView, Lease, RetryPolicy
-from stateful_tests.program import check
-from targets.job_compare import SPEC_ERRORS, brief, error_kind, lease_differences, said
+from leasecheck.models import edges, job_model
+from leasecheck.models.evidence import Recorder, attach
+from leasecheck.models.job_model import JobQueueModel, JobState, expire
+from leasecheck.queue_impl.jobs import JobStatus, JobView, Lease, RetryPolicy
+from leasecheck.stateful_tests.program import check
+from leasecheck.targets.job_compare import SPEC_ERRORS, brief, error_kind, lease_differences, said
 
 __all__ = ["Backlog", "JobAgreement", "ManualTime", "RetryPolicy"]
 
@@ -535,7 +535,7 @@ class JobAgreement(RuleBasedStateMachine):
         if not isinstance(got, Lease):
             self._fail(
                 f"{call} returned {got!r} ({type(got).__name__}) on the target, not a "
-                f"queue_impl.jobs.Lease; the model returned {expected!r}"
+                f"leasecheck.queue_impl.jobs.Lease; the model returned {expected!r}"
             )
         for issued, model_token in self.tokens:
             if issued == got.token:

@@ -28,8 +28,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from queue_impl.jobs import Lease, RetryPolicy
-from stateful_tests._job_threads_judge import Call, FinishedRound, judge
+from leasecheck.queue_impl.jobs import Lease, RetryPolicy
+from leasecheck.stateful_tests._job_threads_judge import Call, FinishedRound, judge
 
 __all__ = ["HammerConfig", "HammerReport", "SwitchingTime", "hammer", "run_round"]
 

@@ -13,8 +13,8 @@ like a script.
 Binding a target: the machine checks whatever module was bound last (default: the
 bundled ``queue_impl/worker.py``)::
 
-    from stateful_tests.lease_machine import *
-    from targets.loader import load_worker
+    from leasecheck.stateful_tests.lease_machine import *
+    from leasecheck.targets.loader import load_worker
 
     LeaseAgreement.bind(load_worker("path/to/worker.py"))
     state = LeaseAgreement()
@@ -52,16 +52,22 @@ from hypothesis.stateful import (
     rule,
 )
 
-import models.lease_model as lease_model
-from models.contracts import LeaseQueue, Snapshot
-from models.edges import DictSubclass, IntSubclass, StrSubclass
-from models.evidence import Recorder, attach
-from models.lease_model import MAX_NOW, MAX_TOKEN, LeaseModel, retry_delay_readings
-from stateful_tests.program import check
-from targets.lease_compare import Outcome, differences, error_kind, same, state_difference
-from targets.lease_target import LeaseTarget, read_snapshot, write_snapshot
-from targets.loader import load_worker
-from targets.scratch import scratch_dir
+import leasecheck.models.lease_model as lease_model
+from leasecheck.models.contracts import LeaseQueue, Snapshot
+from leasecheck.models.edges import DictSubclass, IntSubclass, StrSubclass
+from leasecheck.models.evidence import Recorder, attach
+from leasecheck.models.lease_model import MAX_NOW, MAX_TOKEN, LeaseModel, retry_delay_readings
+from leasecheck.stateful_tests.program import check
+from leasecheck.targets.lease_compare import (
+    Outcome,
+    differences,
+    error_kind,
+    same,
+    state_difference,
+)
+from leasecheck.targets.lease_target import LeaseTarget, read_snapshot, write_snapshot
+from leasecheck.targets.loader import load_worker
+from leasecheck.targets.scratch import scratch_dir
 
 from . import _lease_strategies as s
 from ._lease_values import (

@@ -33,12 +33,12 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from models.contracts import Snapshot
-from models.evidence import Evidence, attach
-from models.history_evidence import history_evidence
-from models.job_model import JobState
-from models.linearizability import JobQueueSpec, LeaseSpec, Operation, Verdict, check
-from queue_impl.jobs import RetryPolicy
+from leasecheck.models.contracts import Snapshot
+from leasecheck.models.evidence import Evidence, attach
+from leasecheck.models.history_evidence import history_evidence
+from leasecheck.models.job_model import JobState
+from leasecheck.models.linearizability import JobQueueSpec, LeaseSpec, Operation, Verdict, check
+from leasecheck.queue_impl.jobs import RetryPolicy
 
 __all__ = [
     "JOB_POLICY",

@@ -47,7 +47,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from adapters.protocol import (
+from leasecheck.adapters.protocol import (
     Claim,
     QueueAdapter,
     QueueLibrary,
@@ -55,9 +55,9 @@ from adapters.protocol import (
     Unsupported,
     destroy_store,
 )
-from adapters.timing import Pacer
-from models import queue_model as qm
-from models.evidence import Evidence, Recorder, attach
+from leasecheck.adapters.timing import Pacer
+from leasecheck.models import queue_model as qm
+from leasecheck.models.evidence import Evidence, Recorder, attach
 
 __all__ = ["REAL_SCALE", "Held", "QueueMachine"]
 

@@ -35,8 +35,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
-from stateful_tests._state_key import state_key
-from stateful_tests._thread_run import Run, ScheduledThread, SchedulerStuck, Step, active_run
+from leasecheck.stateful_tests._state_key import state_key
+from leasecheck.stateful_tests._thread_run import (
+    Run,
+    ScheduledThread,
+    SchedulerStuck,
+    Step,
+    active_run,
+)
 
 __all__ = [
     "Bound",

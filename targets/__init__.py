@@ -11,21 +11,25 @@ stateful_tests, crash_harness < leasecheck):
 - ``targets.scratch``: tmpfs scratch directories for queue files.
 """
 
-from targets.lease_compare import Outcome, differences, error_kind, same
-from targets.lease_target import LeaseTarget, read_snapshot, write_snapshot
-from targets.loader import (
+from leasecheck.targets.lease_compare import Outcome, differences, error_kind, same
+from leasecheck.targets.lease_target import LeaseTarget, read_snapshot, write_snapshot
+from leasecheck.targets.loader import (
     BUNDLED_JOBS,
     BUNDLED_WORKER,
+    JOBQUEUE_METHODS,
+    WORKER_NAMES,
     TargetError,
     load_jobs_target,
     load_module,
     load_worker,
 )
-from targets.scratch import scratch_dir
+from leasecheck.targets.scratch import scratch_dir
 
 __all__ = [
     "BUNDLED_JOBS",
     "BUNDLED_WORKER",
+    "JOBQUEUE_METHODS",
+    "WORKER_NAMES",
     "LeaseTarget",
     "Outcome",
     "TargetError",

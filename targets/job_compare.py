@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from models import job_model
-from queue_impl.jobs import IllegalStateError, JobStatus, JobView, Lease
+from leasecheck.models import job_model
+from leasecheck.queue_impl.jobs import IllegalStateError, JobStatus, JobView, Lease
 
 __all__ = [
     "LEASE_FIELDS",

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from types import ModuleType
 
-from models.contracts import Snapshot, same
+from leasecheck.models.contracts import Snapshot, same
 
 __all__ = [
     "WORKER_ERRORS",
@@ -39,7 +39,7 @@ def error_kind(error: BaseException, module: ModuleType | None = None) -> str:
         for name in WORKER_ERRORS:
             if isinstance(error, getattr(module, name)):
                 return name
-    from queue_impl.jobs import IllegalStateError
+    from leasecheck.queue_impl.jobs import IllegalStateError
 
     for cls in (FileNotFoundError, IllegalStateError, KeyError, ValueError):
         if isinstance(error, cls):

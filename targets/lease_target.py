@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 from types import ModuleType
 
-from models.contracts import (
+from leasecheck.models.contracts import (
     JOB_COLUMNS,
     REDRIVE_COLUMNS,
     Clock,
@@ -22,7 +22,7 @@ from models.contracts import (
     Send,
     Snapshot,
 )
-from targets.lease_compare import error_kind
+from leasecheck.targets.lease_compare import error_kind
 
 __all__ = ["LeaseTarget", "read_snapshot", "write_snapshot"]
 

@@ -15,8 +15,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import queue_impl
-from targets.lease_compare import WORKER_ERRORS
+from leasecheck import queue_impl
+from leasecheck.queue_impl import jobs as given_types
+from leasecheck.targets.lease_compare import WORKER_ERRORS
 
 __all__ = [
     "BUNDLED_JOBS",
@@ -45,8 +46,16 @@ class TargetError(Exception):
     """A target file cannot be used; the message says which file and what to do."""
 
 
+COMPAT_JOBS = "queue_impl.jobs"
+"""The old import of the given types; older JobQueue files keep it (see ``compat/``)."""
+
+
 def load_module(path: str | Path, role: str) -> ModuleType:
     """Import the file at ``path`` as a fresh module (cached per resolved path and content)."""
+    # Where a folder named queue_impl shadows the installed compatibility package (a run
+    # from leasecheck's own checkout), ``queue_impl.jobs`` must still be the very module
+    # leasecheck compares against, or a target's JobStatus would not equal the model's.
+    sys.modules.setdefault(COMPAT_JOBS, given_types)
     file = Path(path)
     if not file.is_file():
         raise TargetError(

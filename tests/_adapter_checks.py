@@ -15,8 +15,8 @@ from pathlib import Path
 
 import psutil
 
-from adapters.protocol import Claim, QueueAdapter, QueueLibrary, SharedClock
-from crash_harness.engine import Channel, Engine
+from leasecheck.adapters.protocol import Claim, QueueAdapter, QueueLibrary, SharedClock
+from leasecheck.crash_harness.engine import Channel, Engine
 
 SHORT_LEASE = 0.2
 """Seconds: long enough that a real-time claim is still live when the test looks at it,

@@ -14,8 +14,8 @@ from typing import Any
 import psutil
 import pytest
 
-from crash_harness.engine import Engine
-from queue_impl import worker
+from leasecheck.crash_harness.engine import Engine
+from leasecheck.queue_impl import worker
 
 
 def is_open(con: sqlite3.Connection) -> bool:

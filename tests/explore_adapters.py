@@ -30,11 +30,11 @@ from typing import Any
 
 from _adapter_checks import Store, new_store, states
 
-from adapters.litequeue import Litequeue
-from adapters.localqueue import Localqueue
-from adapters.persist_queue import PersistQueue
-from adapters.protocol import QueueLibrary, SharedClock
-from crash_harness.engine import GO, Channel, Engine
+from leasecheck.adapters.litequeue import Litequeue
+from leasecheck.adapters.localqueue import Localqueue
+from leasecheck.adapters.persist_queue import PersistQueue
+from leasecheck.adapters.protocol import QueueLibrary, SharedClock
+from leasecheck.crash_harness.engine import GO, Channel, Engine
 from leasecheck.scratch import scratch_dir
 
 LIBRARIES: dict[str, QueueLibrary] = {

@@ -20,9 +20,9 @@ from _adapter_checks import (
     states,
 )
 
-from adapters.femtoqueue import Femtoqueue
-from adapters.protocol import Unsupported
-from crash_harness.engine import Engine
+from leasecheck.adapters.femtoqueue import Femtoqueue
+from leasecheck.adapters.protocol import Unsupported
+from leasecheck.crash_harness.engine import Engine
 
 
 @pytest.fixture

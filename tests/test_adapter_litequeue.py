@@ -19,9 +19,9 @@ from _adapter_checks import (
     states,
 )
 
-from adapters.litequeue import Litequeue
-from adapters.protocol import Unsupported
-from crash_harness.engine import Engine
+from leasecheck.adapters.litequeue import Litequeue
+from leasecheck.adapters.protocol import Unsupported
+from leasecheck.crash_harness.engine import Engine
 
 
 @pytest.fixture

@@ -23,9 +23,9 @@ from _adapter_checks import (
     states,
 )
 
-from adapters.localqueue import Localqueue
-from adapters.protocol import AdapterError, SharedClock
-from crash_harness.engine import Engine
+from leasecheck.adapters.localqueue import Localqueue
+from leasecheck.adapters.protocol import AdapterError, SharedClock
+from leasecheck.crash_harness.engine import Engine
 
 
 @pytest.fixture

@@ -22,9 +22,9 @@ from _adapter_checks import (
     states,
 )
 
-from adapters.persist_queue import PersistQueue
-from adapters.protocol import Unsupported
-from crash_harness.engine import Engine
+from leasecheck.adapters.persist_queue import PersistQueue
+from leasecheck.adapters.protocol import Unsupported
+from leasecheck.crash_harness.engine import Engine
 
 
 @pytest.fixture
@@ -101,7 +101,7 @@ def test_with_its_defaults_opening_the_queue_takes_back_a_live_claim(scratch: Pa
     """persist-queue-defaults opens ``SQLiteAckQueue(path)`` as users do (auto_resume=True):
     a second process that only opens the queue makes another's live claim claimable; the
     adapter's own reads (``reader``) change nothing."""
-    from adapters.persist_queue import PersistQueueDefaults
+    from leasecheck.adapters.persist_queue import PersistQueueDefaults
 
     library = PersistQueueDefaults()
     store = new_store(library, scratch)

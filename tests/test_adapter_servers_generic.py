@@ -12,8 +12,8 @@ from __future__ import annotations
 import psutil
 import pytest
 
-from adapters.protocol import QueueLibrary
-from adapters.registry import load_library
+from leasecheck.adapters.protocol import QueueLibrary
+from leasecheck.adapters.registry import load_library
 from leasecheck.runner import HOLDS, NOT_CHECKED, NOT_PROMISED, CheckOptions, run_check
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.registry import load_library
 from leasecheck.adapter_template import write_template
+from leasecheck.adapters.registry import load_library
 from leasecheck.cli import main
 from leasecheck.runner import HOLDS, CheckOptions, run_check
 

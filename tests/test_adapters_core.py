@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from adapters import registry
-from adapters.planted import CONTROLS, PLANTED, PlantedBug, PlantedControl
-from adapters.protocol import GENERIC_PROPERTIES
+from leasecheck.adapters import registry
+from leasecheck.adapters.planted import CONTROLS, PLANTED, PlantedBug, PlantedControl
+from leasecheck.adapters.protocol import GENERIC_PROPERTIES
 from leasecheck.cli import main
 from leasecheck.runner import HOLDS, NOT_PROMISED, VIOLATED, CheckOptions, run_check
 
@@ -37,9 +37,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
-from adapters.lease_worker import LeaseWorker
-from adapters.planted import AckIgnoresLease
-from adapters.protocol import Clock, Promise, Promises, QueueAdapter
+from leasecheck.adapters.lease_worker import LeaseWorker
+from leasecheck.adapters.planted import AckIgnoresLease
+from leasecheck.adapters.protocol import Clock, Promise, Promises, QueueAdapter
 
 
 class ByIdQueue:
@@ -124,8 +124,8 @@ def test_two_leases_through_a_stale_nack_are_judged_by_the_fencing_promise(
 
 
 def test_an_ack_final_failure_tells_the_job_story_as_numbered_steps(tmp_path: Path) -> None:
-    from adapters.registry import load_library
-    from crash_harness.queue_crash import check_ack_final
+    from leasecheck.adapters.registry import load_library
+    from leasecheck.crash_harness.queue_crash import check_ack_final
 
     with pytest.raises(AssertionError) as failure:
         check_ack_final(load_library("planted:recover-revives-done"), tmp_path, 5, 0)

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from adapters._libs import envelope, installed_version, job_of
-from adapters.litequeue import Litequeue
-from adapters.localqueue import Localqueue
-from adapters.persist_queue import PersistQueue
-from adapters.protocol import GENERIC_PROPERTIES, AdapterError, QueueLibrary
+from leasecheck.adapters._libs import envelope, installed_version, job_of
+from leasecheck.adapters.litequeue import Litequeue
+from leasecheck.adapters.localqueue import Localqueue
+from leasecheck.adapters.persist_queue import PersistQueue
+from leasecheck.adapters.protocol import GENERIC_PROPERTIES, AdapterError, QueueLibrary
 
 
 @pytest.mark.parametrize(

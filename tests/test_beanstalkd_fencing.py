@@ -23,7 +23,7 @@ from typing import Any
 import greenstalk  # pip install 'leasecheck[brokers]': a missing one fails, never skips
 import pytest
 
-from adapters import servers
+from leasecheck.adapters import servers
 
 Clients = tuple[Any, Any, Any]
 TUBE = "leasecheck"

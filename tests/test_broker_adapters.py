@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from adapters import servers
-from adapters.protocol import QueueAdapter, QueueLibrary, SharedClock
-from adapters.registry import load_library
+from leasecheck.adapters import servers
+from leasecheck.adapters.protocol import QueueAdapter, QueueLibrary, SharedClock
+from leasecheck.adapters.registry import load_library
 from leasecheck.runner import HOLDS, NOT_CHECKED, NOT_PROMISED, CheckOptions, run_check
 
 

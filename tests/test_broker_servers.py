@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager
 import psutil
 import pytest
 
-from adapters import servers
+from leasecheck.adapters import servers
 
 Starter = Callable[[], AbstractContextManager[servers.Server]]
 

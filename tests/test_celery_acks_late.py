@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters import servers
+from leasecheck.adapters import servers
 
 VISIBILITY_TIMEOUT = 2
 TASK_SECONDS = 4.0

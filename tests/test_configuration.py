@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from crash_harness.configuration import BUSY_RATIO, check_configuration
+from leasecheck.crash_harness.configuration import BUSY_RATIO, check_configuration
 from leasecheck.mutants import by_name, materialize
-from targets.loader import load_worker
+from leasecheck.targets.loader import load_worker
 
 GROUPS = ("pragmas", "busy timeout", "schema kills", "resources", "paths", "read-only", "callbacks")
 

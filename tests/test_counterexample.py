@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, rule, run_state_machine_as_test
 
 from leasecheck.counterexample import Counterexample
-from models.evidence import Lease, Recorder, attach
-from stateful_tests.program import CHECKS, check
+from leasecheck.models.evidence import Lease, Recorder, attach
+from leasecheck.stateful_tests.program import CHECKS, check
 
 
 class Toy(RuleBasedStateMachine):

@@ -15,8 +15,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from crash_harness.atomicity import check_every_point
-from crash_harness.engine import (
+from leasecheck.crash_harness.atomicity import check_every_point
+from leasecheck.crash_harness.engine import (
     GO,
     RAISE,
     Channel,

@@ -16,15 +16,15 @@ from types import ModuleType
 
 import pytest
 
-from crash_harness.atomicity import check_every_point
-from crash_harness.duplicate_send import check_duplicate_send
-from crash_harness.races import check_races
-from crash_harness.random_kills import check_random_kills
-from crash_harness.single_winner import check_single_winner
+from leasecheck.crash_harness.atomicity import check_every_point
+from leasecheck.crash_harness.duplicate_send import check_duplicate_send
+from leasecheck.crash_harness.races import check_races
+from leasecheck.crash_harness.random_kills import check_random_kills
+from leasecheck.crash_harness.single_winner import check_single_winner
+from leasecheck.models.evidence import evidence_of
 from leasecheck.mutants import Mutant, materialize
 from leasecheck.mutants.crash_bugs import MUTANTS
 from leasecheck.targets import load_worker
-from models.evidence import evidence_of
 
 Check = Callable[[ModuleType, Path], object]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from crash_harness._disk import CrashState, Disk, crash_states
-from crash_harness._syscalls import Open, Sync, Unlink, Write
+from leasecheck.crash_harness._disk import CrashState, Disk, crash_states
+from leasecheck.crash_harness._syscalls import Open, Sync, Unlink, Write
 
 
 def _states(disk: Disk) -> list[CrashState]:

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from leasecheck.models import edges
 from leasecheck.mutants import by_name, materialize
-from models import edges
-from stateful_tests import edge_sweep
-from stateful_tests.lease_machine import LeaseAgreement
-from targets.loader import load_jobs_target, load_worker
+from leasecheck.stateful_tests import edge_sweep
+from leasecheck.stateful_tests.lease_machine import LeaseAgreement
+from leasecheck.targets.loader import load_jobs_target, load_worker
 
 
 def test_bundled_targets_agree_on_every_edge() -> None:
@@ -56,7 +56,7 @@ def test_lease_edge_failure_is_a_short_replayable_program(
     assert failure is not None
     assert len(failure.lines) <= 10 and words in "\n".join(failure.lines), failure.render()
     namespace = {"state": LeaseAgreement.bind(module)(), **vars(edge_sweep)}
-    namespace.update(vars(__import__("stateful_tests.lease_machine", fromlist=["*"])))
+    namespace.update(vars(__import__("leasecheck.stateful_tests.lease_machine", fromlist=["*"])))
     try:
         with pytest.raises(AssertionError):
             exec("\n".join(failure.lines), namespace)

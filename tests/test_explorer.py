@@ -11,14 +11,14 @@ import pytest
 from leasecheck.cli import main as cli_main
 from leasecheck.conformance import replay_lease
 from leasecheck.job_conformance import probe_clear_error, probe_expiry_on_error, replay_jobs
+from leasecheck.models import lease_model
+from leasecheck.models._lease_system import LeaseWorld
+from leasecheck.models.contracts import Snapshot
+from leasecheck.models.explorer import Move, explore
+from leasecheck.models.job_explorer import JOB_SCOPES, explore_jobs
+from leasecheck.models.lease_explorer import SCOPES, LeaseSystem, explore_lease
 from leasecheck.mutants import by_name, materialize
 from leasecheck.targets import load_jobs_target, load_worker
-from models import lease_model
-from models._lease_system import LeaseWorld
-from models.contracts import Snapshot
-from models.explorer import Move, explore
-from models.job_explorer import JOB_SCOPES, explore_jobs
-from models.lease_explorer import SCOPES, LeaseSystem, explore_lease
 
 SMALL = SCOPES["small"][0]
 

@@ -25,11 +25,11 @@ from leasecheck.job_conformance import (
     probe_expiry_on_error,
     replay_jobs,
 )
+from leasecheck.models.explorer import ExploreResult, System, _moves_expansion
+from leasecheck.models.job_explorer import JOB_SCOPES, JobWorld, explore_jobs
+from leasecheck.models.lease_explorer import SCOPES, LeaseWorld, explore_lease
 from leasecheck.mutants import by_name, materialize
 from leasecheck.targets import load_jobs_target, load_worker
-from models.explorer import ExploreResult, System, _moves_expansion
-from models.job_explorer import JOB_SCOPES, JobWorld, explore_jobs
-from models.lease_explorer import SCOPES, LeaseWorld, explore_lease
 
 SMALL_LEASE, SMALL_JOBS = SCOPES["small"][0], JOB_SCOPES["small"][0]
 READINGS: tuple[bool, dict[str, bool]] = (False, {"KeyError": False, "IllegalStateError": True})

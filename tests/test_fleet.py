@@ -22,13 +22,13 @@ from hypothesis import settings
 from hypothesis.stateful import get_state_machine_test
 from redis import Redis
 
-from adapters import servers
+from leasecheck.adapters import servers
 from leasecheck.hunt import HuntOptions, fuzz_command, pytest_args
 from leasecheck.machine_property import database_key
 from leasecheck.mutants import by_name, materialize
 from leasecheck.runner import CheckOptions, pytest_command
 from leasecheck.scratch import scratch_dir
-from stateful_tests.job_machine import JobAgreement
+from leasecheck.stateful_tests.job_machine import JobAgreement
 
 MUTANT = "jobs-stale-token-accepted"  # caught_by jobs.agreement in the catalogue
 HUNT_MINUTES = "3"  # an upper bound: the test stops the hunts once the database holds a find

@@ -15,14 +15,14 @@ from types import ModuleType
 
 import pytest
 
-from crash_harness import _lock_view
-from crash_harness._interleave_scenarios import BOUNDS, SCENARIOS, by_name
-from crash_harness.engine import Channel, Engine
-from crash_harness.interleavings import Schedule, ScheduleMismatch, explore, replay
 from leasecheck.counterexample import Counterexample, ScheduleFailure, export
+from leasecheck.crash_harness import _lock_view
+from leasecheck.crash_harness._interleave_scenarios import BOUNDS, SCENARIOS, by_name
+from leasecheck.crash_harness.engine import Channel, Engine
+from leasecheck.crash_harness.interleavings import Schedule, ScheduleMismatch, explore, replay
 from leasecheck.mutants import by_name as mutant
 from leasecheck.mutants import materialize
-from targets.loader import BUNDLED_WORKER, load_worker
+from leasecheck.targets.loader import BUNDLED_WORKER, load_worker
 
 pytestmark = pytest.mark.usefixtures("no_leaked_children")
 

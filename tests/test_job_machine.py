@@ -19,10 +19,10 @@ from hypothesis import settings
 
 from leasecheck.mutants import Mutant, materialize
 from leasecheck.mutants.jobs_bugs import MUTANTS
+from leasecheck.queue_impl.job_queue import JobQueue
+from leasecheck.stateful_tests.job_machine import JobAgreement
+from leasecheck.stateful_tests.job_threads import hammer
 from leasecheck.targets import BUNDLED_JOBS, load_jobs_target
-from queue_impl.job_queue import JobQueue
-from stateful_tests.job_machine import JobAgreement
-from stateful_tests.job_threads import hammer
 
 MUTANT_SETTINGS = mutant_settings(max_examples=600, step_count=40)
 PASSING_SETTINGS = settings(MUTANT_SETTINGS, max_examples=150)
@@ -191,7 +191,7 @@ def test_the_printed_program_replays(
     mutant = next(m for m in MUTANTS if m.name == name)
     source = "\n".join(
         [
-            "from stateful_tests.job_machine import Backlog, JobAgreement, RetryPolicy",
+            "from leasecheck.stateful_tests.job_machine import Backlog, JobAgreement, RetryPolicy",
             "from leasecheck.targets import load_jobs_target",
             "JobAgreement.bind(load_jobs_target(path))",
             *result.program,

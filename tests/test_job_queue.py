@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from queue_impl.job_queue import JobQueue
-from queue_impl.jobs import IllegalStateError, JobStatus, Lease, RetryPolicy
+from leasecheck.queue_impl.job_queue import JobQueue
+from leasecheck.queue_impl.jobs import IllegalStateError, JobStatus, Lease, RetryPolicy
 
 
 class FakeTime:

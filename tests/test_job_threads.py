@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from leasecheck.mutants import by_name, materialize
+from leasecheck.queue_impl.job_queue import JobQueue
+from leasecheck.queue_impl.jobs import IllegalStateError, Lease
+from leasecheck.stateful_tests.job_threads import HammerConfig, SwitchingTime, hammer, run_round
 from leasecheck.targets import load_jobs_target
-from queue_impl.job_queue import JobQueue
-from queue_impl.jobs import IllegalStateError, Lease
-from stateful_tests.job_threads import HammerConfig, SwitchingTime, hammer, run_round
 
 BUDGET_SECONDS = 2.0
 SMALL = HammerConfig(threads=4, jobs_per_thread=4, polls_per_thread=40)

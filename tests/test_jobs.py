@@ -9,7 +9,14 @@ import typing
 
 import pytest
 
-from queue_impl.jobs import IllegalStateError, JobStatus, JobView, Lease, RetryPolicy, TimeSource
+from leasecheck.queue_impl.jobs import (
+    IllegalStateError,
+    JobStatus,
+    JobView,
+    Lease,
+    RetryPolicy,
+    TimeSource,
+)
 
 
 def test_job_status_has_exactly_the_five_states() -> None:

@@ -19,10 +19,10 @@ from hypothesis import settings
 
 from leasecheck.mutants import Mutant, materialize
 from leasecheck.mutants.worker_bugs import MUTANTS
+from leasecheck.stateful_tests import lease_machine
+from leasecheck.stateful_tests.lease_machine import LeaseAgreement
 from leasecheck.targets import load_worker
-from stateful_tests import lease_machine
-from stateful_tests.lease_machine import LeaseAgreement
-from targets.lease_compare import same
+from leasecheck.targets.lease_compare import same
 
 # 1000 is what the ci profile runs: 500 left a fencing mutant unfound.
 MUTANT_SETTINGS = mutant_settings(max_examples=1000, step_count=25)
@@ -39,7 +39,7 @@ def replay(module: ModuleType, program: list[str]) -> None:
     """Run a printed program the way an exported counterexample file does."""
     source = "\n".join(
         [
-            "from stateful_tests.lease_machine import *",
+            "from leasecheck.stateful_tests.lease_machine import *",
             "LeaseAgreement.bind(module)",
             *program,
         ]
@@ -188,6 +188,6 @@ def test_results_are_compared_with_their_exact_types() -> None:
 )
 def test_argument_values_print_as_code_that_rebuilds_them(value: object) -> None:
     namespace: dict[str, object] = {}
-    exec("from stateful_tests.lease_machine import *", namespace)
+    exec("from leasecheck.stateful_tests.lease_machine import *", namespace)
     rebuilt = eval(repr(value), namespace)
     assert repr(rebuilt) == repr(value)

@@ -13,11 +13,9 @@ from typing import Any
 
 import pytest
 
-from leasecheck.mutants import by_name, materialize
-from leasecheck.targets import load_jobs_target, load_worker
-from models.contracts import JobRow, Snapshot
-from models.job_model import JobState
-from models.linearizability import (
+from leasecheck.models.contracts import JobRow, Snapshot
+from leasecheck.models.job_model import JobState
+from leasecheck.models.linearizability import (
     BUSY,
     OPEN_TRANSACTION,
     BudgetExceeded,
@@ -29,10 +27,11 @@ from models.linearizability import (
     SequentialSpec,
     check,
 )
-from queue_impl.jobs import JobStatus, JobView, Lease, RetryPolicy
-from stateful_tests._parallel_jobs import run_jobs_program
-from stateful_tests._parallel_lease import run_lease_program
-from stateful_tests.parallel import (
+from leasecheck.mutants import by_name, materialize
+from leasecheck.queue_impl.jobs import JobStatus, JobView, Lease, RetryPolicy
+from leasecheck.stateful_tests._parallel_jobs import run_jobs_program
+from leasecheck.stateful_tests._parallel_lease import run_lease_program
+from leasecheck.stateful_tests.parallel import (
     JOB_POLICY,
     Command,
     FailureMemo,
@@ -41,6 +40,7 @@ from stateful_tests.parallel import (
     check_jobs_history,
     check_lease_history,
 )
+from leasecheck.targets import load_jobs_target, load_worker
 
 MS = 1_000_000
 

@@ -16,8 +16,8 @@ import pytest
 from leasecheck.runner import NOT_CHECKED, CheckOptions, run_check
 
 ADAPTER = """
-from adapters.lease_worker import LeaseWorker, LeaseWorkerAdapter
-from adapters.protocol import Claim, Clock, QueueAdapter
+from leasecheck.adapters.lease_worker import LeaseWorker, LeaseWorkerAdapter
+from leasecheck.adapters.protocol import Claim, Clock, QueueAdapter
 
 
 class Broken(LeaseWorkerAdapter):

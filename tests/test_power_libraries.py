@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from crash_harness.power_libraries import INSTALL, LIBRARIES, check_library
+from leasecheck.crash_harness.power_libraries import INSTALL, LIBRARIES, check_library
 
 EXPECTED = {
     "litequeue": "not promised",
@@ -33,7 +33,7 @@ def test_library_verdict(name: str, tmp_path: Path) -> None:
 
 
 def test_unknown_library_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    from crash_harness.power_libraries import main
+    from leasecheck.crash_harness.power_libraries import main
 
     assert main(["nosuchqueue"]) == 2
     assert "choose from litequeue" in capsys.readouterr().out

@@ -9,7 +9,7 @@ from types import ModuleType
 
 import pytest
 
-from crash_harness.power_loss import Settings, check_power_loss
+from leasecheck.crash_harness.power_loss import Settings, check_power_loss
 from leasecheck.mutants import by_name, materialize
 from leasecheck.runner import PROPERTIES_DIR
 from leasecheck.targets import BUNDLED_WORKER, load_worker

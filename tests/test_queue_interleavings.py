@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from adapters.registry import load_library
-from crash_harness._queue_scenarios import BOUNDS, SCENARIOS, queue_scenario
-from crash_harness.interleavings import Schedule
-from crash_harness.queue_interleavings import explore_queue, replay_queue
+from leasecheck.adapters.registry import load_library
+from leasecheck.crash_harness._queue_scenarios import BOUNDS, SCENARIOS, queue_scenario
+from leasecheck.crash_harness.interleavings import Schedule
+from leasecheck.crash_harness.queue_interleavings import explore_queue, replay_queue
 
 pytest.importorskip("litequeue")
 
@@ -82,7 +82,7 @@ def test_two_claims_of_persist_queue_can_take_one_job_not_promised(tmp_path: Pat
 
 
 def test_a_schedule_names_a_process_that_cannot_run(tmp_path: Path) -> None:
-    from crash_harness.interleavings import ScheduleMismatch
+    from leasecheck.crash_harness.interleavings import ScheduleMismatch
 
     schedule = Schedule("sweep-ack", ("P3",))
     with pytest.raises(ScheduleMismatch, match="cannot run here"):

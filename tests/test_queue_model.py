@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from models import queue_model as qm
-from models._queue_spec import QueueSpec
-from models.linearizability import Operation, Returned, check
+from leasecheck.models import queue_model as qm
+from leasecheck.models._queue_spec import QueueSpec
+from leasecheck.models.linearizability import Operation, Returned, check
 
 
 def _only(step: qm.Step) -> qm.QueueState:

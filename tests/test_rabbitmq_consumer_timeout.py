@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from adapters import servers
+from leasecheck.adapters import servers
 
 kombu: Any = importlib.import_module("kombu")  # the brokers extra: a missing one fails
 

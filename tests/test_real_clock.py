@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from adapters.planted import PLANTED, PlantedBug
-from adapters.protocol import GENERIC_PROPERTIES
-from adapters.timing import MARGIN_MS, ROOM_MS, Pacer
+from leasecheck.adapters.planted import PLANTED, PlantedBug
+from leasecheck.adapters.protocol import GENERIC_PROPERTIES
+from leasecheck.adapters.timing import MARGIN_MS, ROOM_MS, Pacer
 from leasecheck.runner import HOLDS, VIOLATED, CheckOptions, run_check
 
 REAL_LEASE_WORKER = '''
 from dataclasses import replace
-from adapters.lease_worker import LeaseWorker
+from leasecheck.adapters.lease_worker import LeaseWorker
 
 class RealClockLeaseWorker(LeaseWorker):
     """The bundled lease worker, reading the system clock."""
@@ -32,7 +32,7 @@ class RealClockLeaseWorker(LeaseWorker):
 
 REAL_PLANTED = '''
 from dataclasses import replace
-from adapters.planted import PLANTED, planted_library
+from leasecheck.adapters.planted import PLANTED, planted_library
 
 _Base = planted_library(next(bug for bug in PLANTED if bug.name == {name!r}))
 

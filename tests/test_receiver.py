@@ -24,8 +24,8 @@ from typing import Any
 import psutil
 import pytest
 
-from queue_impl import worker
-from queue_impl.receiver import MAX_BODY, Receiver, make_send
+from leasecheck.queue_impl import worker
+from leasecheck.queue_impl.receiver import MAX_BODY, Receiver, make_send
 
 Inbox = tuple[list[tuple[str, int]], list[tuple[str, int]]]
 
@@ -475,7 +475,13 @@ def spawn(no_leaked_children: None) -> Iterator[list[subprocess.Popen[str]]]:
 def test_the_command_prints_its_url_and_stops_cleanly(
     scratch: Path, spawn: list[subprocess.Popen[str]], stop_with: signal.Signals
 ) -> None:
-    command = [sys.executable, "-m", "queue_impl.receiver", "--db", str(scratch / "in.db")]
+    command = [
+        sys.executable,
+        "-m",
+        "leasecheck.queue_impl.receiver",
+        "--db",
+        str(scratch / "in.db"),
+    ]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     spawn.append(proc)
     url = read_line(proc, 30, "receiver URL")
@@ -490,7 +496,7 @@ def test_the_command_prints_its_url_and_stops_cleanly(
 
 
 def run_command(*args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "queue_impl.receiver", *args]
+    command = [sys.executable, "-m", "leasecheck.queue_impl.receiver", *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
 
 

@@ -30,11 +30,11 @@ import pytest
 
 from leasecheck.cli import main
 from leasecheck.counterexample import Counterexample
+from leasecheck.models.evidence import Evidence, Lease, Recorder
 from leasecheck.mutants import by_name, materialize
 from leasecheck.report import draw, write_report
 from leasecheck.report.picture import CHAR
 from leasecheck.runner import PropertyResult
-from models.evidence import Evidence, Lease, Recorder
 
 DATA = Path(__file__).parent / "data" / "report"
 CHROMIUM_INSTALL = "apt-get install -y chromium"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from crash_harness.schedules import Run, Schedule, check, enumerate_schedules, replay
+from leasecheck.crash_harness.schedules import Run, Schedule, check, enumerate_schedules, replay
 from leasecheck.mutants import by_name, materialize
 from leasecheck.targets import load_worker
 

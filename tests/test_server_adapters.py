@@ -23,13 +23,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from adapters import servers
-from adapters.protocol import Claim, QueueAdapter, QueueLibrary, SharedClock
-from adapters.server_adapters import SERVER_ADAPTERS
-from adapters.server_plants import FencedPgqueuer, OverpromisingRq, VolatilePgqueuer
-from crash_harness._server_agent import load_library
-from crash_harness.server_agents import Agent
-from crash_harness.server_faults import CLOCK_SKEW, SERVER_CRASH, ZOMBIE_PAUSE, run_fault
+from leasecheck.adapters import servers
+from leasecheck.adapters.protocol import Claim, QueueAdapter, QueueLibrary, SharedClock
+from leasecheck.adapters.server_adapters import SERVER_ADAPTERS
+from leasecheck.adapters.server_plants import FencedPgqueuer, OverpromisingRq, VolatilePgqueuer
+from leasecheck.crash_harness._server_agent import load_library
+from leasecheck.crash_harness.server_agents import Agent
+from leasecheck.crash_harness.server_faults import CLOCK_SKEW, SERVER_CRASH, ZOMBIE_PAUSE, run_fault
 
 REPO = Path(__file__).resolve().parents[1]
 PROPERTY_FILE = REPO / "leasecheck" / "properties" / "test_server_faults.py"
@@ -269,7 +269,7 @@ def test_failing_run_leaves_no_process(run_dir: Path) -> None:
     """A run whose property is VIOLATED stops its servers and workers all the same."""
     env = {
         "TMPDIR": str(run_dir),
-        "LEASECHECK_SERVER_ADAPTERS": "adapters.server_plants:OverpromisingRq",
+        "LEASECHECK_SERVER_ADAPTERS": "leasecheck.adapters.server_plants:OverpromisingRq",
     }
     run = _run_properties(env, "--leasecheck-servers", "-k", "zombie")
     output, _ = run.communicate(timeout=300)

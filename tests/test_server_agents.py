@@ -16,10 +16,17 @@ from typing import ClassVar
 import psutil
 import pytest
 
-from adapters._loop import LoopTimeout, PrivateLoop
-from adapters._redis_store import split_location
-from adapters.protocol import AdapterError, Capabilities, Claim, Clock, JobView, SharedClock
-from crash_harness.server_agents import Agent, AgentError, AgentRefused
+from leasecheck.adapters._loop import LoopTimeout, PrivateLoop
+from leasecheck.adapters._redis_store import split_location
+from leasecheck.adapters.protocol import (
+    AdapterError,
+    Capabilities,
+    Claim,
+    Clock,
+    JobView,
+    SharedClock,
+)
+from leasecheck.crash_harness.server_agents import Agent, AgentError, AgentRefused
 
 
 class FileQueue:

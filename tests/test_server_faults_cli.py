@@ -11,7 +11,7 @@ from pathlib import Path
 from leasecheck.runner import NOT_PROMISED, VIOLATED, CheckOptions, run_check
 
 OVERPROMISING = '''
-from adapters.server_plants import OverpromisingRq
+from leasecheck.adapters.server_plants import OverpromisingRq
 
 
 class MyRq(OverpromisingRq):

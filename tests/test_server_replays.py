@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 
 from leasecheck import replay
-from targets.scratch import SCRATCH_ENV
+from leasecheck.targets.scratch import SCRATCH_ENV
 
 OVERPROMISING_RQ = '''
-from adapters.server_plants import OverpromisingRq
+from leasecheck.adapters.server_plants import OverpromisingRq
 
 
 class PlantedRq(OverpromisingRq):
@@ -33,7 +33,7 @@ class PlantedRq(OverpromisingRq):
 '''
 
 FENCED_RQ = '''
-from adapters.server_plants import FencedRq
+from leasecheck.adapters.server_plants import FencedRq
 
 
 class FixedRq(FencedRq):
@@ -41,7 +41,7 @@ class FixedRq(FencedRq):
 '''
 
 VOLATILE_PGQUEUER = '''
-from adapters.server_plants import VolatilePgqueuer
+from leasecheck.adapters.server_plants import VolatilePgqueuer
 
 
 class PlantedPgqueuer(VolatilePgqueuer):

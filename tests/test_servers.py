@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from adapters import servers
+from leasecheck.adapters import servers
 
 
 @pytest.fixture

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from adapters import servers
-from adapters.pgqueuer import Pgqueuer
-from adapters.protocol import DestroysStores, QueueLibrary, SharedClock, destroy_store
-from adapters.registry import load_library
-from adapters.rq import Rq
+from leasecheck.adapters import servers
+from leasecheck.adapters.pgqueuer import Pgqueuer
+from leasecheck.adapters.protocol import DestroysStores, QueueLibrary, SharedClock, destroy_store
+from leasecheck.adapters.registry import load_library
+from leasecheck.adapters.rq import Rq
 from leasecheck.cli import main
 
 
@@ -97,7 +97,7 @@ def test_the_machine_drops_every_store_it_made(postgres: str) -> None:
     from hypothesis import settings
     from hypothesis.stateful import run_state_machine_as_test
 
-    from stateful_tests.queue_machine import QueueMachine
+    from leasecheck.stateful_tests.queue_machine import QueueMachine
 
     before = _databases(postgres)
     machine = QueueMachine.bound(Pgqueuer(), frozenset({"queue.no-loss"}), postgres)

@@ -7,8 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from crash_harness import _syscalls
-from crash_harness._syscalls import Open, Rename, Sync, TraceError, Unlink, Write, parse_trace
+from leasecheck.crash_harness import _syscalls
+from leasecheck.crash_harness._syscalls import (
+    Open,
+    Rename,
+    Sync,
+    TraceError,
+    Unlink,
+    Write,
+    parse_trace,
+)
 
 
 def _hex(text: str) -> str:

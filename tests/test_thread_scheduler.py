@@ -20,8 +20,8 @@ import pytest
 from leasecheck.counterexample import Counterexample, export
 from leasecheck.mutants import Mutant, by_name, materialize
 from leasecheck.report import draw
-from stateful_tests import _thread_run, thread_scheduler
-from stateful_tests.job_interleavings import (
+from leasecheck.stateful_tests import _thread_run, thread_scheduler
+from leasecheck.stateful_tests.job_interleavings import (
     CI_SCENARIOS,
     PLANS,
     InterleavingFailure,
@@ -29,7 +29,7 @@ from stateful_tests.job_interleavings import (
     check_scenarios,
     replay,
 )
-from targets.loader import BUNDLED_JOBS, load_jobs_target
+from leasecheck.targets.loader import BUNDLED_JOBS, load_jobs_target
 
 CANCEL = "cancel while a poll leases"
 FAIL_LOCK = '        message = _optional_str("error", error)\n        with self._lock:\n'

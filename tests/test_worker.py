@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
+from leasecheck.models.contracts import JobRow, RedriveRow, Snapshot
+from leasecheck.queue_impl import worker
 from leasecheck.targets import read_snapshot, write_snapshot
-from models.contracts import JobRow, RedriveRow, Snapshot
-from queue_impl import worker
 
 T0 = 1_000
 MAX_NOW = 10**15 - 60000

@@ -39,7 +39,7 @@ class Mutant:
 
     def source(self) -> str:
         """The bundled source with every edit applied."""
-        from targets.loader import BUNDLED_JOBS, BUNDLED_WORKER
+        from leasecheck.targets.loader import BUNDLED_JOBS, BUNDLED_WORKER
 
         text = (BUNDLED_WORKER if self.target == "worker" else BUNDLED_JOBS).read_text()
         for find, replace in self.edits:

@@ -16,9 +16,9 @@ from hypothesis import Phase, settings
 from hypothesis.errors import Flaky
 from hypothesis.stateful import run_state_machine_as_test
 
-from adapters.protocol import QueueLibrary
+from leasecheck.adapters.protocol import QueueLibrary
 from leasecheck.profiles import Profile
-from stateful_tests.queue_machine import QueueMachine
+from leasecheck.stateful_tests.queue_machine import QueueMachine
 
 __all__ = ["CHANGE_REAL", "MachineRun", "run_machine"]
 

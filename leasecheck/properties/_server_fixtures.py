@@ -22,12 +22,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from adapters import servers
-from adapters.protocol import AdapterError, QueueLibrary
-from adapters.registry import PLANTED_PREFIX
-from adapters.registry import load_library as load_adapter
-from adapters.server_adapters import SERVER_ADAPTERS
-from crash_harness._server_agent import load_library
+from leasecheck.adapters import servers
+from leasecheck.adapters.protocol import AdapterError, QueueLibrary
+from leasecheck.adapters.registry import PLANTED_PREFIX
+from leasecheck.adapters.registry import load_library as load_adapter
+from leasecheck.adapters.server_adapters import SERVER_ADAPTERS
+from leasecheck.crash_harness._server_agent import load_library
 
 __all__ = ["library_server", "selected_adapters", "server_library"]
 

@@ -14,9 +14,9 @@ from types import ModuleType
 
 import pytest
 
-from crash_harness.configuration import check_configuration
+from leasecheck.crash_harness.configuration import check_configuration
+from leasecheck.models.evidence import attach
 from leasecheck.plugin import Checked
-from models.evidence import attach
 
 
 @pytest.mark.leasecheck("lease.configuration")

@@ -10,7 +10,7 @@ from types import ModuleType
 
 import pytest
 
-from crash_harness.atomicity import POINT_CASES, KillTable, check_every_point
+from leasecheck.crash_harness.atomicity import POINT_CASES, KillTable, check_every_point
 from leasecheck.plugin import Checked
 from leasecheck.profiles import Profile
 

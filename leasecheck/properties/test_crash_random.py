@@ -11,7 +11,7 @@ from types import ModuleType
 
 import pytest
 
-from crash_harness.random_kills import check_random_kills
+from leasecheck.crash_harness.random_kills import check_random_kills
 from leasecheck.plugin import Checked
 from leasecheck.profiles import Profile
 

@@ -11,7 +11,7 @@ from types import ModuleType
 
 import pytest
 
-from crash_harness.duplicate_send import check_duplicate_send
+from leasecheck.crash_harness.duplicate_send import check_duplicate_send
 from leasecheck.plugin import Checked
 from leasecheck.profiles import Profile
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from leasecheck.plugin import Checked
-from stateful_tests.edge_sweep import SweepReport, sweep_jobs, sweep_lease
+from leasecheck.stateful_tests.edge_sweep import SweepReport, sweep_jobs, sweep_lease
 
 
 def _verdict(report: SweepReport, checked: Checked) -> None:

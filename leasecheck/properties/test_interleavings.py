@@ -22,13 +22,13 @@ from types import ModuleType
 
 import pytest
 
-from crash_harness._interleave_scenarios import BOUNDS, by_name
-from crash_harness.interleavings import STEP_NS, Exploration, explore
 from leasecheck.counterexample import ScheduleFailure
+from leasecheck.crash_harness._interleave_scenarios import BOUNDS, by_name
+from leasecheck.crash_harness.interleavings import STEP_NS, Exploration, explore
+from leasecheck.models.evidence import attach
+from leasecheck.models.history_evidence import schedule_evidence
 from leasecheck.plugin import Checked, NotChecked
 from leasecheck.profiles import Profile
-from models.evidence import attach
-from models.history_evidence import schedule_evidence
 
 
 def _scope(explorations: list[Exploration]) -> str:

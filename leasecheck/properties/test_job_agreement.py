@@ -24,7 +24,7 @@ from hypothesis import settings
 
 from leasecheck.machine_property import machine_test_case
 from leasecheck.plugin import Checked, active_run
-from stateful_tests.job_machine import JobAgreement
+from leasecheck.stateful_tests.job_machine import JobAgreement
 
 MIN_STEPS = 40
 PROFILE = active_run().profile  # the plugin chose it before pytest imports this module

@@ -21,8 +21,8 @@ import pytest
 
 from leasecheck.plugin import Checked, NotChecked
 from leasecheck.profiles import Profile
-from stateful_tests.job_interleavings import PLANS, check_scenarios
-from stateful_tests.thread_scheduler import SchedulerStuck
+from leasecheck.stateful_tests.job_interleavings import PLANS, check_scenarios
+from leasecheck.stateful_tests.thread_scheduler import SchedulerStuck
 
 
 @pytest.mark.leasecheck("jobs.interleavings")

@@ -17,7 +17,7 @@ import pytest
 
 from leasecheck.plugin import Checked
 from leasecheck.profiles import Profile
-from stateful_tests.job_threads import hammer
+from leasecheck.stateful_tests.job_threads import hammer
 
 
 @pytest.mark.leasecheck("jobs.threads")

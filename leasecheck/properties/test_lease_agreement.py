@@ -20,7 +20,7 @@ from hypothesis import settings
 
 from leasecheck.machine_property import machine_test_case
 from leasecheck.plugin import Checked, active_run
-from stateful_tests.lease_machine import LeaseAgreement
+from leasecheck.stateful_tests.lease_machine import LeaseAgreement
 
 PROFILE = active_run().profile  # the plugin chose it before pytest imports this module
 

@@ -26,9 +26,9 @@ from hypothesis import given, settings
 
 from leasecheck.plugin import Checked
 from leasecheck.profiles import Profile
-from stateful_tests._parallel_jobs import run_jobs_program
-from stateful_tests._parallel_lease import run_lease_program
-from stateful_tests.parallel import (
+from leasecheck.stateful_tests._parallel_jobs import run_jobs_program
+from leasecheck.stateful_tests._parallel_lease import run_lease_program
+from leasecheck.stateful_tests.parallel import (
     Failure,
     FailureMemo,
     ParallelProgram,

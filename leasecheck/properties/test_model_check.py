@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from leasecheck.explore import check_jobs_part, check_lease_part
+from leasecheck.models.evidence import attach
+from leasecheck.models.job_explorer import job_scope_parts
+from leasecheck.models.lease_explorer import scope_parts
 from leasecheck.plugin import Checked
 from leasecheck.profiles import Profile
-from models.evidence import attach
-from models.job_explorer import job_scope_parts
-from models.lease_explorer import scope_parts
 
 
 @pytest.mark.leasecheck("lease.model-check")

@@ -17,8 +17,8 @@ from types import ModuleType
 
 import pytest
 
-from crash_harness._syscalls import STRACE_INSTALL
-from crash_harness.power_loss import PowerReport, check_power_loss, spec_finding
+from leasecheck.crash_harness._syscalls import STRACE_INSTALL
+from leasecheck.crash_harness.power_loss import PowerReport, check_power_loss, spec_finding
 from leasecheck.plugin import Checked
 from leasecheck.profiles import Profile
 

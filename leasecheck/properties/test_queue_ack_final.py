@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.protocol import QueueLibrary
-from crash_harness.queue_crash import check_ack_final
+from leasecheck.adapters.protocol import QueueLibrary
+from leasecheck.crash_harness.queue_crash import check_ack_final
 from leasecheck.plugin import Checked, NotChecked
 from leasecheck.profiles import Profile
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.protocol import QueueLibrary
-from crash_harness.queue_races import StaleCallBreach, check_exclusive
+from leasecheck.adapters.protocol import QueueLibrary
+from leasecheck.crash_harness.queue_races import StaleCallBreach, check_exclusive
 from leasecheck.plugin import Checked, NotChecked
 from leasecheck.profiles import Profile
 

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from adapters.protocol import QueueLibrary
-from crash_harness._queue_scenarios import BOUNDS, queue_scenario
-from crash_harness.queue_interleavings import Finding, QueueExploration, explore_queue
+from leasecheck.adapters.protocol import QueueLibrary
+from leasecheck.crash_harness._queue_scenarios import BOUNDS, queue_scenario
+from leasecheck.crash_harness.queue_interleavings import Finding, QueueExploration, explore_queue
 from leasecheck.plugin import Checked, NotChecked
 from leasecheck.profiles import Profile
 
@@ -37,7 +37,9 @@ def _failure(library: QueueLibrary, done: QueueExploration, finding: Finding) ->
     return (
         f"{finding.prop} broken by {library.name} in a schedule of {scenario.processes} "
         f"processes (queue.interleavings, after {done.exploration.explored} schedules):\n"
-        + finding.run.describe(scenario, "crash_harness.queue_interleavings.replay_queue")
+        + finding.run.describe(
+            scenario, "leasecheck.crash_harness.queue_interleavings.replay_queue"
+        )
     )
 
 

@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from adapters.protocol import GENERIC_PROPERTIES, QueueLibrary
-from crash_harness.queue_races import linear_history
+from leasecheck.adapters.protocol import GENERIC_PROPERTIES, QueueLibrary
+from leasecheck.crash_harness.queue_races import linear_history
+from leasecheck.models._queue_spec import QueueSpec
+from leasecheck.models.evidence import attach
+from leasecheck.models.history_evidence import history_evidence
+from leasecheck.models.linearizability import check
+from leasecheck.models.queue_model import QueueState
 from leasecheck.profiles import Profile
-from models._queue_spec import QueueSpec
-from models.evidence import attach
-from models.history_evidence import history_evidence
-from models.linearizability import check
-from models.queue_model import QueueState
 
 HISTORY_EVERY = 20
 """One history of ``queue_rounds`` rounds per this many ``parallel_histories``."""

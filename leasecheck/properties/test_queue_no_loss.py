@@ -17,7 +17,7 @@ from contextlib import AbstractContextManager
 
 import pytest
 
-from adapters.protocol import QueueLibrary
+from leasecheck.adapters.protocol import QueueLibrary
 from leasecheck.plugin import NotChecked
 from leasecheck.profiles import Profile
 from leasecheck.properties._queue_machine import CHANGE_REAL, run_machine

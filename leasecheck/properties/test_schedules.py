@@ -15,11 +15,11 @@ from types import ModuleType
 
 import pytest
 
-from crash_harness.schedules import BOUNDS
+from leasecheck.crash_harness.schedules import BOUNDS
 from leasecheck.explore import check_schedules
+from leasecheck.models.evidence import attach
 from leasecheck.plugin import Checked
 from leasecheck.profiles import Profile
-from models.evidence import attach
 
 
 @pytest.mark.leasecheck("lease.schedules")

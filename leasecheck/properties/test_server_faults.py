@@ -17,19 +17,19 @@ from typing import Any
 
 import pytest
 
-from adapters.protocol import QueueLibrary
-from adapters.servers import Server
-from crash_harness.server_faults import (
+from leasecheck.adapters.protocol import QueueLibrary
+from leasecheck.adapters.servers import Server
+from leasecheck.crash_harness.server_faults import (
     CLOCK_SKEW,
     PROMISE_OF,
     SERVER_CRASH,
     ZOMBIE_PAUSE,
     run_fault,
 )
+from leasecheck.models.evidence import attach
 from leasecheck.plugin import property_name
 from leasecheck.profiles import Profile
 from leasecheck.promises import judge
-from models.evidence import attach
 
 pytestmark = pytest.mark.servers
 pytest_plugins = ["leasecheck.properties._server_fixtures"]

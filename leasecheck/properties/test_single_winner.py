@@ -12,8 +12,8 @@ from types import ModuleType
 
 import pytest
 
-from crash_harness.races import check_races
-from crash_harness.single_winner import check_single_winner
+from leasecheck.crash_harness.races import check_races
+from leasecheck.crash_harness.single_winner import check_single_winner
 from leasecheck.plugin import Checked
 from leasecheck.profiles import Profile
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 
-from models.evidence import Evidence, Step
+from leasecheck.models.evidence import Evidence, Step
 
 __all__ = ["Axis", "Rows", "shown_steps"]
 

@@ -24,8 +24,8 @@ import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from leasecheck.models.evidence import Event, Evidence, Lease, Step
 from leasecheck.report._layout import SLOT, Axis, Rows, shown_steps
-from models.evidence import Event, Evidence, Lease, Step
 
 __all__ = ["CHAR", "STYLE", "draw", "escape"]
 

@@ -25,7 +25,7 @@ QUEUE_PREFIX = "queue-"
 
 
 def regenerate_planted(name: str) -> None:
-    from adapters.planted import PLANTED
+    from leasecheck.adapters.planted import PLANTED
 
     bug = next(bug for bug in PLANTED if bug.name == name.removeprefix(QUEUE_PREFIX))
     adapter = f"planted:{bug.name}"
