@@ -102,7 +102,7 @@ SCENARIOS: tuple[QueueScenario, ...] = (
 
 _TWO = [s.name for s in SCENARIOS if s.processes == 2]
 BOUNDS: dict[str, tuple[tuple[str, int | None], ...]] = {
-    "small": (("sweep-ack", 1), ("open-while-claimed", 1)),
+    "small": (("sweep-ack", 1), ("open-while-claimed", 1), ("claim-claim", 1)),
     "ci": tuple((name, 2) for name in _TWO),
     "deep": (*((name, None) for name in _TWO), ("sweep-ack-claim", 2)),
 }

@@ -47,7 +47,7 @@ def preflight_adapter(spec: str) -> str:
 
 def _preflight_file(spec: str) -> str:
     code = (
-        "import sys\nfrom adapters.protocol import AdapterError\n"
+        "import sys\nfrom leasecheck.adapters.protocol import AdapterError\n"
         "from leasecheck.adapters.registry import load_library\n"
         "from leasecheck.adapters_cli import describe_library\n"
         "try:\n    print(describe_library(load_library(sys.argv[1])))\n"

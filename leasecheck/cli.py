@@ -222,7 +222,7 @@ def preflight(option: str, path: Path) -> Path:
         raise UsageError(f"{option} {str(path)!r} is not a file; pass the path of {what}")
     loader = "load_worker" if option == "--impl" else "load_jobs_target"
     code = (
-        "import sys\nfrom targets.loader import TargetError, " + loader + "\n"
+        "import sys\nfrom leasecheck.targets.loader import TargetError, " + loader + "\n"
         "try:\n    " + loader + "(sys.argv[1])\n"
         "except TargetError as e:\n    print(e, file=sys.stderr); sys.exit(2)\n"
     )

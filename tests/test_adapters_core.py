@@ -283,5 +283,10 @@ def test_a_single_process_library_is_not_run_and_never_passes(tmp_path: Path) ->
     path = _variant(tmp_path, "multiprocess=False")
     result = run_check(CheckOptions(adapter=str(path), profile="quick", workers="0"))
     not_run = {name for name, prop in result.properties.items() if prop.verdict == "not run"}
-    assert not_run == {"queue.ack-final", "queue.exclusive", "queue.linearizable"}
+    assert not_run == {
+        "queue.ack-final",
+        "queue.exclusive",
+        "queue.linearizable",
+        "queue.interleavings",
+    }
     assert result.exit_code == 2

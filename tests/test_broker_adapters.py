@@ -217,7 +217,7 @@ def test_a_broker_gets_the_generic_properties(name: str) -> None:
     result = run_check(CheckOptions(adapter=name, profile="quick", workers="0"))
     library = load_library(name)
     verdicts = {prop: outcome.verdict for prop, outcome in result.properties.items()}
-    assert len(verdicts) == 5, verdicts
+    assert len(verdicts) == 6, verdicts  # the five generic properties and interleavings
     for prop, verdict in verdicts.items():
         promised = library.promises.of(prop).promised
         allowed = (HOLDS, NOT_CHECKED) if promised else (HOLDS, NOT_PROMISED, NOT_CHECKED)

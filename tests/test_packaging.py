@@ -8,6 +8,7 @@ folder of the same name would collide with it.
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -19,12 +20,17 @@ from leasecheck.targets.loader import load_jobs_target
 
 ROOT = Path(__file__).resolve().parents[1]
 CARD_FOLDERS = ("queue_impl", "models", "stateful_tests", "crash_harness")
+SKIP = (".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".leasecheck", "*_cache")
 
 
 def _wheel(tmp_path: Path) -> zipfile.ZipFile:
+    # Built from a copy, links kept as links: setuptools writes build/ and *.egg-info into
+    # the tree it builds, and this checkout must stay as the test found it.
+    source = tmp_path / "source"
+    shutil.copytree(ROOT, source, symlinks=True, ignore=shutil.ignore_patterns(*SKIP))
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
-         "-w", str(tmp_path), str(ROOT)],
+         "-w", str(tmp_path), str(source)],
         check=True, capture_output=True, timeout=300,
     )  # fmt: skip
     (wheel,) = tmp_path.glob("leasecheck-*.whl")

@@ -19,7 +19,7 @@ import pytest
 from leasecheck.adapters.planted import PLANTED, PlantedBug
 from leasecheck.adapters.protocol import GENERIC_PROPERTIES
 from leasecheck.adapters.timing import MARGIN_MS, ROOM_MS, Pacer
-from leasecheck.runner import HOLDS, VIOLATED, CheckOptions, run_check
+from leasecheck.runner import HOLDS, NOT_CHECKED, VIOLATED, CheckOptions, run_check
 
 REAL_LEASE_WORKER = '''
 from dataclasses import replace
@@ -52,7 +52,14 @@ def test_the_lease_worker_on_the_real_clock_holds_every_property(tmp_path: Path)
     adapter = tmp_path / "real_lease_worker.py"
     adapter.write_text(REAL_LEASE_WORKER)
     rows = (*GENERIC_PROPERTIES, "queue.interleavings")
-    assert _verdicts(adapter, "quick") == dict.fromkeys(rows, HOLDS)
+    verdicts = _verdicts(adapter, "quick")
+    assert set(verdicts) == set(rows), verdicts
+    # On real time a loaded machine may cut most programs of the two program-drawing
+    # properties short, or leave no zombie ack among the quick profile's few: that is
+    # reported honestly as "not checked" (exit 2), never as a pass or a violation.
+    timing = {"queue.no-loss", "queue.stale-ack"}
+    for prop, verdict in verdicts.items():
+        assert verdict == HOLDS or (prop in timing and verdict == NOT_CHECKED), (prop, verdict)
 
 
 @pytest.mark.parametrize("bug", PLANTED, ids=[bug.name for bug in PLANTED])
