@@ -211,9 +211,12 @@ def test_a_ci_cancel_with_kill_stops_everything_and_prints_what_was_judged(
     assert "\x1b[" not in text, "escape codes in a log that is not a terminal"
 
 
-def test_a_cli_killed_outright_takes_its_pytest_run_with_it(tmp_path: Path) -> None:
+def test_a_cli_killed_outright_takes_its_pytest_run_with_it(
+    tmp_path: Path, own_scratch: Path
+) -> None:
     """SIGKILL cannot be caught: the pytest child dies with the CLI (PR_SET_PDEATHSIG)
-    instead of running on for the rest of the check."""
+    instead of running on for the rest of the check. (Nor can the CLI remove its run
+    folder then: ``own_scratch`` keeps it under the test's own temporary directory.)"""
     log = tmp_path / "log"
     with log.open("wb") as out:
         process = subprocess.Popen(
