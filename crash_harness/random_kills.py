@@ -19,7 +19,6 @@ The next child continues from whichever of the two it found.
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +37,8 @@ from leasecheck.crash_harness._queue_files import (
 from leasecheck.crash_harness._states import World, random_op, step
 from leasecheck.crash_harness.engine import FINAL_KINDS, Channel, Child, Engine, ErrorInfo, Outcome
 from leasecheck.models.contracts import Snapshot
-from leasecheck.models.evidence import Evidence, attach, evidence_of
+from leasecheck.models.evidence import Evidence, attach, evidence_of, shrunk_evidence
+from leasecheck.models.shrinking import Budget, Shrunk, shrink
 from leasecheck.targets.lease_target import read_snapshot
 
 __all__ = ["RandomKillReport", "check_random_kills"]
@@ -232,10 +232,10 @@ def _evidence(world: World, plan: list[_Planned], seen: list[Any], message: str)
 
 @dataclass
 class _Shrink:
-    """Greedy delta debugging of a failing history: drop the operations after the one in
-    flight, then chunks of the rest (halves, quarters, ... single operations) while the
-    shorter history, replanned on the model from the same state and killed with its last
-    operation in flight, still fails. Bounded: ``ATTEMPTS`` runs and ``SECONDS``."""
+    """Delta debugging of a failing history (``models.shrinking``): drop the operations
+    after the one in flight, then chunks and single operations, while the shorter
+    history, replanned on the model from the same state and killed with its last
+    operation in flight, still fails. Bounded by ``BUDGET``."""
 
     engine: Engine
     files: QueueFiles
@@ -243,29 +243,16 @@ class _Shrink:
     world: World
     seed: int
     number: int
-    ATTEMPTS = 60
-    SECONDS = 8.0
+    BUDGET = Budget(runs=60, seconds=8.0)
 
     def run(self, plan: list[_Planned], error: AssertionError) -> AssertionError | None:
         """The failure of the shortest history found, with its scenario; None if no
         shorter history failed."""
         ops = [planned.op for planned in plan][: _in_flight(error, plan) + 1]
-        best: tuple[list[Op], AssertionError] | None = None
-        deadline, tries, size = time.monotonic() + self.SECONDS, 0, max(len(ops) // 2, 1)
-        while size >= 1 and tries < self.ATTEMPTS and time.monotonic() < deadline:
-            start, shrank = 0, False
-            while start < len(ops) and tries < self.ATTEMPTS and time.monotonic() < deadline:
-                candidate = ops[:start] + ops[start + size :]
-                tries += 1
-                failed = self.attempt(candidate) if candidate else None
-                if failed is not None:
-                    ops, best, shrank = candidate, (candidate, failed), True
-                else:
-                    start += size
-            size = size if shrank and size < len(ops) else size // 2
-        if best is None or len(best[0]) >= len(plan):
+        shrunk = shrink(ops, error, self.attempt, self.BUDGET)
+        if shrunk.failure is error or shrunk.after >= len(plan):
             return None
-        return self._reported(best[0], best[1], len(plan))
+        return self._reported(shrunk, len(plan))
 
     def attempt(self, ops: list[Op]) -> AssertionError | None:
         """Does the history ``ops``, killed with its last operation in flight, fail?"""
@@ -281,16 +268,18 @@ class _Shrink:
             self.files.remove(path)
         return None
 
-    def _reported(self, ops: list[Op], error: AssertionError, length: int) -> AssertionError:
-        plan = _replan(self.world, ops)
+    def _reported(self, shrunk: Shrunk[Op, AssertionError], length: int) -> AssertionError:
+        plan = _replan(self.world, list(shrunk.items))
         scenario = _scenario(self.seed, self.number, self.world, plan)
         scenario.add(
-            f"shrunk from {length} to {len(ops)} operations: the same kill of this shorter "
+            f"shrunk from {length} to {shrunk.after} operations: the same kill of this shorter "
             f"history (its last operation in flight) fails too"
         )
-        failure = scenario.fail(str(error))
-        found = evidence_of(error)
-        return attach(failure, found) if found is not None else failure
+        failure = scenario.fail(str(shrunk.failure))
+        found = evidence_of(shrunk.failure)
+        if found is None:
+            return failure
+        return attach(failure, shrunk_evidence(found, length))
 
 
 def _in_flight(error: AssertionError, plan: list[_Planned]) -> int:

@@ -21,6 +21,7 @@ and the stored state; a claim that gave up on the lock did nothing):
 from __future__ import annotations
 
 import random
+import sqlite3
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,8 +41,9 @@ from leasecheck.crash_harness._queue_files import (
 from leasecheck.crash_harness._serial import Call, double_leases, double_wins, explain, unexplained
 from leasecheck.crash_harness._states import prepare, random_history
 from leasecheck.crash_harness.engine import GO, Child, Engine, Message, Outcome
-from leasecheck.models.contracts import Snapshot
-from leasecheck.models.evidence import Evidence, attach
+from leasecheck.models.contracts import JobRow, RedriveRow, Snapshot
+from leasecheck.models.evidence import Evidence, attach, shrunk_evidence
+from leasecheck.models.shrinking import Budget, shrink
 
 __all__ = ["SingleWinnerReport", "check_single_winner"]
 
@@ -112,22 +114,102 @@ def check_single_winner(
     ] + [("held", 0, True), ("held", 0, False)]  # last: each waits out B's busy timeout
     with Engine() as engine:
         files = QueueFiles(engine, module, directory)
-        for kind, k, release in schedules:
+        for schedule in schedules:
             case = _new_case(engine, files, module, rng, seed)
             try:
-                calls = _held(case, release) if kind == "held" else _at_begin(case, k, release)
-                report.busy += sum(call.outcome.busy for call in calls)
-                stored = _judge(case, calls)
-                a_won = calls[0].who == "A" and isinstance(calls[0].outcome.value, dict)
-                if a_won:
-                    report.stale_refused += _takeover(case, calls[0].outcome.value, stored)
+                _run(case, schedule, report)
             except AssertionError as error:
-                failure = attach(case.scenario.fail(str(error)), _evidence(case, str(error)))
+                failure = _Shrink(engine, files, module, seed, schedule).run(case, error)
                 raise failure from error
+            kind, k, release = schedule
             label = f"{kind}{k or ''}-{'release' if release else 'kill'}"
             report.scenarios[label] += 1
             files.remove(case.path)
     return report
+
+
+_Schedule = tuple[str, int, bool]
+"""(kind, k, release): 'held' or 'begin', B's BEGIN number, release A or SIGKILL it."""
+
+
+def _run(case: _Case, schedule: _Schedule, report: SingleWinnerReport) -> None:
+    """Run one schedule on ``case``; raises AssertionError on a violation."""
+    kind, k, release = schedule
+    calls = _held(case, release) if kind == "held" else _at_begin(case, k, release)
+    report.busy += sum(call.outcome.busy for call in calls)
+    stored = _judge(case, calls)
+    a_won = calls[0].who == "A" and isinstance(calls[0].outcome.value, dict)
+    if a_won:
+        report.stale_refused += _takeover(case, calls[0].outcome.value, stored)
+
+
+def _failure(case: _Case, error: AssertionError) -> AssertionError:
+    return attach(case.scenario.fail(str(error)), _evidence(case, str(error)))
+
+
+Row = JobRow | RedriveRow
+
+
+@dataclass
+class _Shrink:
+    """Delta debugging of a failing case's starting state (``models.shrinking``): drop
+    job and redrive rows (each the result of an operation that set the queue up) while
+    the same schedule of the same two claims, on a fresh file holding the rest, still
+    fails. Bounded by ``BUDGET``; spent only on failure."""
+
+    engine: Engine
+    files: QueueFiles
+    module: ModuleType
+    seed: int
+    schedule: _Schedule
+    BUDGET = Budget(runs=24, seconds=6.0)
+
+    def run(self, case: _Case, error: AssertionError) -> AssertionError:
+        """The failure of the smallest starting state found (the original if none)."""
+        rows: list[Row] = [*case.before.jobs, *case.before.redrives]
+        shrunk = shrink(rows, (case, error), lambda rest: self.attempt(case, rest), self.BUDGET)
+        smallest, failed = shrunk.failure
+        if smallest is not case:
+            before, after = len(rows) + 2, shrunk.after + 2  # the rows, and the two claims
+            smallest.scenario.add(_sentence(before, after))
+            found = _evidence(smallest, str(failed))
+            return attach(
+                smallest.scenario.fail(str(failed)), shrunk_evidence(found, before, after)
+            )
+        return _failure(case, error)
+
+    def attempt(self, case: _Case, rows: list[Row]) -> tuple[_Case, AssertionError] | None:
+        """The case on a fresh file holding only ``rows``, and its failure, if it fails."""
+        state = Snapshot(
+            tuple(r for r in rows if isinstance(r, JobRow)),
+            tuple(r for r in rows if isinstance(r, RedriveRow)),
+        )
+        try:
+            path = self.files.fresh(state)
+        except sqlite3.Error:  # a redrive row without its job: not a state a queue can hold
+            return None
+        again = _Case(self.engine, self.module, path, state, case.claim_a, case.claim_b,
+                      _scenario(self.seed, state))  # fmt: skip
+        try:
+            _run(again, self.schedule, SingleWinnerReport())
+        except AssertionError as error:
+            return again, error
+        finally:
+            self.files.remove(path)
+        return None
+
+
+def _sentence(before: int, after: int) -> str:
+    return (
+        f"shrunk from {before} to {after} operations (the starting state's rows and the two "
+        f"claims): the same schedule on this smaller state fails too"
+    )
+
+
+def _scenario(seed: int, state: Snapshot) -> Scenario:
+    scenario = Scenario(PROPERTY, seed)
+    scenario.add(f"a queue file holds a generated state:\n{state.describe()}")
+    return scenario
 
 
 def _new_case(
@@ -135,8 +217,7 @@ def _new_case(
 ) -> _Case:
     world, _ = prepare(rng, random_history(rng, rng.randint(0, 10)), "claim")
     lease = rng.randint(200, 1500)
-    scenario = Scenario(PROPERTY, seed)
-    scenario.add(f"a queue file holds a generated state:\n{world.state.describe()}")
+    scenario = _scenario(seed, world.state)
     claim_a = Op("claim", ("A", world.now, lease))
     claim_b = Op("claim", ("B", world.now, lease))
     path = files.fresh(world.state)
@@ -209,7 +290,8 @@ def _evidence(case: _Case, message: str) -> Evidence:
         record.event("kill", "A", at_of(case.claim_a), "A SIGKILLed before COMMIT")
     for who, op, got in case.ran:
         record.ran(op, got, who)
-    return record.evidence(message.splitlines()[0])
+    rows = len(case.before.jobs) + len(case.before.redrives)
+    return record.evidence(message.splitlines()[0], ops=str(rows + 2))
 
 
 def _judge(case: _Case, calls: list[Call]) -> Snapshot:

@@ -37,6 +37,7 @@ __all__ = [
     "Unit",
     "attach",
     "evidence_of",
+    "shrunk_evidence",
 ]
 
 Side = Literal["target", "model"]
@@ -329,3 +330,17 @@ def _ended(lease: Lease, at: float) -> Lease:
         lease.side, lease.job, lease.token, lease.holder, lease.start, lease.until, lease.step,
         at if at < lease.until else None,
     )  # fmt: skip
+
+
+SHRUNK_FROM = "shrunk_from"
+"""The ``extra`` key of a shrunk counterexample's evidence: how many operations the
+failing program had before it was shrunk (``models.shrinking``)."""
+
+
+def shrunk_evidence(evidence: Evidence, before: int, after: int | None = None) -> Evidence:
+    """``evidence`` of a shrunk program, saying how long the original was (and, when
+    given, how many operations the shrunk one has: ``extra['ops']``)."""
+    extra = {**evidence.extra, SHRUNK_FROM: str(before)}
+    if after is not None:
+        extra["ops"] = str(after)
+    return replace(evidence, extra=extra)
