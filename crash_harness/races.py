@@ -38,7 +38,8 @@ from leasecheck.crash_harness._queue_files import LeftOpen, QueueFiles, Scenario
 from leasecheck.crash_harness._serial import Call, double_leases, double_wins, explain, unexplained
 from leasecheck.crash_harness.engine import Channel, Child, Engine, ErrorInfo, Outcome
 from leasecheck.models.contracts import Snapshot
-from leasecheck.models.evidence import Evidence, attach
+from leasecheck.models.evidence import Evidence, attach, shrunk_evidence
+from leasecheck.models.shrinking import Budget, shrink
 
 __all__ = ["RaceReport", "check_races"]
 
@@ -113,6 +114,8 @@ class _Race:
     """Every call of the round so far, step by step (the evidence of a failure)."""
     began: Snapshot = field(default_factory=Snapshot)
     """The stored state the round started from."""
+    steps: list[tuple[str, list[list[Op]]]] = field(default_factory=list)
+    """The round's steps so far: what each racer was handed (what a shrink re-runs)."""
 
     def evidence(self, now: int, message: str) -> Evidence:
         """The round's calls, each racer on its lane; the model reads them in the order
@@ -120,11 +123,15 @@ class _Race:
         record = HistoryRecorder(self.began, now)
         for call in self.ran:
             record.ran(call.op, call.outcome, call.who)
-        return record.evidence(message.splitlines()[0])
+        return record.evidence(message.splitlines()[0], ops=str(_count(self.steps)))
+
+    def failure(self, now: int, error: AssertionError) -> AssertionError:
+        return attach(self.scenario.fail(str(error)), self.evidence(now, str(error)))
 
     def step(self, what: str, ops: list[list[Op]]) -> list[Call]:
         """Release every racer with its calls at once; check the results; the calls."""
         self.scenario.add(what + ": " + _listing(ops))
+        self.steps.append((what, ops))
         for racer, calls in zip(self.racers, ops, strict=True):
             racer.answer(calls)
         os.write(self.gate, b"g" * len(self.racers))
@@ -178,6 +185,91 @@ class _Race:
         return found
 
 
+_Planned = tuple[int, int, Op]
+"""(step number in the round, racer number, operation): one item a shrink may drop."""
+
+
+def _count(steps: list[tuple[str, list[list[Op]]]]) -> int:
+    return sum(len(calls) for _, ops in steps for calls in ops)
+
+
+@dataclass
+class _Shrink:
+    """Delta debugging of a failing round (``models.shrinking``): drop the round's calls
+    (chunks, then single calls) while the calls left, handed to the same racers step by
+    step on a fresh file holding the state the round began from, still fail. Every call
+    carries its own values (a finish its ticket), so a shorter round is a real program.
+    Bounded by ``BUDGET``; spent only on failure."""
+
+    engine: Engine
+    files: QueueFiles
+    module: ModuleType
+    seed: int
+    number: int
+    now: int
+    BUDGET = Budget(runs=24, seconds=8.0)
+
+    def run(self, race: _Race, error: AssertionError) -> AssertionError:
+        """The failure of the shortest round found (the original if none is shorter)."""
+        items = [
+            (step, racer, op)
+            for step, (_, ops) in enumerate(race.steps)
+            for racer, calls in enumerate(ops)
+            for op in calls
+        ]
+        original = (race, error)
+        attempt = lambda rest: self.attempt(race, rest)  # noqa: E731
+        shrunk = shrink(items, original, attempt, self.BUDGET)
+        smallest, failed = shrunk.failure
+        if smallest is race:
+            return race.failure(self.now, error)
+        smallest.scenario.add(
+            f"shrunk from {len(items)} to {shrunk.after} calls: the same racers given only "
+            f"these calls, from the same state, fail too"
+        )
+        found = shrunk_evidence(smallest.evidence(self.now, str(failed)), len(items))
+        return attach(smallest.scenario.fail(str(failed)), found)
+
+    def attempt(self, race: _Race, items: list[_Planned]) -> tuple[_Race, AssertionError] | None:
+        """Run ``items`` as a round of their own; the replayed round and its failure."""
+        steps = [
+            (
+                what,
+                [
+                    [op for s, r, op in items if (s, r) == (step, racer)]
+                    for racer in range(len(ops))
+                ],
+            )
+            for step, (what, ops) in enumerate(race.steps)
+        ]
+        path = self.files.fresh(race.began)
+        gate_r, gate_w = os.pipe()
+        racers = [
+            self.engine.fork(f"r{index}", _racer_body(self.module, path, gate_r))
+            for index in range(len(race.racers))
+        ]
+        scenario = Scenario(PROPERTY, self.seed)
+        scenario.add(
+            f"round {self.number} at t={self.now}, shrunk; the state before it:\n"
+            + race.began.describe()
+        )
+        again = _Race(self.engine, path, racers, gate_w, race.began, race.rng, scenario,
+                      RaceReport(), began=race.began)  # fmt: skip
+        try:
+            for what, ops in steps:
+                if any(ops):
+                    again.step(what, ops)
+        except AssertionError as error:
+            return again, error
+        finally:
+            for racer in racers:
+                racer.kill()
+            for fd in (gate_r, gate_w):
+                os.close(fd)
+            self.files.remove(path)
+        return None
+
+
 def _listing(ops: list[list[Op]]) -> str:
     parts = [
         f"r{index} " + ", ".join(op.describe() for op in calls)
@@ -211,12 +303,12 @@ def check_races(
                     f"round {number} of {rounds} at t={now}; the state before it:\n"
                     + race.state.describe()
                 )
-                race.ran, race.began = [], race.state
+                race.ran, race.began, race.steps = [], race.state, []
                 try:
                     _round(race, now)
                 except AssertionError as error:
-                    failure = attach(race.scenario.fail(str(error)), race.evidence(now, str(error)))
-                    raise failure from error
+                    shrunk = _Shrink(engine, files, module, seed, number, now).run(race, error)
+                    raise shrunk from error
                 report.rounds += 1
                 now += rng.choice((0, 150, 400, 900, 1600))
             for racer in racers:
