@@ -28,16 +28,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hypothesis import strategies as st
 
 from leasecheck.models.contracts import Snapshot
-from leasecheck.models.evidence import Evidence, attach
+from leasecheck.models.evidence import Evidence, attach, shrunk_evidence
 from leasecheck.models.history_evidence import history_evidence
 from leasecheck.models.job_model import JobState
 from leasecheck.models.linearizability import JobQueueSpec, LeaseSpec, Operation, Verdict, check
+from leasecheck.models.shrinking import Budget, shrink
 from leasecheck.queue_impl.jobs import RetryPolicy
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "failure_message",
     "job_programs",
     "lease_programs",
+    "shrink_program",
 ]
 
 JOB_POLICY = RetryPolicy(max_attempts=2, base_backoff_millis=10, max_backoff_millis=40)
@@ -284,6 +286,9 @@ class FailureMemo:
         self.budget_s = budget_s
         self.failed: dict[str, Failure] = {}
         self.first_failure: float | None = None
+        self.last: tuple[ParallelProgram, Failure] | None = None
+        """The program that failed last and its failure: after Hypothesis gives up, its
+        minimal example (Hypothesis replays it last)."""
 
     @property
     def exhausted(self) -> bool:
@@ -302,8 +307,57 @@ class FailureMemo:
             failed = found if isinstance(found, Failure) else Failure(found)
             self.failed[key] = failed
             self.first_failure = self.first_failure or time.monotonic()
+        self.last = (program, failed)
         error = AssertionError(failed.message)  # one raise site: Hypothesis sees one failure
         raise attach(error, failed.evidence) if failed.evidence else error
+
+
+_Placed = tuple[int, Command]
+"""A command and where it runs: 0 the prefix, n the suffix of process/thread Pn."""
+
+
+def _placed(program: ParallelProgram) -> list[_Placed]:
+    items = [(0, command) for command in program.prefix]
+    return items + [(n, c) for n, suffix in enumerate(program.suffixes, 1) for c in suffix]
+
+
+def _program(original: ParallelProgram, items: list[_Placed]) -> ParallelProgram:
+    """``original`` with only ``items``; a suffix left empty is dropped, unless the kill
+    names a process by number (then the numbers must stay)."""
+    suffixes = [
+        tuple(c for where, c in items if where == n) for n in range(1, len(original.suffixes) + 1)
+    ]
+    kept = tuple(s for s in suffixes if s or original.kill is not None)
+    prefix = tuple(c for where, c in items if where == 0)
+    return replace(original, prefix=prefix, suffixes=kept)
+
+
+def shrink_program(
+    program: ParallelProgram,
+    failed: Failure,
+    attempt: Callable[[ParallelProgram], Failure | None],
+    budget: Budget,
+) -> tuple[ParallelProgram, Failure]:
+    """Drop the commands of a failing program that Hypothesis left (``models.shrinking``)
+    while ``attempt`` (the real target's run, judged again) still fails; the program at
+    the same schedule seed replays the same interleaving, so the result is exact. The
+    failure of the shortest program, saying how long the original was."""
+    items = _placed(program)
+
+    def fails(rest: list[_Placed]) -> tuple[ParallelProgram, Failure] | None:
+        smaller = _program(program, rest)
+        if len(smaller.suffixes) < 2 and program.kill is None:
+            return None  # no longer concurrent: not the program this property runs
+        found = attempt(smaller)
+        return None if found is None else (smaller, found)
+
+    shrunk = shrink(items, (program, failed), fails, budget)
+    smallest, found = shrunk.failure
+    if smallest is program:
+        return program, failed
+    message = f"{found.message}\n{shrunk.sentence()}"
+    evidence = found.evidence and shrunk_evidence(found.evidence, len(items), shrunk.after)
+    return smallest, Failure(message, evidence)
 
 
 @dataclass(frozen=True)
@@ -347,7 +401,8 @@ def failure_message(
         [
             f"{name}: the concurrent history cannot be explained by any sequential order "
             "of its operations (linearizability violated).",
-            "Program (Hypothesis shrinks it; the same program replays the same interleaving):",
+            "Program (Hypothesis shrinks it, then leasecheck drops the commands it left that"
+            " the failure does not need; the same program replays the same interleaving):",
             repr(program),
             verdict.report(),
             f"Replay: leasecheck check{target} --profile ci --seed {seed} (the same seed "

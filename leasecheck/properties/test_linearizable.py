@@ -17,6 +17,7 @@ an operation with no effect; a process killed mid-operation has an unknown outco
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -24,6 +25,8 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 
+from leasecheck.models.evidence import attach
+from leasecheck.models.shrinking import Budget
 from leasecheck.plugin import Checked
 from leasecheck.profiles import Profile
 from leasecheck.stateful_tests._parallel_jobs import run_jobs_program
@@ -37,6 +40,7 @@ from leasecheck.stateful_tests.parallel import (
     failure,
     job_programs,
     lease_programs,
+    shrink_program,
 )
 
 pytestmark = pytest.mark.usefixtures("no_leaked_children")
@@ -52,6 +56,32 @@ def _settings(profile: Profile) -> settings:
 
 def _memo(profile: Profile) -> FailureMemo:
     return FailureMemo(SHRINK_SECONDS.get(profile.name, 8.0))
+
+
+FURTHER = {"quick": Budget(16, 4.0), "ci": Budget(30, 6.0), "deep": Budget(120, 40.0)}
+"""The re-runs (and seconds) leasecheck's own shrink may spend on Hypothesis' minimal
+program; spent only on failure."""
+
+
+def _shrunk_further(
+    run: Callable[[], None],
+    memo: FailureMemo,
+    attempt: Callable[[ParallelProgram], Failure | None],
+    profile: Profile,
+) -> None:
+    """Run the property; on failure, drop the commands Hypothesis left that the failure
+    does not need (``shrink_program``), and raise the shortest program's failure."""
+    try:
+        run()
+    except AssertionError as error:
+        if memo.last is None or str(error) != memo.last[1].message:
+            raise
+        budget = FURTHER.get(profile.name, FURTHER["ci"])
+        _, found = shrink_program(*memo.last, attempt, budget)
+        if found is memo.last[1]:
+            raise
+        shorter = AssertionError(found.message)
+        raise (attach(shorter, found.evidence) if found.evidence else shorter) from error
 
 
 @pytest.mark.leasecheck("lease.linearizable")
@@ -76,7 +106,7 @@ def test_lease_linearizable(
     def history_is_linearizable(program: ParallelProgram) -> None:
         memo.run(program, lambda: attempt(program))
 
-    history_is_linearizable()
+    _shrunk_further(history_is_linearizable, memo, attempt, lc_profile)
     checked(
         f"{lc_profile.parallel_histories} parallel histories",
         histories=lc_profile.parallel_histories,
@@ -104,7 +134,7 @@ def test_jobs_linearizable(
     def history_is_linearizable(program: ParallelProgram) -> None:
         memo.run(program, lambda: attempt(program))
 
-    history_is_linearizable()
+    _shrunk_further(history_is_linearizable, memo, attempt, lc_profile)
     checked(
         f"{lc_profile.parallel_histories} parallel histories",
         histories=lc_profile.parallel_histories,
