@@ -29,9 +29,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from leasecheck.models.evidence import attach
+from leasecheck.models.evidence import attach, shrunk_evidence
 from leasecheck.models.history_evidence import schedule_evidence
 from leasecheck.models.linearizability import Operation, Raised, Returned
+from leasecheck.models.shrinking import Budget, shrink
 from leasecheck.queue_impl.jobs import Lease, RetryPolicy
 from leasecheck.stateful_tests._coop_threading import instrument
 from leasecheck.stateful_tests._job_scenarios import (
@@ -70,6 +71,7 @@ __all__ = [
     "Violation",
     "check_scenarios",
     "replay",
+    "shrunk",
 ]
 
 TICK_NS = 1_000_000
@@ -264,6 +266,8 @@ class Failure:
     schedule: Schedule
     violation: Violation
     policy: RetryPolicy = JOB_POLICY
+    shrunk_from: int = 0
+    """How many calls the scenario had before it was shrunk (0: not shrunk)."""
 
     def record(self) -> dict[str, Any]:
         """The schedule as JSON: everything ``replay`` needs."""
@@ -278,6 +282,7 @@ class Failure:
             "schedule": list(self.schedule.choices),
             "preemptions": len(self.schedule.preempted),
             "violation": self.violation.kind,
+            "shrunk_from": self.shrunk_from,
         }
 
     def report(self) -> str:
@@ -292,6 +297,11 @@ class Failure:
             "what went wrong:",
             *(f"  {line}" for line in self.violation.message.splitlines()),
         ]
+        if self.shrunk_from:
+            lines.append(
+                f"shrunk from {self.shrunk_from} to {_calls(self.scenario)} calls: every schedule "
+                f"of this smaller scenario was explored again, fewest preemptions first"
+            )
         return "\n".join(lines)
 
 
@@ -302,7 +312,10 @@ class InterleavingFailure(AssertionError):
         super().__init__(failure.report())
         self.leasecheck_replay = failure.record()
         summary = f"jobs.interleavings: {failure.violation.kind} ({failure.scenario.name})"
-        attach(self, schedule_evidence(failure.violation.history, summary, TICK_NS, "thread"))
+        evidence = schedule_evidence(failure.violation.history, summary, TICK_NS, "thread")
+        if failure.shrunk_from:
+            evidence = shrunk_evidence(evidence, failure.shrunk_from, _calls(failure.scenario))
+        attach(self, evidence)
 
 
 def interleaving(schedule: Schedule, violation: Violation, keep: int = 3) -> list[str]:
@@ -407,9 +420,53 @@ def check_scenarios(
         summary.steps += found.steps
         if found.failure is not None:
             schedule, violation = found.failure
-            raise InterleavingFailure(Failure(scenario, schedule, violation, policy))
+            first = Failure(scenario, schedule, violation, policy)
+            raise InterleavingFailure(shrunk(cls, first, prune))
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+SHRINK = Budget(runs=20, seconds=6.0)
+"""What shrinking a failing scenario may spend (each try explores a whole smaller scenario)."""
+
+
+def _calls(scenario: Scenario) -> int:
+    return len(scenario.prefix) + sum(map(len, scenario.threads))
+
+
+def _without(scenario: Scenario, kept: list[tuple[int, Command]]) -> Scenario:
+    """``scenario`` with only the ``kept`` calls (0: the opening; n: thread Tn); a thread
+    left without calls is dropped."""
+    threads = [tuple(c for n, c in kept if n == t) for t in range(1, len(scenario.threads) + 1)]
+    prefix = tuple(c for n, c in kept if n == 0)
+    return replace(scenario, prefix=prefix, threads=tuple(t for t in threads if t))
+
+
+def shrunk(
+    cls: type[Any], failure: Failure, prune: bool = True, budget: Budget = SHRINK
+) -> Failure:
+    """The failure of the smallest scenario (``models.shrinking``: drop opening and thread
+    calls) that still breaks the same rule, each candidate explored again to the original
+    schedule's preemptions, fewest first: so the result has the fewest calls found and,
+    for them, the fewest preemptions. Deterministic (the scheduler is)."""
+    scenario = failure.scenario
+    items = [(0, c) for c in scenario.prefix]
+    items += [(n, c) for n, calls in enumerate(scenario.threads, 1) for c in calls]
+    bound = Bound(len(failure.schedule.preempted), prune=prune)
+
+    def fails(kept: list[tuple[int, Command]]) -> Failure | None:
+        smaller = _without(scenario, kept)
+        if len(smaller.threads) < 2:
+            return None  # no longer concurrent
+        found = explore(_factory(cls, smaller, failure.policy), bound)
+        if found.failure is None or found.failure[1].kind != failure.violation.kind:
+            return None
+        return Failure(smaller, *found.failure, failure.policy)
+
+    result = shrink(items, failure, fails, budget)
+    if result.failure is failure:
+        return failure
+    return replace(result.failure, shrunk_from=len(items))
 
 
 @dataclass(frozen=True)
