@@ -21,6 +21,13 @@ from leasecheck.models.evidence import SHRUNK_FROM, evidence_of
 from leasecheck.models.shrinking import Budget, shrink
 from leasecheck.mutants import by_name, materialize
 from leasecheck.stateful_tests._parallel_lease import run_lease_program
+from leasecheck.stateful_tests.job_interleavings import (
+    PLANS,
+    InterleavingFailure,
+    Scenario,
+    check_scenarios,
+    replay,
+)
 from leasecheck.stateful_tests.parallel import (
     Command,
     Failure,
@@ -30,7 +37,7 @@ from leasecheck.stateful_tests.parallel import (
     shrink_program,
 )
 from leasecheck.targets import load_worker
-from leasecheck.targets.loader import BUNDLED_WORKER
+from leasecheck.targets.loader import BUNDLED_JOBS, BUNDLED_WORKER, load_jobs_target
 
 # --- the helper ----------------------------------------------------------------------------
 
@@ -165,3 +172,23 @@ def test_linearizable_program_loses_the_commands_hypothesis_left(scratch: Path) 
     assert attempt(program) is not None, "the shrunk program still fails on a re-run"
     bundled = load_worker(BUNDLED_WORKER)
     assert check_lease_history(run_lease_program(bundled, scratch, program)).linearizable
+
+
+def test_jobs_interleavings_scenario_shrinks_and_its_record_replays(scratch: Path) -> None:
+    """jobs-dead-letters-without-lock: the 'submit while dead letters are listed' scenario
+    opens with five calls that make a DEAD job; listing over one job of any status, while
+    a submit adds another, is enough."""
+    cls = load_jobs_target(materialize(by_name("jobs-dead-letters-without-lock"), scratch))
+    with pytest.raises(InterleavingFailure) as caught:
+        check_scenarios(cls, PLANS["ci"])
+    record = caught.value.leasecheck_replay
+    scenario = Scenario.from_record(record["scenario"])
+    calls = len(scenario.prefix) + sum(map(len, scenario.threads))
+    assert calls <= 3 and record["shrunk_from"] > calls and record["preemptions"] == 1
+    assert f"shrunk from {record['shrunk_from']} to {calls} calls" in str(caught.value)
+    evidence = evidence_of(caught.value)
+    assert evidence is not None and evidence.extra["ops"] == str(calls)
+    again = replay(cls, record)
+    assert again.failure is not None and not again.schedule.diverged, "still fails"
+    assert again.failure.violation.kind == record["violation"]
+    assert replay(load_jobs_target(BUNDLED_JOBS), record).failure is None
