@@ -29,6 +29,8 @@ from hypothesis.errors import FlakyStrategyDefinition
 from hypothesis.internal.reflection import function_digest
 from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test
 
+from leasecheck.stateful_tests.program import without_idle_steps
+
 __all__ = ["database_key", "machine_test_case", "run_machine"]
 
 
@@ -45,12 +47,17 @@ def database_key(test: Any) -> bytes:
 
 
 def run_machine(machine: type[RuleBasedStateMachine], settings: Settings) -> None:
-    """``run_state_machine_as_test``, replaying the example database first even when seeded."""
+    """``run_state_machine_as_test``, replaying the example database first even when seeded;
+    a failing program loses the steps Hypothesis left that change nothing
+    (``stateful_tests.program.without_idle_steps``)."""
     test = _machine_test(machine, settings)
     try:
         test()
     except FlakyStrategyDefinition as error:
         error.add_note("while selecting a rule: a flaky precondition or an empty bundle?")
+        raise
+    except Exception as error:
+        without_idle_steps(machine, error)
         raise
 
 

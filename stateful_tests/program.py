@@ -12,13 +12,17 @@ of Hypothesis' ``invariant``), which records their names for ``Program.steps``.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from hypothesis.stateful import invariant
 
-__all__ = ["CHECKS", "Program", "check", "program_of"]
+from leasecheck.models.evidence import attach, evidence_of, shrunk_evidence
+from leasecheck.models.shrinking import Budget, shrink
+
+__all__ = ["CHECKS", "Program", "check", "program_of", "without_idle_steps"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -72,3 +76,79 @@ def program_of(error: BaseException) -> Program | None:
             if text == _END:
                 found, machine = Program(machine, tuple(body)), None
     return found
+
+
+IDLE_BUDGET = Budget(runs=40, seconds=4.0)
+"""What dropping idle steps may spend: each try replays a whole program on the target."""
+DROPPED = "leasecheck dropped {count} steps Hypothesis left that change nothing (without "
+DROPPED += "them the program fails with the same error); the program without them:"
+
+
+def _units(program: Program) -> list[tuple[str, ...]]:
+    """The program's steps, each with the invariant checks printed after it."""
+    units: list[tuple[str, ...]] = []
+    for line in program.lines:
+        if _called(line) == "teardown":
+            continue
+        if _called(line) in CHECKS and units:
+            units[-1] = (*units[-1], line)
+        else:
+            units.append((line,))
+    return units
+
+
+def replay_lines(machine: type[Any], lines: Sequence[str]) -> BaseException | None:
+    """Run the printed ``lines`` on a fresh ``machine()`` (as an exported file does); the
+    error they end with, or None. Teardown always runs."""
+    namespace = dict(vars(sys.modules[machine.__module__]))
+    state = namespace["state"] = machine()
+    try:
+        for line in lines:
+            exec(line.strip(), namespace)  # the program Hypothesis printed for this machine
+    except Exception as error:
+        return error
+    finally:
+        state.teardown()
+    return None
+
+
+def _signature(error: BaseException) -> tuple[object, ...]:
+    """What makes two failures the same: the error's type and, from its evidence, the
+    summary and the step where target and model part (its call and both results), but
+    not that step's number; without evidence, the whole message."""
+    found = evidence_of(error)
+    if found is None:
+        return (type(error), str(error))
+    parted = found.step(found.parted)
+    where = None if parted is None else (parted.operation, parted.target, parted.model)
+    return (type(error), found.summary, where)
+
+
+def without_idle_steps(
+    machine: type[Any], error: BaseException, budget: Budget = IDLE_BUDGET
+) -> BaseException | None:
+    """``error`` with a shorter program when the one Hypothesis printed holds steps whose
+    removal leaves the failure identical (``_signature``, re-run on the target):
+    a note with the shorter program (``program_of`` reads the last one) and the evidence
+    of its run. None if no step can go."""
+    program = program_of(error)
+    if program is None:
+        return None
+    units = _units(program)
+
+    def identical(kept: list[tuple[str, ...]]) -> BaseException | None:
+        again = replay_lines(machine, [line for unit in kept for line in unit])
+        return again if again is not None and _signature(again) == _signature(error) else None
+
+    shrunk = shrink(units, error, identical, budget)
+    if shrunk.failure is error:
+        return None
+    lines = (*(line for unit in shrunk.items for line in unit), "state.teardown()")
+    shorter = replace(program, lines=lines)
+    error.args = shrunk.failure.args  # the message of the shorter program's run
+    error.add_note(DROPPED.format(count=len(units) - shrunk.after))
+    error.add_note("\n".join([f"state = {program.machine}()", *shorter.lines]))
+    found = evidence_of(shrunk.failure)
+    if found is not None:
+        attach(error, shrunk_evidence(found, program.steps, shorter.steps))
+    return error

@@ -9,17 +9,22 @@ and pass on the bundled (correct) target.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from leasecheck.counterexample import Counterexample, export
 from leasecheck.crash_harness.races import check_races
 from leasecheck.crash_harness.single_winner import check_single_winner
 from leasecheck.models.evidence import SHRUNK_FROM, evidence_of
 from leasecheck.models.shrinking import Budget, shrink
 from leasecheck.mutants import by_name, materialize
+from leasecheck.replay import ENV
 from leasecheck.stateful_tests._parallel_lease import run_lease_program
 from leasecheck.stateful_tests.job_interleavings import (
     PLANS,
@@ -28,6 +33,7 @@ from leasecheck.stateful_tests.job_interleavings import (
     check_scenarios,
     replay,
 )
+from leasecheck.stateful_tests.job_machine import JobAgreement
 from leasecheck.stateful_tests.parallel import (
     Command,
     Failure,
@@ -36,6 +42,7 @@ from leasecheck.stateful_tests.parallel import (
     failure,
     shrink_program,
 )
+from leasecheck.stateful_tests.program import replay_lines, without_idle_steps
 from leasecheck.targets import load_worker
 from leasecheck.targets.loader import BUNDLED_JOBS, BUNDLED_WORKER, load_jobs_target
 
@@ -192,3 +199,66 @@ def test_jobs_interleavings_scenario_shrinks_and_its_record_replays(scratch: Pat
     assert again.failure is not None and not again.schedule.diverged, "still fails"
     assert again.failure.violation.kind == record["violation"]
     assert replay(load_jobs_target(BUNDLED_JOBS), record).failure is None
+
+
+def _pytest_on(path: Path, env: dict[str, str] | None = None) -> int:
+    run = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(path)]
+    environ = {**os.environ, **(env or {})}
+    return subprocess.run(run, capture_output=True, text=True, timeout=120, env=environ).returncode
+
+
+HYPOTHESIS_PROGRAM = """\
+state.start(policy=RetryPolicy(max_attempts=2, base_backoff_millis=1, max_backoff_millis=1), backlog=Backlog(0, 0))
+state.views_agree()
+state.submit(payload='to=a@b.c', priority=0, run_at_millis=0, type='email')
+state.views_agree()
+leases_0 = state.poll(lease_millis=1, worker='w1')
+state.views_agree()
+state.poll(lease_millis=1, worker='w1')
+state.views_agree()
+state.poll(lease_millis=1, worker='w1')
+state.views_agree()
+state.poll(lease_millis=1, worker='w1')
+state.views_agree()
+state.poll(lease_millis=1, worker='w1')
+state.views_agree()
+state.fail(error='boom', job_id=None, lease=leases_0)
+state.views_agree()
+state.submit(payload='to=a@b.c', priority=0, run_at_millis=0, type='email')
+state.views_agree()
+leases_1 = state.poll(lease_millis=1, worker='w1')
+state.views_agree()
+state.advance_clock(offset=0, to='lease_until')
+state.views_agree()
+leases_2 = state.poll(lease_millis=1, worker='w1')
+state.views_agree()
+state.complete(job_id=None, lease=leases_0)
+state.teardown()
+"""  # noqa: E501
+"""What Hypothesis printed for jobs-stale-token-accepted at ci, seed 0 (on one run): four
+polls of a queue with nothing ready, that change nothing."""
+
+
+def test_agreement_program_loses_the_steps_that_change_nothing(scratch: Path) -> None:
+    """Without the idle polls the program fails with the same error; the message, the
+    evidence and the export describe the shorter program, whose export fails on the
+    mutant and passes on the bundled queue."""
+    path = materialize(by_name("jobs-stale-token-accepted"), scratch)
+    JobAgreement.bind(load_jobs_target(path))
+    lines = HYPOTHESIS_PROGRAM.splitlines()
+    error = replay_lines(JobAgreement, lines[:-1])
+    assert isinstance(error, AssertionError) and "after step 12:" in str(error)
+    error.add_note("\n".join(["state = JobAgreement()", *lines]))
+    assert without_idle_steps(JobAgreement, error) is error
+    example = Counterexample.from_error(error)
+    assert example.steps == 9
+    assert "after step 8:" in str(error), "the message is the shorter program's"
+    assert example.evidence is not None and example.evidence.extra[SHRUNK_FROM] == "13"
+    assert example.evidence.extra["ops"] == "9"
+    exported = export(
+        scratch / "export", "jobs.agreement", example, target=path, option="--jobs-impl",
+        profile="ci", seed=0, nodeid="test_job_agreement.py::TestJobAgreement::runTest",
+    )  # fmt: skip
+    assert exported.read_text().count("state.poll(") == 3
+    assert _pytest_on(exported) == 1, "the shrunk program still fails on the mutant"
+    assert _pytest_on(exported, {ENV["jobs"]: str(BUNDLED_JOBS)}) == 0
