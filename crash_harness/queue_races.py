@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from leasecheck.adapters.protocol import (
     Capabilities,
@@ -55,8 +55,21 @@ from leasecheck.crash_harness.engine import Channel, Child, Engine
 from leasecheck.models._history import Operation, Raised, Returned
 from leasecheck.models.evidence import Evidence, Recorder, attach
 from leasecheck.models.evidence import Lease as Held
+from leasecheck.models.shrinking import Budget, Shrunk, shrink
 
-__all__ = ["ExclusiveReport", "Racers", "StaleCallBreach", "check_exclusive", "linear_history"]
+__all__ = [
+    "Action",
+    "ExclusiveReport",
+    "Racers",
+    "StaleCallBreach",
+    "check_exclusive",
+    "linear_history",
+    "linear_run",
+    "replay_script",
+    "shrink_script",
+]
+
+F = TypeVar("F")
 
 
 @dataclass(frozen=True)
@@ -433,6 +446,23 @@ def _stale_verb(capabilities: Capabilities, rng: random.Random) -> str | None:
     return rng.choice(verbs) if verbs else None
 
 
+Action = tuple[str, Any]
+"""One thing ``linear_history`` did, replayable: ``("step", commands per racer)``,
+``("enqueue", job)``, ``("advance", ms)``, ``("recover", None)``, ``("observe", None)``."""
+
+
+def _act(racers: Racers, action: Action) -> None:
+    kind, value = action
+    if kind == "step":
+        racers.step(value)
+    elif kind == "enqueue":
+        racers.enqueue(value)
+    elif kind == "advance":
+        racers.advance(value)
+    else:
+        getattr(racers, kind)()
+
+
 def linear_history(
     library: QueueLibrary,
     directory: Path,
@@ -443,28 +473,131 @@ def linear_history(
 ) -> list[Operation]:
     """Rounds of mixed concurrent calls and harness steps; the whole recorded history (on a
     real clock, cut before the first round with a call that ran across a lease's end)."""
+    return linear_run(library, directory, processes, rounds, seed, server)[0]
+
+
+def linear_run(
+    library: QueueLibrary,
+    directory: Path,
+    processes: int,
+    rounds: int,
+    seed: int,
+    server: str | None = None,
+) -> tuple[list[Operation], list[Action]]:
+    """``linear_history``, and what it did as a script ``replay_script`` runs again."""
     rng = random.Random(f"queue.linearizable:{seed}")
+    script: list[Action] = []
     with Engine() as engine:
         racers = Racers(library, engine, directory, processes, server)
+
+        def act(kind: str, value: Any = None) -> None:
+            script.append((kind, value))
+            _act(racers, (kind, value))
+
         try:
             held: list[list[str]] = [[] for _ in range(processes)]
             for number in range(rounds):
-                begun = len(racers.history)
+                begun, done = len(racers.history), len(script)
                 for index in range(rng.randint(0, 2)):
-                    racers.enqueue(f"r{number}j{index}")
-                racers.step([_mixed(racers, rng, i, held[i]) for i in range(processes)])
-                racers.observe()
+                    act("enqueue", f"r{number}j{index}")
+                act("step", [_mixed(racers, rng, i, held[i]) for i in range(processes)])
+                act("observe")
                 if rng.random() < 0.4:
-                    racers.advance(rng.choice((racers.time.short, racers.time.past)))
+                    act("advance", rng.choice((racers.time.short, racers.time.past)))
                 if rng.random() < 0.3:
-                    racers.recover()
-                    racers.observe()
+                    act("recover")
+                    act("observe")
                 if racers.disturbed:
                     del racers.history[begun:]
+                    del script[done:]
                     break
         finally:
             racers.close()
+    return racers.history, script
+
+
+def replay_script(
+    library: QueueLibrary,
+    directory: Path,
+    processes: int,
+    script: list[Action],
+    server: str | None = None,
+) -> list[Operation]:
+    """Run ``script`` (``linear_run``'s) again on a fresh store; the recorded history. The
+    OS interleaves each step's calls anew; a claim's id is in its commands, so an ack or
+    nack whose claim was left out does nothing, as in the first run."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with Engine() as engine:
+        racers = Racers(library, engine, directory, processes, server)
+        try:
+            for action in script:
+                _act(racers, action)
+        finally:
+            racers.close()
     return racers.history
+
+
+_Item = tuple[int, int, Any]
+"""(action number, racer number or -1 for a harness action, command or action)."""
+
+
+def _items(script: list[Action]) -> list[_Item]:
+    items: list[_Item] = []
+    for number, (kind, value) in enumerate(script):
+        if kind != "step":
+            items.append((number, -1, (kind, value)))
+            continue
+        items += [(number, racer, c) for racer, mine in enumerate(value) for c in mine]
+    return items
+
+
+def _script(script: list[Action], items: list[_Item]) -> list[Action]:
+    """``script`` with only ``items``; a step left with no command is dropped."""
+    kept: list[Action] = []
+    for number, (kind, value) in enumerate(script):
+        if kind != "step":
+            kept += [action for n, racer, action in items if n == number and racer < 0]
+            continue
+        mine = [
+            [c for n, r, c in items if (n, r) == (number, racer)] for racer in range(len(value))
+        ]
+        kept += [("step", mine)] if any(mine) else []
+    return kept
+
+
+SHRINK = Budget(runs=16, seconds=10.0)
+"""What shrinking a failing history may spend: each try runs the racers again."""
+
+
+def shrink_script(
+    library: QueueLibrary,
+    directory: Path,
+    processes: int,
+    script: list[Action],
+    judge: Callable[[list[Operation]], F | None],
+    first: F,
+    server: str | None = None,
+    budget: Budget = SHRINK,
+) -> tuple[list[Action], F, Shrunk[_Item, F]] | None:
+    """Delta debugging of a failing ``linear_run`` (``models.shrinking``): drop harness
+    actions and racers' calls while the script, run again by fresh racers on a fresh
+    store, still gives a history ``judge`` fails. None on a real clock (where a replay's
+    timing is another history's) or if nothing shorter failed."""
+    if library.capabilities.real_time:
+        return None
+    tries = [0]
+
+    def fails(items: list[_Item]) -> F | None:
+        tries[0] += 1
+        smaller = _script(script, items)
+        return judge(replay_script(library, directory / f"shrink-{tries[0]}", processes,
+                                   smaller, server))  # fmt: skip
+
+    items = _items(script)
+    shrunk = shrink(items, first, fails, budget)
+    if shrunk.failure is first:
+        return None
+    return _script(script, list(shrunk.items)), shrunk.failure, shrunk
 
 
 def _mixed(racers: Racers, rng: random.Random, racer: int, held: list[str]) -> list[Command]:

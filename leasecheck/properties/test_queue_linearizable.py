@@ -14,16 +14,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from leasecheck.adapters.protocol import GENERIC_PROPERTIES, QueueLibrary
-from leasecheck.crash_harness.queue_races import linear_history
+from leasecheck.crash_harness.queue_races import linear_run, shrink_script
+from leasecheck.models._history import Operation
 from leasecheck.models._queue_spec import QueueSpec
-from leasecheck.models.evidence import attach
+from leasecheck.models.evidence import attach, evidence_of, shrunk_evidence
 from leasecheck.models.history_evidence import history_evidence
 from leasecheck.models.linearizability import check
 from leasecheck.models.queue_model import QueueState
+from leasecheck.models.shrinking import Shrunk
 from leasecheck.profiles import Profile
 
 HISTORY_EVERY = 20
@@ -54,15 +57,38 @@ def test_queue_linearizable(
             directory = scratch / f"history-{number}"
             directory.mkdir()
             seed = lc_seed * 1000 + number
-            history = linear_history(
-                library, directory, lc_profile.race_processes, lc_profile.queue_rounds, seed,
-                queue_server,
-            )  # fmt: skip
+            processes = lc_profile.race_processes
+            history, script = linear_run(
+                library, directory, processes, lc_profile.queue_rounds, seed, queue_server
+            )
             operations += len(history)
-            verdict = check(history, spec, QueueState())
-            if not verdict.linearizable:
-                said = f"queue.linearizable violated by {library.name} (history {number}, "
-                said += f"seed {seed})"
-                evidence = history_evidence(verdict, said)
-                raise attach(AssertionError(f"{said}:\n{verdict.report()}"), evidence)
+            said = f"queue.linearizable violated by {library.name} (history {number}, "
+            said += f"seed {seed})"
+
+            def judge(history: list[Operation], said: str = said) -> AssertionError | None:
+                verdict = check(history, spec, QueueState())
+                if verdict.linearizable:
+                    return None
+                error = AssertionError(f"{said}:\n{verdict.report()}")
+                return attach(error, history_evidence(verdict, said))
+
+            failed = judge(history)
+            if failed is not None:
+                shrunk = shrink_script(
+                    library, directory, processes, script, judge, failed, queue_server
+                )
+                raise failed if shrunk is None else _shorter(shrunk[1], shrunk[2], len(history))
     checked(f"{histories} histories, {operations} operations")
+
+
+def _shorter(error: AssertionError, shrunk: Shrunk[Any, Any], before: int) -> AssertionError:
+    """The shrunk history's failure, saying what it was shrunk from."""
+    text = (
+        f"{error}\n{shrunk.sentence()} (the first history had {before} operations; the racers "
+        f"ran the remaining calls again on a fresh store, interleaved by the OS)"
+    )
+    found = evidence_of(error)
+    shorter = AssertionError(text)
+    return (
+        attach(shorter, shrunk_evidence(found, shrunk.before, shrunk.after)) if found else shorter
+    )
