@@ -25,6 +25,7 @@ from leasecheck.models.evidence import SHRUNK_FROM, evidence_of
 from leasecheck.models.shrinking import Budget, shrink
 from leasecheck.mutants import by_name, materialize
 from leasecheck.replay import ENV
+from leasecheck.runner import CheckOptions, run_check
 from leasecheck.stateful_tests._parallel_lease import run_lease_program
 from leasecheck.stateful_tests.job_interleavings import (
     PLANS,
@@ -262,3 +263,20 @@ def test_agreement_program_loses_the_steps_that_change_nothing(scratch: Path) ->
     assert exported.read_text().count("state.poll(") == 3
     assert _pytest_on(exported) == 1, "the shrunk program still fails on the mutant"
     assert _pytest_on(exported, {ENV["jobs"]: str(BUNDLED_JOBS)}) == 0
+
+
+def test_queue_linearizable_history_shrinks(scratch: Path) -> None:
+    """planted:lease-truncated-to-minutes: a history of a few hundred operations shrinks to a
+    few claims and the reads between them, still not linearizable when the racers run it
+    again (the OS interleaves them, so the exact program may differ between runs)."""
+    options = CheckOptions(
+        adapter="planted:lease-truncated-to-minutes", properties=("queue.linearizable",),
+        workers="0", examples=scratch / "examples",
+    )  # fmt: skip
+    found = run_check(options).properties["queue.linearizable"]
+    example = found.counterexample
+    assert found.verdict == "VIOLATED" and example is not None and example.evidence is not None
+    extra = example.evidence.extra
+    assert int(extra["ops"]) <= 40 < int(extra[SHRUNK_FROM]), extra
+    assert any("fails too" in line for line in example.message)
+    assert "two live leases on one job" in "\n".join(example.message)
