@@ -31,7 +31,10 @@ one cheap command (``list-tube-used``): the server handles it, then runs its tic
 the new time, timing out every reservation past its TTR before the verb itself is read
 (``clock="patched"``). ``destroy`` stops the server; one still running when the process
 ends is stopped then (and the kernel stops it if the process is SIGKILLed,
-``die_with_parent``). No server of the harness is needed (``server=None``).
+``die_with_parent``). The adapter declares ``server="beanstalkd"`` so that the harness
+treats a store as a server's (it seeds each afresh instead of copying its files), but
+it does not use the harness's server: one server has one clock, and each store needs
+its own.
 """
 
 from __future__ import annotations
@@ -44,7 +47,10 @@ import functools
 import importlib.metadata
 import json
 import os
+import socket
 import subprocess
+import threading
+import uuid
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -141,13 +147,30 @@ def _needs_servers() -> None:
 
 _RUNNING: dict[str, servers.Server] = {}
 """The servers this process started, by store location, until ``destroy``."""
+_PARKED: dict[str, list[Any]] = {}
+"""Connections closed while holding reservations, kept open by the process that made
+the store until ``destroy`` (see ``BeanstalkdAdapter.close``)."""
+_KEEPERS: dict[str, socket.socket] = {}
+"""Each store's keeper: the listening socket that takes other processes' parked ones."""
 
 
 @atexit.register
 def _stop_all() -> None:
-    for server in _RUNNING.values():
-        server.stop()
-    _RUNNING.clear()
+    for location in list(_RUNNING):
+        _stop(location)
+
+
+def _stop(location: str) -> None:
+    keeper = _KEEPERS.pop(location, None)
+    if keeper is not None:
+        with contextlib.suppress(OSError):
+            keeper.shutdown(socket.SHUT_RDWR)
+        keeper.close()
+    for client in _PARKED.pop(location, []):
+        client.close()
+    running = _RUNNING.pop(location, None)
+    if running is not None:
+        running.stop()
 
 
 class Beanstalkd:
@@ -156,7 +179,7 @@ class Beanstalkd:
     name: ClassVar[str] = "beanstalkd"
     capabilities: ClassVar[Capabilities] = Capabilities(
         clock="patched", extend=True, nack=True, ack_deletes=True, one_lease=True,
-        lease_granularity=0.001,
+        lease_granularity=0.001, server="beanstalkd",
     )  # fmt: skip
     promises: ClassVar[Promises] = PROMISES
 
@@ -171,17 +194,42 @@ class Beanstalkd:
         (directory / _SECONDS_FILE).write_text("0")
         (directory / _CLOCK_FILE).write_text(_stamp(0))
         running = servers.beanstalkd_server(directory, clock_file=directory / _CLOCK_FILE)
-        (directory / _SERVER_FILE).write_text(json.dumps({"port": running.port}))
         _RUNNING[str(directory)] = running
+        keeper = f"\0leasecheck-beanstalkd-{uuid.uuid4().hex}"
+        _keep(str(directory), keeper)
+        (directory / _SERVER_FILE).write_text(
+            json.dumps({"port": running.port, "keeper": keeper, "pid": os.getpid()})
+        )
         return str(directory)
 
     def connect(self, location: str, clock: Clock) -> QueueAdapter:
         return BeanstalkdAdapter(Path(location), clock)
 
     def destroy(self, location: str) -> None:
-        running = _RUNNING.pop(location, None)
-        if running is not None:
-            running.stop()
+        _stop(location)
+
+
+def _keep(location: str, address: str) -> None:
+    """Listen at ``address`` (an abstract Unix socket) for connections other processes of
+    the store park (``BeanstalkdAdapter.close``); keep each until ``destroy``."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(address)
+    listener.listen(16)
+    _KEEPERS[location] = listener
+
+    def serve() -> None:
+        while True:
+            try:
+                peer, _ = listener.accept()
+            except OSError:
+                return  # destroy closed the listener
+            with peer:
+                _, fds, _, _ = socket.recv_fds(peer, 16, 64)
+                kept = [socket.socket(fileno=fd) for fd in fds]
+                _PARKED.setdefault(location, []).extend(kept)
+                peer.sendall(b"k")
+
+    threading.Thread(target=serve, name=f"beanstalkd-keeper {location}", daemon=True).start()
 
 
 def _stamp(seconds: int) -> str:
@@ -200,10 +248,13 @@ class BeanstalkdAdapter:
     def __init__(self, directory: Path, clock: Clock) -> None:
         self.greenstalk = _import_greenstalk()
         self.directory, self.clock = directory, clock
-        port = json.loads((directory / _SERVER_FILE).read_text())["port"]
+        found = json.loads((directory / _SERVER_FILE).read_text())
+        port, self.keeper, self.owner = found["port"], found["keeper"], found["pid"]
         self.client: Any = self.greenstalk.Client(("127.0.0.1", port), use=TUBE, watch=TUBE)
         self.lease: tuple[int, int] | None = None
         """``(t0_us, lease_us)`` once the store's first claim recorded them."""
+        self.held: set[int] = set()
+        """The job ids this connection reserved and has not deleted or released."""
 
     def _now_us(self) -> int:
         return round(self.clock.now() * 1_000_000)
@@ -257,25 +308,28 @@ class BeanstalkdAdapter:
             got = self.client.reserve(timeout=0)
         except (self.greenstalk.TimedOutError, self.greenstalk.DeadlineSoonError):
             return None
+        self.held.add(got.id)
         return Claim(job_of(got.body), worker, got, got.id)
 
-    def _answered(self, call: Any, claim: Claim) -> bool:
+    def _answered(self, call: Any, claim: Claim, ends: bool) -> bool:
         self._tick()
         try:
             call(claim.handle)
         except self.greenstalk.NotFoundError:
             return False
+        if ends:
+            self.held.discard(claim.handle.id)
         return True
 
     def ack(self, claim: Claim) -> bool:
-        return self._answered(self.client.delete, claim)
+        return self._answered(self.client.delete, claim, ends=True)
 
     def nack(self, claim: Claim) -> bool:
-        return self._answered(self.client.release, claim)
+        return self._answered(self.client.release, claim, ends=True)
 
     def extend(self, claim: Claim, lease: float) -> bool:
         self._record(lease)
-        return self._answered(self.client.touch, claim)
+        return self._answered(self.client.touch, claim, ends=False)
 
     def recover(self) -> int:
         self._tick()
@@ -294,7 +348,30 @@ class BeanstalkdAdapter:
         return views
 
     def close(self) -> None:
-        self.client.close()
+        """Close the connection, or park it where it still holds reservations.
+
+        beanstalkd releases a connection's reservations the moment it closes, lease or no
+        lease, while leasecheck's claims outlive the connection that made them (the harness
+        seeds claims and hands them to other processes; a process that is done closes
+        while its leases run). So a connection that still holds reservations is handed
+        to the process that made the store (its socket passed over a Unix socket,
+        ``SCM_RIGHTS``) and kept open, unused, until ``destroy``: its reservations then end
+        at their TTR, as an idle worker's do. A worker that is SIGKILLed never gets here:
+        its connection closes and its jobs are ready at once, as beanstalkd does."""
+        location = str(self.directory)
+        if not self.held:
+            self.client.close()
+        elif os.getpid() == self.owner:  # (a forked child inherits _RUNNING: not this test)
+            _PARKED.setdefault(location, []).append(self.client)
+        else:
+            sock = self.client._sock
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as keeper:
+                keeper.settimeout(10)
+                keeper.connect(self.keeper)
+                socket.send_fds(keeper, [b"p"], [sock.fileno()])
+                if keeper.recv(1) != b"k":
+                    raise AdapterError(f"the keeper of {location} did not take a connection")
+            self.client.close()
 
 
 _STATES: dict[str, JobState] = {

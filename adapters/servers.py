@@ -39,16 +39,16 @@ from typing import Literal
 import psutil
 
 __all__ = [
+    "FAKETIME_INSTALL",
     "Server",
     "ServerError",
     "ServerKind",
     "ServerMissing",
-    "FAKETIME_INSTALL",
     "beanstalkd",
     "beanstalkd_server",
     "create_database",
-    "faketime_library",
     "die_with_parent",
+    "faketime_library",
     "free_port",
     "nats",
     "owned_temp_dir",
