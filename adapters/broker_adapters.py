@@ -13,4 +13,5 @@ BROKER_ADAPTERS = {
     "nats-jetstream": "leasecheck.adapters.nats_jetstream:NatsJetstream",
     "dramatiq-redis": "leasecheck.adapters.dramatiq_redis:DramatiqRedis",
     "beanstalkd": "leasecheck.adapters.beanstalkd:Beanstalkd",
+    "arq": "leasecheck.adapters.arq_redis:ArqRedis",
 }
