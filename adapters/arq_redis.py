@@ -96,8 +96,7 @@ PROMISES = Promises(
         "queue.linearizable": Promise(False, f"not mentioned in arq's docs ({_DOCS})"),
     },
     delivery="at-least-once",
-    fencing="none: finishing a job deletes its keys whichever worker holds the "
-    "in-progress key",
+    fencing="none: finishing a job deletes its keys whichever worker holds the in-progress key",
     recovery="the in-progress key expires (Redis PSETEX); the next poll starts the job again",
     ordering="by score (enqueue time, or the deferred time)",
     durability="Redis persistence (the harness's faults run appendonly yes, appendfsync always)",
@@ -138,7 +137,6 @@ class ArqRedis:
         key prefixes are its own, ``arq:job:`` and so on, so they carry the store's
         prefix only inside the job id)."""
         import redis
-
         from arq.constants import (
             in_progress_key_prefix,
             job_key_prefix,
@@ -149,7 +147,8 @@ class ArqRedis:
         url, prefix = split_location(location)
         client = redis.Redis.from_url(url)
         try:
-            ids = [f"{prefix}:{raw.decode()}" for raw in client.lrange(f"{prefix}:order", 0, -1)]
+            order: list[bytes] = client.lrange(f"{prefix}:order", 0, -1)  # type: ignore[assignment]
+            ids = [f"{prefix}:{raw.decode()}" for raw in order]
             keys = [f"{prefix}:order", f"{prefix}:queue"]
             for jid in ids:
                 keys += [key + jid for key in (in_progress_key_prefix, job_key_prefix,
@@ -197,8 +196,10 @@ class ArqAdapter:
 
     def enqueue(self, job: str, payload: str) -> None:
         async def put() -> None:
-            done = await self.worker.pool.enqueue_job(FUNCTION, envelope(job, payload),
-                                                      _job_id=self._id(job), _queue_name=self.queue)  # fmt: skip
+            pool = self.worker.pool
+            body = envelope(job, payload)
+            jid = self._id(job)
+            done = await pool.enqueue_job(FUNCTION, body, _job_id=jid, _queue_name=self.queue)
             if done is None:
                 raise AdapterError(f"arq refused job {job!r}: a job with its id exists")
             await self.worker.pool.rpush(f"{self.prefix}:order", job)
@@ -233,10 +234,11 @@ class ArqAdapter:
         from arq.utils import timestamp_ms
 
         now = timestamp_ms()
-        result = serialize_result(FUNCTION, (), {}, 1, now, True, "done", now, now,
-                                  f"{claim.handle}:{FUNCTION}", self.queue, job_id=str(claim.handle))  # fmt: skip
-        self._run(self.worker.finish_job(claim.handle, True, result,
-                                         self.worker.keep_result_s, False, None, None))  # fmt: skip
+        jid, ref = str(claim.handle), f"{claim.handle}:{FUNCTION}"
+        result = serialize_result(FUNCTION, (), {}, 1, now, True, "done", now, now, ref,
+                                  self.queue, job_id=jid)  # fmt: skip
+        keep = self.worker.keep_result_s
+        self._run(self.worker.finish_job(jid, True, result, keep, False, None, None))
         return True
 
     def nack(self, claim: Claim) -> bool:

@@ -68,7 +68,7 @@ from leasecheck.adapters.protocol import (
     QueueAdapter,
 )
 
-__all__ = ["TTR", "Beanstalkd", "server_seconds"]
+__all__ = ["TTR", "Beanstalkd", "server_seconds", "server_stamp"]
 
 BROKERS_EXTRA = "pip install 'leasecheck[brokers]'"
 TUBE = "leasecheck"
@@ -192,7 +192,7 @@ class Beanstalkd:
         _import_greenstalk()
         _needs_servers()
         (directory / _SECONDS_FILE).write_text("0")
-        (directory / _CLOCK_FILE).write_text(_stamp(0))
+        (directory / _CLOCK_FILE).write_text(server_stamp(0))
         running = servers.beanstalkd_server(directory, clock_file=directory / _CLOCK_FILE)
         _RUNNING[str(directory)] = running
         keeper = f"\0leasecheck-beanstalkd-{uuid.uuid4().hex}"
@@ -232,7 +232,8 @@ def _keep(location: str, address: str) -> None:
     threading.Thread(target=serve, name=f"beanstalkd-keeper {location}", daemon=True).start()
 
 
-def _stamp(seconds: int) -> str:
+def server_stamp(seconds: int) -> str:
+    """The clock file's text for ``seconds`` after ``BASE``: libfaketime's frozen UTC time."""
     return (BASE + datetime.timedelta(seconds=seconds)).strftime("%Y-%m-%d %H:%M:%S")
 
 
@@ -272,9 +273,8 @@ class BeanstalkdAdapter:
         if self._recorded() is None:
             path = self.directory / _LEASE_FILE
             text = json.dumps({"t0_us": self._now_us(), "lease_us": wanted})
-            with contextlib.suppress(FileExistsError):
-                with path.open("x") as made:  # the first claimer of any process wins
-                    made.write(text)
+            with contextlib.suppress(FileExistsError), path.open("x") as made:
+                made.write(text)  # the first claimer of any process wins
             self.lease = None
         recorded = self._recorded()
         assert recorded is not None
@@ -292,7 +292,7 @@ class BeanstalkdAdapter:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if seconds > int((self.directory / _SECONDS_FILE).read_text()):
                 staged = self.directory / f"{_CLOCK_FILE}.{os.getpid()}"
-                staged.write_text(_stamp(seconds))
+                staged.write_text(server_stamp(seconds))
                 os.replace(staged, self.directory / _CLOCK_FILE)
                 (self.directory / _SECONDS_FILE).write_text(str(seconds))
         self.client.using()  # a command: the server's tick after it reads the new time
@@ -318,7 +318,7 @@ class BeanstalkdAdapter:
         except self.greenstalk.NotFoundError:
             return False
         if ends:
-            self.held.discard(claim.handle.id)
+            self.held.discard(int(str(claim.token)))
         return True
 
     def ack(self, claim: Claim) -> bool:

@@ -121,9 +121,13 @@ def test_a_frozen_worker_s_late_delete_is_refused(scratch_dir: Path) -> None:
         assert {view.job: view.state for view in queue.observe()} == {"j0": "leased"}
         assert queue.ack(taken)
     finally:
-        if worker is not None and worker.poll() is None:
-            worker.kill()
-            worker.wait(timeout=10)
+        if worker is not None:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait(timeout=10)
+            for pipe in (worker.stdin, worker.stdout):
+                if pipe is not None:
+                    pipe.close()
         queue.close()
         clock.close()
         library.destroy(location)
