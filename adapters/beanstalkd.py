@@ -186,7 +186,7 @@ class Beanstalkd:
     def version(self) -> str:
         _import_greenstalk()
         _needs_servers()
-        return f"{importlib.metadata.version('greenstalk')} (beanstalkd {_server_version()})"
+        return f"{_server_version()} (greenstalk {importlib.metadata.version('greenstalk')})"
 
     def create(self, directory: Path, server: str | None) -> str:
         _import_greenstalk()
