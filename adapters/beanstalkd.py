@@ -182,6 +182,12 @@ class Beanstalkd:
         lease_granularity=0.001, server="beanstalkd",
     )  # fmt: skip
     promises: ClassVar[Promises] = PROMISES
+    server_faults_elsewhere: ClassVar[str] = (
+        "a server per store, each on its store's clock; the faults that apply are "
+        "tests/test_beanstalkd_faults.py (kill -9 and restart on the binlog, SIGSTOP zombie)"
+    )
+    """Read by the server faults (``--servers``), which would kill the harness's server,
+    one this adapter does not use: they do not run here, rather than pass vacuously."""
 
     def version(self) -> str:
         _import_greenstalk()
