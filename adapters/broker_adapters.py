@@ -12,4 +12,6 @@ BROKER_ADAPTERS = {
     "kombu-redis": "leasecheck.adapters.kombu_redis:KombuRedis",
     "nats-jetstream": "leasecheck.adapters.nats_jetstream:NatsJetstream",
     "dramatiq-redis": "leasecheck.adapters.dramatiq_redis:DramatiqRedis",
+    "beanstalkd": "leasecheck.adapters.beanstalkd:Beanstalkd",
+    "arq": "leasecheck.adapters.arq_redis:ArqRedis",
 }

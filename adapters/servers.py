@@ -39,13 +39,16 @@ from typing import Literal
 import psutil
 
 __all__ = [
+    "FAKETIME_INSTALL",
     "Server",
     "ServerError",
     "ServerKind",
     "ServerMissing",
     "beanstalkd",
+    "beanstalkd_server",
     "create_database",
     "die_with_parent",
+    "faketime_library",
     "free_port",
     "nats",
     "owned_temp_dir",
@@ -393,25 +396,69 @@ def redis(*, durable: bool = False, ready_timeout: float = 20.0) -> Iterator[Ser
 
 
 @contextlib.contextmanager
-def beanstalkd(*, durable: bool = False, ready_timeout: float = 10.0) -> Iterator[Server]:
+def beanstalkd(
+    *, durable: bool = False, clock_file: Path | None = None, ready_timeout: float = 10.0
+) -> Iterator[Server]:
     """A fresh beanstalkd on a free port; ``durable`` keeps its binlog in the temp
-    directory with an fsync at every write (``-b DIR -f 0``), so a restart replays it."""
-    binary = _binary("beanstalkd", BEANSTALKD_INSTALL)
+    directory with an fsync at every write (``-b DIR -f 0``), so a restart replays it.
+    ``clock_file``: the server reads its time from that file (``beanstalkd_server``)."""
     directory = _temp_dir("leasecheck-beanstalkd-")
     running: Server | None = None
     try:
-        port = free_port()
-        command = [binary, "-l", "127.0.0.1", "-p", str(port)]
-        if durable:
-            (directory / "binlog").mkdir()
-            command += ["-b", str(directory / "binlog"), "-f", "0"]
-        running = Server("beanstalkd", port, directory, command, None, ready_timeout)
-        running.start()
+        running = beanstalkd_server(directory, durable=durable, clock_file=clock_file,
+                                    ready_timeout=ready_timeout)  # fmt: skip
         yield running
     finally:
         if running is not None:
             running.stop()
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def beanstalkd_server(
+    directory: Path,
+    *,
+    durable: bool = False,
+    clock_file: Path | None = None,
+    ready_timeout: float = 10.0,
+) -> Server:
+    """A started beanstalkd with its data in ``directory`` (which the caller owns, and
+    stops the server before removing).
+
+    ``clock_file`` gives the server a clock that only its caller moves: beanstalkd reads
+    time through ``gettimeofday`` alone (``time.c``, ``nanoseconds``), and libfaketime
+    (preloaded, re-reading the file at every reading: ``FAKETIME_NO_CACHE``) answers it
+    with the frozen UTC time written in the file as ``YYYY-MM-DD hh:mm:ss``. The file
+    must exist before the start. The server sleeps on real time between events; a
+    client that moved the clock sends any command, after which the server's next tick
+    (``prottick``) reads the new time and times out every reservation past its TTR."""
+    binary = _binary("beanstalkd", BEANSTALKD_INSTALL)
+    port = free_port()
+    command = [binary, "-l", "127.0.0.1", "-p", str(port)]
+    if durable:
+        (directory / "binlog").mkdir(exist_ok=True)
+        command += ["-b", str(directory / "binlog"), "-f", "0"]
+    env = None
+    if clock_file is not None:
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TZ": "UTC",
+            "LD_PRELOAD": faketime_library(), "FAKETIME_TIMESTAMP_FILE": str(clock_file),
+            "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+        }  # fmt: skip
+    running = Server("beanstalkd", port, directory, command, None, ready_timeout, env)
+    running.start()
+    return running
+
+
+FAKETIME_INSTALL = "apt-get install -y faketime"
+
+
+def faketime_library() -> str:
+    """The path of libfaketime's preload library (``ServerMissing`` naming the install)."""
+    found = sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))
+    found += [Path(p) for p in ("/usr/lib/faketime/libfaketime.so.1",) if Path(p).exists()]
+    if not found:
+        raise ServerMissing(f"libfaketime is not installed; install it with: {FAKETIME_INSTALL}")
+    return str(found[0])
 
 
 @contextlib.contextmanager

@@ -36,6 +36,7 @@ from leasecheck.adapters.protocol import (
     QueueAdapter,
     QueueLibrary,
     SharedClock,
+    destroy_store,
 )
 from leasecheck.crash_harness._interleave_child import trace_new_connections
 from leasecheck.crash_harness._queue_scenarios import QueueScenario, Verb
@@ -320,8 +321,10 @@ def _frontier(spec: QueueSpec, verdict: Verdict) -> str | None:
 
 def _one_judged(
     store: _Store, scenario: QueueScenario, directory: Path, found: QueueExploration,
-    unpromised: frozenset[str], server: str | None = None,
+    unpromised: frozenset[str], server: str | None = None, made: list[_Store] | None = None,
 ) -> Callable[..., Run]:  # fmt: skip
+    """One schedule's run, judged. On a server each run seeds a store of its own; each is
+    appended to ``made``, for the caller to destroy (``destroy_store``) at the end."""
     runs = [0]
 
     def one(prefix: tuple[str, ...], search: Any, engine: Engine) -> Run:
@@ -329,6 +332,8 @@ def _one_judged(
         if server is not None:  # a server's store cannot be copied: seed each one afresh
             runs[0] += 1
             store = _seed(store.library, scenario, directory / f"run-{runs[0]}", server)
+            if made is not None:
+                made.append(store)
             location, path = store.location, store.template
             clock_path = store.template / "clock"
         else:
@@ -389,12 +394,17 @@ def explore_queue(
     schedule is run (a store on a server has no file whose bytes could be hashed)."""
     unpromised = frozenset(p for p in GENERIC_PROPERTIES if not library.promises.of(p).promised)
     store = _seed(library, scenario, directory / scenario.name, server)
+    made = [store]
     try:
         found = QueueExploration(Exploration(scenario, bound))  # type: ignore[arg-type]
-        one = _one_judged(store, scenario, directory / scenario.name, found, unpromised, server)
+        one = _one_judged(
+            store, scenario, directory / scenario.name, found, unpromised, server, made
+        )
         found.exploration = run_schedules(one, scenario, bound, limit, prune=server is None)
         return found
     finally:
+        for seeded in made:  # every child of a run has exited: no connection is open
+            destroy_store(library, seeded.location)
         shutil.rmtree(directory / scenario.name, ignore_errors=True)
 
 

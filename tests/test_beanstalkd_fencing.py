@@ -10,9 +10,9 @@ closing the connection), never by waiting out a TTR: on this beanstalkd (1.12) a
 reservation's TTR expiry was sometimes not processed for seconds (docs/findings.md), so
 no verdict here depends on it.
 
-Why no generic adapter: a beanstalkd lease (TTR) is fixed by the producer at ``put``, in
-whole seconds of the server's clock, while the generic properties choose each claim's
-lease at claim time and, on real time, lease for tens of milliseconds.
+The generic adapter (``adapters/beanstalkd.py``) came later: it runs the server on a
+clock the harness moves, so its TTR expiries do not depend on real time; these
+scenarios stay on a real clock, with no TTR run out.
 """
 
 from __future__ import annotations

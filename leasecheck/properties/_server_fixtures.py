@@ -72,6 +72,8 @@ def server_library(request: pytest.FixtureRequest) -> QueueLibrary:
             f"{library.name} keeps its queue on no server: the server faults apply to "
             f"libraries that declare Capabilities.server"
         )
+    if isinstance(elsewhere := getattr(library, "server_faults_elsewhere", None), str):
+        pytest.skip(f"{library.name} runs servers of its own, not the faults' one: {elsewhere}")
     return library
 
 
