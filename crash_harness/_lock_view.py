@@ -29,8 +29,11 @@ __all__ = [
     "stop", "stopped_asleep", "waits_for_lock", "wal",
 ]  # fmt: skip
 
-POLL_S = 0.0005
-"""How often a silent child's kernel state is read while it may be blocked."""
+POLL_S = (0.001, 0.002, 0.004, 0.008)
+"""How long a silent child is waited for before its kernel state is read again: soon
+at first, then less often (each read costs the scheduler CPU that a child merely busy
+with its statement would use). Only how soon a waiter is seen depends on it, never
+whether."""
 
 _NANOSLEEP = {"x86_64": {"35", "230"}, "aarch64": {"101", "115"}}
 """Syscall numbers of nanosleep and clock_nanosleep (what usleep becomes)."""
@@ -120,12 +123,13 @@ def next_or_blocked(
     blocked on a lock of ``path`` (``waits_for_lock``). Children that are neither talking
     nor asleep in the busy handler for ``deadline_s`` raise HarnessTimeout."""
     deadline = time.monotonic() + deadline_s
-    poll = Engine(POLL_S)
+    reads = 0
     while True:
+        wait_s = POLL_S[min(reads, len(POLL_S) - 1)]
         try:
-            return poll.wait_any(list(children), waiting_for)
+            return Engine(wait_s).wait_any(list(children), waiting_for)
         except HarnessTimeout:
-            pass  # silent for POLL_S: ask the kernel
+            reads += 1  # silent for a while: ask the kernel
         if all(waits_for_lock(child.pid, path) for child in children):
             return None
         if time.monotonic() > deadline:
