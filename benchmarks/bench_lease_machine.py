@@ -1,24 +1,48 @@
-"""Steps per second of the lease agreement machine vs raw operations per second of the worker.
+"""Steps per second of the lease agreement machine, next to a bare Hypothesis machine.
 
 Run as ``python benchmarks/bench_lease_machine.py [--examples N] [--steps N] [--jobs N]``.
-Both figures come from the same run, on the bundled worker and the same scratch storage
-(tmpfs): the machine's rate counts every rule it executes (each one is an operation on
-the target *and* the model, a full state comparison and the invariants, plus Hypothesis'
-own generation), the raw rate counts plain ``enqueue``/``claim``/``finish`` calls.
+Three figures from the same run, on the bundled worker and the same scratch storage
+(tmpfs):
+
+- the machine's rate counts every rule it executes (each one is an operation on the
+  target *and* the model, a full state comparison and the invariants, plus Hypothesis'
+  own generation);
+- the bare rate is a ``RuleBasedStateMachine`` with the same rules, bundles and number
+  of arguments per rule whose bodies do nothing and whose arguments are one small
+  integer each: what Hypothesis itself costs per step, the floor the machine can reach;
+- the raw rate counts plain ``enqueue``/``claim``/``finish`` calls on the worker.
+
+The figure to watch is ``machine / bare`` (1.0 would mean the checks cost nothing).
+The defaults are the ``ci`` profile's examples and steps (``leasecheck.profiles``).
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from hypothesis import HealthCheck, settings
-from hypothesis.stateful import invariant, run_state_machine_as_test
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    multiple,
+    rule,
+    run_state_machine_as_test,
+)
 
+from leasecheck.profiles import PROFILES
 from leasecheck.stateful_tests.lease_machine import LeaseAgreement
 from leasecheck.targets.loader import load_worker
 from leasecheck.targets.scratch import scratch_dir
+
+CI = PROFILES["ci"]
+ARG = st.integers(0, 3)
+"""One small integer: the cheapest argument Hypothesis draws."""
 
 
 class CountingAgreement(LeaseAgreement):
@@ -37,10 +61,69 @@ class CountingAgreement(LeaseAgreement):
         super().consistent()
 
 
-def machine_rate(examples: int, steps: int) -> tuple[float, int, float]:
-    """(steps per second, steps, seconds) of the machine on the bundled worker."""
-    CountingAgreement.bind(load_worker())
-    config = settings(
+class BareMachine(RuleBasedStateMachine):
+    """``LeaseAgreement``'s rules, bundles and argument counts, doing nothing."""
+
+    examples: ClassVar[int] = 0
+    checks: ClassVar[int] = 0
+    tickets = Bundle("tickets")
+    housekeeping = Bundle("housekeeping")
+
+    def __init__(self) -> None:
+        super().__init__()
+        BareMachine.examples += 1
+
+    @initialize(start=ARG, job=ARG, qty=ARG, ttl_ms=ARG, max_attempts=ARG)
+    def enqueue_first(self, **arguments: int) -> None:
+        pass
+
+    @rule(job=ARG, qty=ARG, now=ARG, ttl_ms=ARG, max_attempts=ARG, bad=ARG)
+    def enqueue(self, **arguments: int) -> None:
+        pass
+
+    @rule(target=tickets, owner=ARG, now=ARG, lease_ms=ARG, fault=ARG, bad=ARG)
+    def claim(self, **arguments: int) -> Any:
+        return multiple(arguments["owner"])
+
+    @rule(ticket=tickets, change=ARG, outcome=ARG, now=ARG, delay_ms=ARG, fault=ARG, bad=ARG)
+    def finish(self, **arguments: int) -> None:
+        pass
+
+    @rule(job=ARG, now=ARG, ttl_ms=ARG, note=ARG, fault=ARG, bad=ARG)
+    def redrive(self, **arguments: int) -> None:
+        pass
+
+    @rule(ms=ARG)
+    def advance_clock(self, ms: int) -> None:
+        pass
+
+    @rule(target=tickets, owner=ARG, clock=ARG, send=ARG, jitter=ARG, lease_ms=ARG)
+    def run_once(self, **arguments: int) -> Any:
+        return multiple(arguments["owner"])
+
+    @rule(target=tickets, path=ARG, owner=ARG, clock=ARG, send=ARG, jitter=ARG)
+    def run_file(self, **arguments: int) -> Any:
+        return multiple(arguments["owner"])
+
+    @rule(attempt=ARG, base_ms=ARG, cap_ms=ARG, jitter=ARG)
+    def retry_delay(self, **arguments: int) -> None:
+        pass
+
+    @rule(target=housekeeping)
+    def reopen(self) -> Any:
+        return multiple()
+
+    @rule(target=housekeeping, index=ARG)
+    def use_connection(self, index: int) -> Any:
+        return multiple()
+
+    @invariant()
+    def consistent(self) -> None:
+        BareMachine.checks += 1
+
+
+def _config(examples: int, steps: int) -> settings:
+    return settings(
         max_examples=examples,
         stateful_step_count=steps,
         deadline=None,
@@ -48,10 +131,15 @@ def machine_rate(examples: int, steps: int) -> tuple[float, int, float]:
         derandomize=True,
         suppress_health_check=list(HealthCheck),
     )
+
+
+def machine_rate(machine: Any, examples: int, steps: int) -> tuple[float, int, float]:
+    """(steps per second, steps, seconds) of ``machine`` (a counting machine class)."""
+    machine.examples = machine.checks = 0
     started = time.perf_counter()
-    run_state_machine_as_test(CountingAgreement, settings=config)
+    run_state_machine_as_test(machine, settings=_config(examples, steps))
     seconds = time.perf_counter() - started
-    ran = CountingAgreement.checks - CountingAgreement.examples  # one check before step 1
+    ran = machine.checks - machine.examples  # one check before step 1
     return ran / seconds, ran, seconds
 
 
@@ -74,15 +162,30 @@ def raw_rate(jobs: int) -> tuple[float, int, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--examples", type=int, default=150, help="machine examples (ci: 150)")
-    parser.add_argument("--steps", type=int, default=40, help="steps per example (ci: 40)")
+    parser.add_argument(
+        "--examples", type=int, default=CI.max_examples,
+        help=f"machine examples (the ci profile's: {CI.max_examples})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--steps", type=int, default=CI.step_count,
+        help=f"steps per example (the ci profile's: {CI.step_count})",
+    )  # fmt: skip
     parser.add_argument("--jobs", type=int, default=3000, help="jobs in the raw loop")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds (medians are printed)")
     args = parser.parse_args()
-    raw, operations, raw_seconds = raw_rate(args.jobs)
-    machine, steps, machine_seconds = machine_rate(args.examples, args.steps)
-    print(f"raw worker: {raw:10.0f} operations/s ({operations} operations in {raw_seconds:.2f}s)")
-    print(f"machine:    {machine:10.0f} steps/s      ({steps} steps in {machine_seconds:.2f}s)")
-    print(f"ratio:      {raw / machine:10.1f} raw operations per machine step")
+    CountingAgreement.bind(load_worker())
+    rates: dict[str, list[float]] = {"raw": [], "machine": [], "bare": []}
+    for _ in range(args.rounds):  # interleaved, so a load spike hits all three alike
+        rates["raw"].append(raw_rate(args.jobs)[0])
+        rates["machine"].append(machine_rate(CountingAgreement, args.examples, args.steps)[0])
+        rates["bare"].append(machine_rate(BareMachine, args.examples, args.steps)[0])
+    raw, machine, bare = (statistics.median(rates[k]) for k in ("raw", "machine", "bare"))
+    print(f"{args.examples} examples x {args.steps} steps; medians of {args.rounds} rounds")
+    print(f"raw worker: {raw:10.0f} operations/s")
+    print(f"machine:    {machine:10.0f} steps/s")
+    print(f"bare:       {bare:10.0f} steps/s (Hypothesis alone, same rules and arguments)")
+    print(f"machine / bare: {machine / bare:6.2f}")
+    print(f"raw operations per machine step: {raw / machine:6.1f}")
 
 
 if __name__ == "__main__":

@@ -344,7 +344,7 @@ class _Runner:
                 if self._handle(proc, message):
                     return
                 continue
-            blocked = watch and _lock_view.asleep(proc.child.pid) and self._in_way(proc)
+            blocked = watch and _lock_view.waits_for_lock(proc.child.pid, self.path)
             if blocked and self._stop_asleep(proc):
                 return
             if time.monotonic() > deadline:
@@ -393,17 +393,13 @@ class _Runner:
         self.run.steps.append(Step(proc.name, "blocked", proc.at))
         return True
 
-    def _in_way(self, proc: _Proc) -> bool:
-        """Another process holds a lock on the file (so a sleeping ``proc`` waits for it)."""
-        return any(lock.pid != proc.child.pid for lock in _file_locks(self.path))
-
     def _may_proceed(self, proc: _Proc) -> bool:
         """Nothing in ``proc``'s way: no other process holds a write lock (RESERVED or
         more), and if ``proc`` writes (it waits to commit) no other holds any lock."""
         locks = self._locks()
         others = [lock for lock in locks if lock.pid != proc.child.pid]
         writes = any(lock.write for lock in locks if lock.pid == proc.child.pid)
-        if _wal(self.path):  # readers never stop a WAL writer; every open connection reads
+        if _lock_view.wal(self.path):  # readers never stop a WAL writer; every connection reads
             return not any(lock.write for lock in others)
         return not any(lock.write for lock in others) and not (writes and others)
 
@@ -424,7 +420,7 @@ class _Runner:
 
     def _locks(self) -> list[_lock_view.FileLock]:
         if self.locks is None:
-            self.locks = _file_locks(self.path)
+            self.locks = _lock_view.locks_on(self.path)
         return self.locks
 
     def _wake(self) -> None:
@@ -441,17 +437,6 @@ class _Runner:
         proc.status, self.locks = "running", None
         _lock_view.resume(proc.child.pid)
         self._settle(proc, watch=False)
-
-
-def _wal(path: Path) -> bool:
-    return Path(f"{path}-shm").exists()
-
-
-def _file_locks(path: Path) -> list[_lock_view.FileLock]:
-    """The locks on the database file and, in WAL mode, on its ``-shm`` file (where a WAL
-    writer's lock lives: byte-range locks of the wal-index)."""
-    locks = _lock_view.file_locks(path)
-    return locks + _lock_view.file_locks(Path(f"{path}-shm")) if _wal(path) else locks
 
 
 def _digest(path: Path) -> str:

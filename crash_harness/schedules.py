@@ -5,9 +5,10 @@ file holding the scope's jobs. Each runs the program "claim at t=1000; if it got
 ticket, finish it 'ok'" with the engine's blocking ``fault`` hook, and pauses first at
 a ``start`` point. The pauses are the scheduling points: at each one the controller
 chooses which paused process goes on, or (up to ``kills`` times) SIGKILLs a process
-paused at a hook. A process that was told to go and sends nothing within
-``BLOCKED_WAIT_S`` is *blocked* (on the SQLite write lock of a process paused inside
-its transaction); it is waited for once no paused process holds the lock. The
+paused at a hook. A process that was told to go is *blocked* when the kernel shows it
+asleep in SQLite's busy handler while another process holds a lock on the file
+(``_lock_view.next_or_blocked``, the interleavings engine's test: observed, never
+guessed from silence); it is waited for once no paused process holds the lock. The
 enumeration is a stateless depth-first search: a schedule is its list of choices,
 each run forks fresh children, and every alternative at every decision is tried.
 
@@ -27,6 +28,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from leasecheck.crash_harness import _lock_view
 from leasecheck.crash_harness.engine import GO, Channel, Child, Engine, Message
 from leasecheck.models import lease_model
 from leasecheck.models.contracts import JobRow, Snapshot
@@ -39,8 +41,8 @@ NOW = 1000
 LEASE_MS = 1000
 NAMES = ("A", "B")
 IN_TRANSACTION = frozenset({"after-claim", "after-finish", "after-audit", "after-redrive"})
-BLOCKED_WAIT_S = 0.05
-"""Silence after 'go' read as 'blocked on the lock' (only the search's shape depends on it)."""
+DEADLINE_S = 30.0
+"""How long a process may take to reach its next hook point or be seen blocked."""
 BUSY_TIMEOUT_MS = 20_000
 """Raised in the children, so a blocked process outlives any scheduling delay."""
 BOUNDS = {"small": ((1, 0),), "ci": ((1, 1), (2, 0)), "deep": ((1, 2), (2, 1), (2, 2))}
@@ -149,16 +151,16 @@ def replay(module: ModuleType, directory: Path, schedule: Schedule, strict: bool
     finally:
         con.close()
     run = Run(schedule, seen={name: [] for name in NAMES})
-    with Engine(deadline_s=30.0) as engine:
+    with Engine(deadline_s=DEADLINE_S) as engine:
         procs = {n: _Proc(engine.fork(n, _program(module, path, n))) for n in NAMES}
         for name, proc in procs.items():
             _await(run, name, proc, None)
-        _drive(run, procs, list(schedule.choices), strict)
+        _drive(run, procs, list(schedule.choices), strict, path)
     _finish(run, module, path)
     return run
 
 
-def _drive(run: Run, procs: dict[str, _Proc], choices: list[str], strict: bool) -> None:
+def _drive(run: Run, procs: dict[str, _Proc], choices: list[str], strict: bool, path: Path) -> None:
     taken: list[str] = []
     while not all(p.done for p in procs.values()):
         if not _lock_held(procs):
@@ -176,7 +178,7 @@ def _drive(run: Run, procs: dict[str, _Proc], choices: list[str], strict: bool) 
             choice, run.diverged = options[0], True
         run.options.append(tuple(options))
         taken.append(choice)
-        _apply(run, procs, choice)
+        _apply(run, procs, choice, path)
     run.schedule = Schedule(run.schedule.jobs, run.schedule.kills, tuple(taken))
 
 
@@ -187,7 +189,7 @@ def _options(run: Run, procs: dict[str, _Proc]) -> list[str]:
     return paused + kills
 
 
-def _apply(run: Run, procs: dict[str, _Proc], choice: str) -> None:
+def _apply(run: Run, procs: dict[str, _Proc], choice: str, path: Path) -> None:
     if choice.startswith("kill:"):
         name = choice[5:]
         proc = procs[name]
@@ -203,22 +205,25 @@ def _apply(run: Run, procs: dict[str, _Proc], choice: str) -> None:
     run.record.step(choice, f"{choice} goes on from {proc.point!r}", "resume", NOW)
     proc.point = None
     proc.child.answer(GO)
-    _await(run, choice, proc, BLOCKED_WAIT_S if _lock_held(procs) else None)
+    _await(run, choice, proc, path if _lock_held(procs) else None)
 
 
 def _lock_held(procs: dict[str, _Proc]) -> bool:
     return any(p.point in IN_TRANSACTION for p in procs.values())
 
 
-def _await(run: Run, name: str, proc: _Proc, wait_s: float | None) -> None:
-    """Read ``proc``'s messages until it pauses or ends (or, with ``wait_s``, goes silent)."""
+def _await(run: Run, name: str, proc: _Proc, locked: Path | None) -> None:
+    """Read ``proc``'s messages until it pauses or ends (or, while another process holds
+    a lock on the file ``locked``, until the kernel shows it waiting for that lock)."""
+    waiting = f"{name}'s next hook point"
     while True:
-        if wait_s is None:
-            message: Message | None = proc.child.next(f"{name}'s next hook point")
+        if locked is None:
+            message: Message | None = proc.child.next(waiting)
         else:
-            message = proc.child.poll_message(wait_s, f"{name}'s next hook point")
+            got = _lock_view.next_or_blocked([proc.child], locked, waiting, DEADLINE_S)
+            message = got[1] if got else None
         if message is None:
-            run.steps.append(f"{name} is blocked (no hook within {wait_s} s: the write lock)")
+            run.steps.append(f"{name} is blocked (asleep in SQLite's busy handler: the write lock)")
             run.record.step(name, f"{name} is blocked on the write lock", "blocked", NOW)
             return
         if _note(run, name, proc, message):

@@ -7,10 +7,11 @@ before all have opened), and then stops before every SQL statement until the
 harness lets it go (``channel.trace``). The harness keeps exactly one child
 running: when every live child waits at a statement it lets the last one go on,
 or with probability ``switch_percent`` % another one (``random.Random(seed)`` of
-the program); a child that does not come back within
-``STALL_S`` is blocked on a database lock held by a waiting child, so the
-harness lets another one run (this changes only the interleaving, never a
-verdict). A child is SIGKILLed at the statement named by ``program.kill``.
+the program); a child that the kernel shows asleep in SQLite's busy handler while
+another child holds a lock on the file is blocked (``_lock_view.next_or_blocked``,
+the interleavings engine's test: observed, never guessed from silence), so the
+harness lets another one run. A child is SIGKILLed at the statement named by
+``program.kill``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from leasecheck.crash_harness.engine import Channel, Child, Engine, HarnessTimeout, Message
+from leasecheck.crash_harness import _lock_view
+from leasecheck.crash_harness.engine import Channel, Child, Engine, Message
 from leasecheck.models.linearizability import BUSY, OPEN_TRANSACTION, Operation, Raised, Returned
 from leasecheck.stateful_tests.parallel import Command, Held, ParallelProgram
 from leasecheck.targets.lease_compare import error_kind
@@ -33,8 +35,6 @@ from leasecheck.targets.lease_target import read_snapshot
 
 __all__ = ["run_lease_program"]
 
-STALL_S = 0.05
-"""How long the harness waits for the running child before deciding it is blocked."""
 DEADLINE_S = 10.0
 
 
@@ -111,8 +111,11 @@ def _child(
 class _Driver:
     """The harness side: keeps one child running, records operations, kills on cue."""
 
-    def __init__(self, engine: Engine, children: list[Child], program: ParallelProgram) -> None:
+    def __init__(
+        self, engine: Engine, children: list[Child], program: ParallelProgram, path: Path
+    ) -> None:
         self.engine = engine
+        self.path = path
         self.live = list(children)
         self.paused: list[Child] = []
         self.program = program
@@ -144,13 +147,12 @@ class _Driver:
         return self.ops
 
     def _wait(self, running: list[Child]) -> tuple[Child, Message] | None:
-        stall = STALL_S if self.paused else DEADLINE_S
-        try:
-            return Engine(stall).wait_any(running, "the running child's next statement")
-        except HarnessTimeout:
-            if not self.paused:
-                raise
-            return None
+        """The next message of a running child; None when every running child is seen
+        blocked on a lock while others wait at a statement (one of them goes on then)."""
+        waiting = "the running child's next statement"
+        if not self.paused:
+            return self.engine.wait_any(running, waiting)
+        return _lock_view.next_or_blocked(running, self.path, waiting, DEADLINE_S)
 
     def _release(self) -> None:
         """Let one waiting child run its statement: the current one, or switch."""
@@ -236,7 +238,7 @@ def run_lease_program(
                 engine.fork(f"P{n}", _child(module, path, f"P{n}", suffix, held))
                 for n, suffix in enumerate(program.suffixes, 1)
             ]
-            ops += _Driver(engine, children, program).run()
+            ops += _Driver(engine, children, program, path).run()
         ops.append(_final_read(path))
         return ops
     finally:

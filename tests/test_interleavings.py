@@ -168,3 +168,52 @@ def test_lock_view_sees_the_holder_and_the_sleeping_waiter(scratch: Path) -> Non
         first.outcome("the holder's commit")
         _lock_view.resume(second.pid)
         assert second.outcome("the waiter's turn").value == "got it"
+
+
+def test_next_or_blocked_tells_a_waiter_from_a_slow_child(scratch: Path) -> None:
+    """The schedulers of forked SQLite children (schedules, lease linearizability) ask
+    ``next_or_blocked``: a child asleep in the busy handler behind another's lock is
+    blocked (None, at once, not after a silence); a child busy for longer than any
+    silence the old schedulers waited (50 ms) is not, and its message is returned."""
+    path = scratch / "locks.db"
+    sqlite3.connect(path).close()
+
+    def holder(channel: Channel) -> None:
+        con = sqlite3.connect(path, isolation_level=None, timeout=1)
+        con.execute("BEGIN IMMEDIATE")
+        channel.ask("holding")
+        con.execute("COMMIT")
+        con.close()
+
+    def waiter(channel: Channel) -> None:
+        con = sqlite3.connect(path, isolation_level=None, timeout=5)
+        channel.ask("ready")
+        con.execute("BEGIN IMMEDIATE")
+        channel.send("locked")
+        con.execute("COMMIT")
+        con.close()
+
+    def slow(channel: Channel) -> None:
+        deadline = time.monotonic() + 0.2
+        while time.monotonic() < deadline:  # busy, never asleep: not blocked
+            pass
+        channel.send("done")
+
+    with Engine(10.0) as engine:
+        first = engine.fork("holder", holder)
+        assert first.next("the holder's BEGIN IMMEDIATE").kind == "holding"
+        second = engine.fork("waiter", waiter)
+        assert second.next("the waiter's connection").kind == "ready"
+        second.answer()
+        started = time.monotonic()
+        assert _lock_view.next_or_blocked([second], path, "the waiter", 5.0) is None
+        assert time.monotonic() - started < 1.0  # well inside its 5 s busy timeout
+        third = engine.fork("slow", slow)  # while the lock is still held
+        got = _lock_view.next_or_blocked([third], path, "the slow child", 5.0)
+        assert got is not None and got[1].kind == "done"
+        third.outcome("the slow child's end")
+        first.answer()
+        first.outcome("the holder's commit")
+        got = _lock_view.next_or_blocked([second], path, "the waiter", 5.0)
+        assert got is not None and got[1].kind == "locked"
+        second.outcome("the waiter's commit")

@@ -7,7 +7,10 @@ specs show busy timeouts, unknown outcomes, opaque tokens and per-job splitting.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+import sys
+import threading
+import time
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +32,12 @@ from leasecheck.models.linearizability import (
 )
 from leasecheck.mutants import by_name, materialize
 from leasecheck.queue_impl.jobs import JobStatus, JobView, Lease, RetryPolicy
-from leasecheck.stateful_tests._parallel_jobs import run_jobs_program
+from leasecheck.stateful_tests import _coop_threading as coop
+from leasecheck.stateful_tests._parallel_jobs import (
+    JOIN_DEADLINE_S,
+    TurnScheduler,
+    run_jobs_program,
+)
 from leasecheck.stateful_tests._parallel_lease import run_lease_program
 from leasecheck.stateful_tests.parallel import (
     JOB_POLICY,
@@ -354,3 +362,90 @@ def test_a_failed_program_fails_again_without_running() -> None:
     with pytest.raises(AssertionError, match="boom"):
         memo.run(program, lambda: None)  # replay: the recorded failure, not a new run
     memo.run(_program([], [[]], 1), lambda: "never run: the shrink budget is spent")
+
+
+BOX = """
+import threading
+
+
+class Box:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.other = threading.Lock()
+        self.log = []
+
+    def pair(self, name):
+        with self.lock:
+            self.log.append(name)
+            self.log.append(name)
+
+    def cross(self, lock_first):
+        first, second = (self.lock, self.other) if lock_first else (self.other, self.lock)
+        with first:
+            self.log.append("in")
+            with second:
+                self.log.append("both")
+"""
+
+
+def _turns(tmp_path: Path, work: Callable[[Any, int], None]) -> tuple[list[object], str | None]:
+    """Two threads take turns on one instrumented ``Box``, switching at every line."""
+    (tmp_path / "box.py").write_text(BOX)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import box  # type: ignore[import-not-found]
+
+        cls, target_file = coop.instrument(box.Box)
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("box", None)
+    shared = cls()
+    names = ["leasecheck-P1", "leasecheck-P2"]
+    scheduler = TurnScheduler(names, target_file, seed=0, switch_percent=100)
+
+    def body(n: int) -> None:
+        coop.scheduled(True)
+        try:
+            scheduler.begin()
+            sys.settrace(scheduler.tracer)
+            work(shared, n)
+        except BaseException:
+            pass  # a deadlock unwinds the thread; the scheduler says so
+        finally:
+            sys.settrace(None)
+            coop.scheduled(False)
+            scheduler.end()
+
+    threads = [threading.Thread(target=body, args=(n,), name=names[n]) for n in (0, 1)]
+    coop.install(scheduler)
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(JOIN_DEADLINE_S)
+    finally:
+        coop.install(None)
+    assert not any(thread.is_alive() for thread in threads)
+    return shared.log, scheduler.deadlock
+
+
+def test_a_thread_waiting_for_a_lock_hands_the_turn_on_at_once(tmp_path: Path) -> None:
+    """job-queue.md: methods are safe to call from many threads. The turn scheduler
+    switches at every line here, so each thread is stopped inside ``pair``'s critical
+    section; the other one, wanting the lock, is parked by it and hands the turn back:
+    known blocked, never waited out, and the same log every time."""
+    started = time.monotonic()
+    runs = [_turns(tmp_path, lambda box, n: box.pair(f"T{n}")) for _ in range(3)]
+    assert time.monotonic() - started < 5.0
+    assert all(run == runs[0] for run in runs), runs
+    log, deadlock = runs[0]
+    assert deadlock is None
+    assert log[0] == log[1] and log[2] == log[3] and log[0] != log[2], log
+
+
+def test_threads_that_wait_for_each_other_are_a_deadlock_seen_at_once(tmp_path: Path) -> None:
+    started = time.monotonic()
+    log, deadlock = _turns(tmp_path, lambda box, n: box.cross(n == 0))
+    assert deadlock is not None and "every unfinished thread waits for a lock" in deadlock
+    assert time.monotonic() - started < JOIN_DEADLINE_S / 2
+    assert log == ["in", "in"]
