@@ -74,6 +74,7 @@ CFG = "lease.configuration"
 EDG = "lease.edges"
 JAG = "jobs.agreement"
 JED = "jobs.edges"
+JMC = "jobs.model-check"
 
 WORKER: tuple[Clause, ...] = (
     _c("W0.1", "the suite must be able to check any target file, not only ours.",
@@ -292,8 +293,9 @@ JOBS: tuple[Clause, ...] = (
     _c("J2.12", "`retry_dead`/`cancel` in the wrong state → `IllegalStateError`.", JAG,
        "jobs-cancel-running", "jobs-retry-dead-of-pending"),
     _c("J3.1", "**Best job**: highest priority, then earliest run-at, then submission order.",
-       JAG, "jobs-priority-reversed", "jobs-run-at-tie-break-ignored",
-       "jobs-submission-order-ignored"),
+       f"{JAG} {JMC}", "jobs-priority-reversed", "jobs-run-at-tie-break-ignored",
+       "jobs-submission-order-ignored", "jobs-ids-compared-as-strings",
+       "jobs-poll-window-of-eight"),
     _c("J3.2", "**Tokens**: every successful poll makes a token never issued before (by this "
        "queue).", JAG, "jobs-token-reuse-after-retry-dead"),
     _c("J3.3", "`complete` and `fail` work only with the token of the job's current lease while "
@@ -308,11 +310,12 @@ JOBS: tuple[Clause, ...] = (
        "`fail`, before their own work;", JAG, "jobs-complete-skips-expiry"),
     _c("J3.7", "the other methods do not process them.", JAG, "jobs-expiry-in-view"),
     _c("J3.8", "**Retry or dead-letter**: after a failed attempt, if `attempts < max_attempts` "
-       "the job is PENDING with `run_at = failure_time + backoff`,", JAG,
-       "jobs-max-attempts-off-by-one"),
+       "the job is PENDING with `run_at = failure_time + backoff`,", f"{JAG} {JMC}",
+       "jobs-max-attempts-off-by-one", "jobs-attempts-capped-at-five"),
     _c("J3.9", "where after the n-th attempt `backoff = min(max_backoff, base_backoff * "
-       "2**(n-1))`; otherwise DEAD.", f"{JAG} {JED}", "jobs-backoff-uncapped",
-       "jobs-backoff-exponent-off-by-one", "jobs-backoff-stops-doubling"),
+       "2**(n-1))`; otherwise DEAD.", f"{JAG} {JED} {JMC}", "jobs-backoff-uncapped",
+       "jobs-backoff-exponent-off-by-one", "jobs-backoff-stops-doubling",
+       "jobs-backoff-table-of-three", "jobs-cap-as-last-doubling"),
     _c("J3.10", "**Exactly one worker**: with many threads polling at once, a job is never "
        "leased to two workers at the same time;", "jobs.threads jobs.interleavings",
        "jobs-unlocked-poll", "jobs-poll-picks-outside-lock", "jobs-token-read-before-lock"),
