@@ -75,6 +75,7 @@ EDG = "lease.edges"
 JAG = "jobs.agreement"
 JED = "jobs.edges"
 JMC = "jobs.model-check"
+LMC = "lease.model-check"
 
 WORKER: tuple[Clause, ...] = (
     _c("W0.1", "the suite must be able to check any target file, not only ours.",
@@ -139,7 +140,8 @@ WORKER: tuple[Clause, ...] = (
     _c("W6.6", "A real file, not `:memory:`.", CFG, "open-queue-accepts-memory"),
     _c("W7.1", "event is exactly a `dict` with keys `id` (identifier) and `qty` (1–1000);",
        f"{AG} {EDG}", "dict-subclass-accepted", "qty-top-refused"),
-    _c("W7.2", "ttl_ms 1–60000; max_attempts 1–16.", f"{AG} {EDG}", "ttl-top-refused"),
+    _c("W7.2", "ttl_ms 1–60000; max_attempts 1–16.", f"{AG} {EDG} {LMC}", "ttl-top-refused",
+       "budget-top-refused"),
     _c("W7.3", "New id: insert `pending, attempts=0, token=0, available_at=now_ms, "
        "deadline=now_ms+ttl_ms`, owner/lease_until/ reason NULL, return `True`.", AG,
        "enqueue-deadline-off-by-one"),
@@ -169,8 +171,9 @@ WORKER: tuple[Clause, ...] = (
     _c("W8.9", "Returns exactly `{id, qty, owner, token, attempt, lease_until}` (attempt = new "
        "attempts).", AG, "ticket-extra-key"),
     _c("W9.1", "ticket is exactly a `dict` with the six claim keys (id/owner identifiers; qty "
-       "1–1000; token 1–10**15; attempt 1–16; lease_until 1–10**15);", f"{AG} {EDG}",
-       "dict-subclass-accepted", "ticket-token-top-refused", "ticket-lease-until-top-refused"),
+       "1–1000; token 1–10**15; attempt 1–16; lease_until 1–10**15);", f"{AG} {EDG} {LMC}",
+       "dict-subclass-accepted", "ticket-token-top-refused", "ticket-lease-until-top-refused",
+       "ticket-attempt-top-refused"),
     _c("W9.2", "outcome `'ok' | 'retry' | 'permanent'` (exact str);", AG,
        "outcome-case-insensitive"),
     _c("W9.3", "delay_ms 0–60000.", f"{AG} {EDG}", "delay-top-refused"),

@@ -109,9 +109,11 @@ POLICIES = _policies()
 
 @dataclass(frozen=True)
 class Backlog:
-    """A start state: ``jobs`` jobs submitted first (mixed priorities and run-ats), then the
-    best job polled and failed ``failures`` times (at most max_attempts - 1), the clock
-    moved to its retry each time. Prints as a constructor call."""
+    """A start state: ``jobs`` jobs submitted first, then the best job polled and failed
+    ``failures`` times (at most max_attempts - 1), the clock moved to its retry each time.
+    Of a dozen jobs ten are ready at t=0, all but two (J5, J10) of one priority, so the
+    first polls break ties among ten ready jobs, ids past J9 among them; J4 and J9 get
+    ready later. Prints as a constructor call."""
 
     jobs: int = 0
     failures: int = 0
@@ -231,7 +233,7 @@ class JobAgreement(RuleBasedStateMachine):
         """A fresh target and model with this retry policy, and the ``backlog`` start."""
         self._open(policy)
         for n in range(backlog.jobs):
-            self.submit("email", f"p{n}", n % 3, (n * 7) % 20)
+            self.submit("email", f"p{n}", int(n % 5 == 4), 5 + n if n % 5 == 3 else 0)
         for _ in range(min(backlog.failures, policy.max_attempts - 1)):
             lease = self.poll("w1", 5)
             if not isinstance(lease, Lease):

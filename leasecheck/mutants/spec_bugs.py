@@ -618,4 +618,34 @@ JOB_SCOPE: tuple[Mutant, ...] = (
 seeded parts): ids past J9, ten ready jobs, the 4th to 6th attempts, a cap between
 two doublings."""
 
-MUTANTS: tuple[Mutant, ...] = CONFIGURATION + EDGES + SENTENCES + JOB_SENTENCES + JOB_SCOPE
+
+def _lease_scope(name: str, bug_class: str, real_world: str, *edits: tuple[str, str]) -> Mutant:
+    return Mutant(name, "worker", bug_class, real_world, "lease.model-check", tuple(edits))
+
+
+LEASE_SCOPE: tuple[Mutant, ...] = (
+    _lease_scope(
+        "ticket-attempt-top-refused",
+        "finish refuses a ticket of attempt 16, the last one max_attempts=16 allows",
+        "a range check written as attempt < 16, so a job's last attempt can never finish",
+        (
+            '    _check_int("finish", "ticket[\'attempt\']", ticket["attempt"], 1, 16)',
+            '    _check_int("finish", "ticket[\'attempt\']", ticket["attempt"], 1, 15)',
+        ),
+    ),
+    _lease_scope(
+        "budget-top-refused",
+        "enqueue refuses max_attempts=16, the top of its range",
+        "an exclusive upper bound where the contract's range includes its end",
+        (
+            '    _check_int("enqueue", "max_attempts", max_attempts, 1, 16)',
+            '    _check_int("enqueue", "max_attempts", max_attempts, 1, 15)',
+        ),
+    ),
+)
+"""Bugs at the tops of the lease ranges that lease.model-check reaches only from its
+seeded start states (a job one attempt below its budget of 16, the edge table's ends)."""
+
+MUTANTS: tuple[Mutant, ...] = (
+    CONFIGURATION + EDGES + SENTENCES + JOB_SENTENCES + JOB_SCOPE + LEASE_SCOPE
+)

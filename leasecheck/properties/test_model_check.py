@@ -27,14 +27,25 @@ from leasecheck.profiles import Profile
 def test_lease_model_check(
     worker_target: ModuleType, lc_profile: Profile, scratch: Path, checked: Checked
 ) -> None:
-    states = transitions = 0
-    for part in scope_parts(lc_profile.explore_scope):
+    states = transitions = seeded = 0
+    parts = scope_parts(lc_profile.explore_scope)
+    for part in parts:
         report = check_lease_part(worker_target, part, scratch)
         if report.problem is not None:
             error = AssertionError(f"lease.model-check, {report.name}:\n{report.problem}")
             raise attach(error, report.evidence) if report.evidence else error
         states, transitions = states + report.states, transitions + report.replayed_transitions
-    checked(f"{states} states, {transitions} replayed", states=states, replayed=transitions)
+        seeded += report.states if part.start is not None else 0
+    starts = [p for p in parts if p.start is not None]
+    whole = max(len(p.jobs) for p in parts if p.start is None)
+    bounds = f"all states of <= {whole} jobs"
+    if starts:
+        depth = min(p.max_depth or 0 for p in starts)
+        bounds += f", {len(starts)} start states near the bounds {depth}+ moves deep"
+    checked(
+        f"{states} states, {transitions} replayed; {bounds}", states=states,
+        replayed=transitions, seeded_states=seeded, starts=[p.start for p in starts],
+    )  # fmt: skip
 
 
 @pytest.mark.leasecheck("jobs.model-check")
