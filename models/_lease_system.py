@@ -60,6 +60,8 @@ class LeaseScope:
     """Moves from the start state explored (None: until the scope is exhausted)."""
     unreached: tuple[str, ...] = ()
     """Coverage keys this part need not reach (the unseeded parts reach them)."""
+    refused_args: bool = False
+    """Also enqueue and claim with each invalid neighbour of the edge table (ValueError)."""
 
     @property
     def shift(self) -> bool:
@@ -76,7 +78,8 @@ class LeaseScope:
                 f" new jobs {[j for j in self.jobs[rows:]]}, dispatchers {list(self.dispatchers)};"
                 f" qty {list(self.qtys)}, ttl {list(self.ttls)}, max_attempts {list(self.budgets)},"
                 f" lease_ms {list(self.leases)}, retry delay_ms {list(self.delays)} (the edge"
-                f" table's valid ends), <= {self.max_redrives} redrive(s), <= {self.max_held}"
+                f" table's valid ends; enqueue and claim also with each invalid neighbour:"
+                f" ValueError), <= {self.max_redrives} redrive(s), <= {self.max_held}"
                 f" ticket(s) kept per dispatcher; the clock moves forward (to MAX_NOW at most)"
                 f" to the next instant in {{x-1, x, x+1}} of a pending or leased row's times;"
                 f" a fault may raise at every hook point; times absolute; reduced by dispatcher"
@@ -291,6 +294,8 @@ class LeaseSystem:
     def _build(self, steps: _Steps, queue: Snapshot, now: int) -> None:
         steps.first += [*self._enqueues(queue, now), *self._claims(queue, now)]
         steps.last += [*self._redrives(queue, now), *self._tick(queue, now)]
+        if self.scope.refused_args:
+            steps.last += list(self._refused(queue, now))
         self._checked(queue, now, steps.first + steps.last)
 
     def _checked(self, queue: Snapshot, now: int, templates: list[Template]) -> None:
@@ -494,6 +499,20 @@ class LeaseSystem:
             op = ("redrive", row.id, now, self.scope.ttls[0], None)
             yield Template(op, queue, None, "ValueError", (), ("op:redrive", "error:ValueError"))
 
+    def _refused(self, queue: Snapshot, now: int) -> Iterator[Template]:
+        """enqueue and claim with each invalid neighbour of the edge table's ranges, one
+        argument bad at a time; the model decides (each raises ValueError, no change)."""
+        job_id, owner = self.scope.jobs[-1], self.scope.dispatchers[0]
+        for name in ("qty", "ttl_ms", "max_attempts", "lease_ms"):
+            for bad in edges.LEASE_RANGES[name].neighbours:
+                if name == "lease_ms":
+                    op: tuple[Any, ...] = ("claim", owner, now, bad, None)
+                else:
+                    args = {"qty": QTY.low, "ttl_ms": 1, "max_attempts": 1, name: bad}
+                    op = ("enqueue", job_id, args["qty"], now, args["ttl_ms"], args["max_attempts"])
+                yield Template(op, queue, None, _refusal(queue, op), (),
+                               (f"op:{op[0]}", "error:ValueError"))  # fmt: skip
+
     def _tick(self, queue: Snapshot, now: int) -> Iterator[Template]:
         later = [t for t in _instants(queue) if now < t <= lease_model.MAX_NOW]
         if later:
@@ -511,6 +530,18 @@ class _Steps:
     last: list[Template]
     """redrive and tick moves."""
     finishes: dict[tuple[int, TicketKey], list[Template]]
+
+
+def _refusal(queue: Snapshot, op: tuple[Any, ...]) -> str:
+    """The error kind the model raises for an enqueue or claim with one invalid argument."""
+    try:
+        if op[0] == "claim":
+            lease_model.claim(queue, op[1], op[2], op[3])
+        else:
+            lease_model.enqueue(queue, {"id": op[1], "qty": op[2]}, op[3], op[4], op[5])
+    except ValueError:
+        return "ValueError"
+    raise AssertionError(f"the model accepted {op}, which the edge table says is invalid")
 
 
 def _instants(queue: Snapshot) -> set[int]:

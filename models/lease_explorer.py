@@ -64,7 +64,7 @@ def _seeded(start: str, depth: int, **bounds: Any) -> LeaseScope:
     )  # fmt: skip
     return LeaseScope(
         name=f"seed-{start}", jobs=(*rows, "z"), dispatchers=("w1", "w2"), max_redrives=1,
-        max_held=1, max_states=3_000_000, start=start, max_depth=depth,
+        max_held=1, max_states=3_000_000, start=start, max_depth=depth, refused_args=True,
         **{**values, **bounds},
     )  # fmt: skip
 
