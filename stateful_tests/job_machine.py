@@ -53,7 +53,7 @@ from leasecheck.queue_impl.jobs import JobStatus, JobView, Lease, RetryPolicy
 from leasecheck.stateful_tests.program import check
 from leasecheck.targets.job_compare import SPEC_ERRORS, brief, error_kind, lease_differences, said
 
-__all__ = ["Backlog", "JobAgreement", "ManualTime", "RetryPolicy"]
+__all__ = ["MAX_ATTEMPTS", "MAX_JOBS", "Backlog", "JobAgreement", "ManualTime", "RetryPolicy"]
 
 START_MILLIS = 0
 DEFAULT_POLICY = RetryPolicy(max_attempts=2, base_backoff_millis=10, max_backoff_millis=40)
@@ -89,7 +89,8 @@ MADE_UP_TOKENS = st.sampled_from([0, 1, 2, -1, "1", "forged", None])
 ERRORS = st.sampled_from(["boom", None, "timeout"])
 
 
-ATTEMPTS = _weighted([1, 2, 3], [4, 5, 6])
+MAX_ATTEMPTS = edges.JOB_RANGES["max_attempts"].high
+ATTEMPTS = _weighted([1, 2, 3], range(4, MAX_ATTEMPTS + 1))
 """max_attempts: mostly small (jobs die within a program), up to 6 (backoff reaches
 base * 2**4 before the last attempt)."""
 
