@@ -18,6 +18,13 @@ to any state replays as-is on a target (conformance rebuilds each source state b
 replaying its BFS path). Calls that raise are explored as self-loops (the reading
 "expired leases are not processed before raising"); conformance accepts both readings.
 
+Seeded parts (``JobSeed``): besides the empty queue, a part may start from a state near
+the scope's bounds (a dozen jobs, ten of them ready at once, ids past J9; a job at its
+4th or 6th attempt; caps on and off a doubling), reached by a setup program that the
+model and the target both run, and explored ``max_depth`` moves deep. Their lease
+lengths are the edge table's ends (``models.edges.JOB_RANGES``), and they also poll with
+its invalid neighbour and a blank worker (ValueError, no change).
+
 Invariants: at most one live lease per job; a poll never takes a RUNNING job and
 always makes a token never issued before; attempts <= max_attempts; DEAD only with
 attempts == max_attempts; RUNNING exactly when a token and lease_until are set;

@@ -25,6 +25,12 @@ the state is committed):
   reaches the same states as any jump, and every boundary (now == lease_until,
   now == deadline, ...) is visited exactly, one before and one after.
 
+Seeded parts start from a queue of ``models.edges.LEASE_STARTS`` (a job one attempt
+below a budget of 16, times at the clock's top, a dozen rows), written into the target's
+file directly, and are explored ``max_depth`` moves deep with the edge table's valid
+ends for every argument and each invalid neighbour (ValueError). They keep times
+absolute (no time shift) and never move the clock past MAX_NOW.
+
 Symmetry reduction (``canonical``): job ids are relabelled by seq position (the first
 row is always the scope's first id) and dispatcher names by the permutation with the
 smallest description. Both are sound because the contract compares ids and owners
