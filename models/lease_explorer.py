@@ -117,7 +117,9 @@ SCOPES: dict[str, tuple[LeaseScope, ...]] = {
             budgets=(1, 2), leases=(2,), delays=(1,), max_redrives=1, max_held=1,
             max_states=3_000_000,
         ),
-        _seeded("one-below-budget", 4),
+        # Measured (loaded machine, explore only): 8,223 states, 11 s; 3,577 states, 2 s;
+        # 2,510 states, 3.6 s. The bundled worker holds on all three.
+        _seeded("one-below-budget", 4, unreached=("result:finish-pending",)),
         _seeded("near-clock-top", 4, unreached=("op:tick",)),
         _seeded("many-rows", 3, unreached=("result:claim-none",)),
     ),
