@@ -152,7 +152,7 @@ def _explain(
     edge: Edge[LeaseWorld],
     problems: list[str],
 ) -> tuple[str, Evidence]:
-    """The failing transition as a numbered run from the empty queue (a shortest one).
+    """The failing transition as a numbered run from the start state (a shortest one).
 
     The explored path is made concrete (consistent names, absolute clock); the last
     step is run again on the target from the concrete state, and that run is what is
@@ -173,8 +173,10 @@ def _explain(
         ran = run_on_target(module, con, edge.move.op)
         if con.in_transaction:
             con.execute("ROLLBACK")
+    start = system.scope.start
+    origin = "the empty queue" if start is None else f"the start state {start!r}"
     lines = ["the target disagrees with the model on an explored transition;",
-             "a shortest run from the empty queue:"]  # fmt: skip
+             f"a shortest run from {origin}:"]  # fmt: skip
     lines += [f"  {n}. {system.describe_op(move.op)}" for n, move in enumerate(steps, 1)]
     lines.append(f"step {len(steps)} starts from")
     lines.append(system.describe_state(before))

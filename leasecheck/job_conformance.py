@@ -21,14 +21,14 @@ import io
 import pickle
 import threading
 import time
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 from leasecheck.conformance import ConformanceReport
 from leasecheck.models import job_model as jm
 from leasecheck.models.evidence import Evidence, Recorder
 from leasecheck.models.explorer import Edge, ExploreResult, Move
-from leasecheck.models.job_explorer import JobSystem, JobWorld
+from leasecheck.models.job_explorer import START, JobSystem, JobWorld, seed_steps
 from leasecheck.queue_impl.jobs import Lease, RetryPolicy
 from leasecheck.targets.job_compare import (
     error_kind,
@@ -212,12 +212,55 @@ def replay_jobs(
     started = time.perf_counter()
     report = ConformanceReport()
     try:
-        _along_tree(system, explored, _Run(cls, system.policy, system.initial().now), report)
+        run, problem = _fresh(cls, system)
+        if problem is not None:
+            report.failure = problem
+        else:
+            _along_tree(system, explored, run, report)
     except NotCopyable:
         report = ConformanceReport()
         _by_paths(cls, system, explored, report)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _fresh(cls: type[Any], system: JobSystem) -> tuple[_Run, str | None]:
+    """A target at the scope's start state: a new queue, brought to the seed (if any) by
+    its setup program, each call's result compared with the model's; then its visible
+    state. The failure names the setup call where the two parted."""
+    scope = system.scope
+    if scope.seed is None:
+        return _Run(cls, system.policy, START), None
+    run = _Run(cls, system.policy, START)
+    steps, world = seed_steps(scope)
+    for number, (op, expected) in enumerate(steps, 1):
+        result, error = run.apply(op)
+        problem = f"it raised {error}" if error else _compare_result(expected, result)
+        if problem is None and isinstance(expected, Lease):
+            problem = run.learn(expected, result)
+        if problem is not None:
+            return run, _setup_failure(system, steps[:number], problem)
+    seen = run.views(world.state)
+    if seen != model_visible(world.state):
+        problem = (f"after the setup the visible state differs; target views: {seen[0]}\n"
+                   f"  model views: {model_visible(world.state)[0]}")  # fmt: skip
+        return run, _setup_failure(system, steps, problem)
+    return run, None
+
+
+def _setup_failure(
+    system: JobSystem, steps: Sequence[tuple[Hashable, object]], problem: str
+) -> str:
+    seed = system.scope.seed
+    assert seed is not None
+    lines = [
+        f"the JobQueue target disagrees with the model while reaching the seed"
+        f" {seed.name!r} ({seed.summary}), RetryPolicy({system.policy.max_attempts},"
+        f" {system.policy.base_backoff_millis}, {system.policy.max_backoff_millis}):"
+    ]
+    lines += [f"  {n}. {system.describe_op(op)}" for n, (op, _) in enumerate(steps, 1)]
+    lines.append(f"  -> step {len(steps)}: {problem}")
+    return "\n".join(lines)
 
 
 def _along_tree(
@@ -287,7 +330,9 @@ def _replay_one(
     path: list[tuple[Move[JobWorld], JobWorld]],
     edge: Edge[JobWorld],
 ) -> list[str]:
-    run = _Run(cls, system.policy, system.initial().now)
+    run, problem = _fresh(cls, system)
+    if problem is not None:
+        return [problem]
     for expected, after in path:
         op = expected.op
         result, error = run.apply(op)
@@ -353,10 +398,14 @@ def _explain(
     edge: Edge[JobWorld],
     problems: list[str],
 ) -> str:
+    seed = system.scope.seed
+    start = "an empty queue" if seed is None else f"the seed {seed.name!r} ({seed.summary})"
     lines = ["the JobQueue target disagrees with the model on an explored transition;",
-             "a shortest run from an empty queue (RetryPolicy"
+             f"a shortest run from {start} (RetryPolicy"
              f"({system.policy.max_attempts}, {system.policy.base_backoff_millis},"
              f" {system.policy.max_backoff_millis})):"]  # fmt: skip
+    setup = [op for op, _ in seed_steps(system.scope)[0]] if seed is not None else []
+    lines += [f"  setup {n}. {system.describe_op(op)}" for n, op in enumerate(setup, 1)]
     ops = [move.op for move, _ in path] + [edge.move.op]
     lines += [f"  {n}. {system.describe_op(op)}" for n, op in enumerate(ops, 1)]
     lines.append(f"step {len(ops)} starts from")

@@ -74,6 +74,8 @@ CFG = "lease.configuration"
 EDG = "lease.edges"
 JAG = "jobs.agreement"
 JED = "jobs.edges"
+JMC = "jobs.model-check"
+LMC = "lease.model-check"
 
 WORKER: tuple[Clause, ...] = (
     _c("W0.1", "the suite must be able to check any target file, not only ours.",
@@ -138,7 +140,8 @@ WORKER: tuple[Clause, ...] = (
     _c("W6.6", "A real file, not `:memory:`.", CFG, "open-queue-accepts-memory"),
     _c("W7.1", "event is exactly a `dict` with keys `id` (identifier) and `qty` (1–1000);",
        f"{AG} {EDG}", "dict-subclass-accepted", "qty-top-refused"),
-    _c("W7.2", "ttl_ms 1–60000; max_attempts 1–16.", f"{AG} {EDG}", "ttl-top-refused"),
+    _c("W7.2", "ttl_ms 1–60000; max_attempts 1–16.", f"{AG} {EDG} {LMC}", "ttl-top-refused",
+       "budget-top-refused"),
     _c("W7.3", "New id: insert `pending, attempts=0, token=0, available_at=now_ms, "
        "deadline=now_ms+ttl_ms`, owner/lease_until/ reason NULL, return `True`.", AG,
        "enqueue-deadline-off-by-one"),
@@ -168,8 +171,9 @@ WORKER: tuple[Clause, ...] = (
     _c("W8.9", "Returns exactly `{id, qty, owner, token, attempt, lease_until}` (attempt = new "
        "attempts).", AG, "ticket-extra-key"),
     _c("W9.1", "ticket is exactly a `dict` with the six claim keys (id/owner identifiers; qty "
-       "1–1000; token 1–10**15; attempt 1–16; lease_until 1–10**15);", f"{AG} {EDG}",
-       "dict-subclass-accepted", "ticket-token-top-refused", "ticket-lease-until-top-refused"),
+       "1–1000; token 1–10**15; attempt 1–16; lease_until 1–10**15);", f"{AG} {EDG} {LMC}",
+       "dict-subclass-accepted", "ticket-token-top-refused", "ticket-lease-until-top-refused",
+       "ticket-attempt-top-refused"),
     _c("W9.2", "outcome `'ok' | 'retry' | 'permanent'` (exact str);", AG,
        "outcome-case-insensitive"),
     _c("W9.3", "delay_ms 0–60000.", f"{AG} {EDG}", "delay-top-refused"),
@@ -292,8 +296,9 @@ JOBS: tuple[Clause, ...] = (
     _c("J2.12", "`retry_dead`/`cancel` in the wrong state → `IllegalStateError`.", JAG,
        "jobs-cancel-running", "jobs-retry-dead-of-pending"),
     _c("J3.1", "**Best job**: highest priority, then earliest run-at, then submission order.",
-       JAG, "jobs-priority-reversed", "jobs-run-at-tie-break-ignored",
-       "jobs-submission-order-ignored"),
+       f"{JAG} {JMC}", "jobs-priority-reversed", "jobs-run-at-tie-break-ignored",
+       "jobs-submission-order-ignored", "jobs-ids-compared-as-strings",
+       "jobs-poll-window-of-eight"),
     _c("J3.2", "**Tokens**: every successful poll makes a token never issued before (by this "
        "queue).", JAG, "jobs-token-reuse-after-retry-dead"),
     _c("J3.3", "`complete` and `fail` work only with the token of the job's current lease while "
@@ -308,11 +313,12 @@ JOBS: tuple[Clause, ...] = (
        "`fail`, before their own work;", JAG, "jobs-complete-skips-expiry"),
     _c("J3.7", "the other methods do not process them.", JAG, "jobs-expiry-in-view"),
     _c("J3.8", "**Retry or dead-letter**: after a failed attempt, if `attempts < max_attempts` "
-       "the job is PENDING with `run_at = failure_time + backoff`,", JAG,
-       "jobs-max-attempts-off-by-one"),
+       "the job is PENDING with `run_at = failure_time + backoff`,", f"{JAG} {JMC}",
+       "jobs-max-attempts-off-by-one", "jobs-attempts-capped-at-five"),
     _c("J3.9", "where after the n-th attempt `backoff = min(max_backoff, base_backoff * "
-       "2**(n-1))`; otherwise DEAD.", f"{JAG} {JED}", "jobs-backoff-uncapped",
-       "jobs-backoff-exponent-off-by-one", "jobs-backoff-stops-doubling"),
+       "2**(n-1))`; otherwise DEAD.", f"{JAG} {JED} {JMC}", "jobs-backoff-uncapped",
+       "jobs-backoff-exponent-off-by-one", "jobs-backoff-stops-doubling",
+       "jobs-backoff-table-of-three", "jobs-cap-as-last-doubling"),
     _c("J3.10", "**Exactly one worker**: with many threads polling at once, a job is never "
        "leased to two workers at the same time;", "jobs.threads jobs.interleavings",
        "jobs-unlocked-poll", "jobs-poll-picks-outside-lock", "jobs-token-read-before-lock"),

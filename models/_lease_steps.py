@@ -141,7 +141,7 @@ class Canon:
     so the held tickets are compared only among those (``best``).
     """
 
-    __slots__ = ("best", "delta", "mine", "names", "normal", "renamed", "tokens")
+    __slots__ = ("best", "delta", "mine", "names", "normal", "now", "renamed", "tokens")
 
     def __init__(
         self,
@@ -150,8 +150,12 @@ class Canon:
         jobs: tuple[str, ...],
         perms: list[dict[str, str] | None],
         intern: Callable[[Snapshot], tuple[Snapshot, QueueKey]],
+        shift: bool = True,
     ) -> None:
-        self.delta = delta = ORIGIN - now
+        self.delta = delta = ORIGIN - now if shift else 0
+        self.now = now + delta
+        """The canonical world's clock: ORIGIN, or ``now`` itself when times are absolute (a
+        state near the clock's top is not like one far from it)."""
         self.names = names = {row.id: jobs[i] for i, row in enumerate(queue.jobs)}
         rows = tuple(_normal_row(row, names[row.id], delta) for row in queue.jobs)
         audits = tuple(RedriveRow(names[r.id], r.token, ORIGIN, r.note) for r in queue.redrives)

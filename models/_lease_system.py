@@ -22,7 +22,7 @@ from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from leasecheck.models import lease_model
+from leasecheck.models import edges, lease_model
 from leasecheck.models._lease_steps import Canon, QueueKey, Template, TicketKey, queue_key
 from leasecheck.models.contracts import FAULT_POINTS, JobRow, RedriveRow, Snapshot
 from leasecheck.models.explorer import Expansion, Move
@@ -52,8 +52,39 @@ class LeaseScope:
     """Tickets one dispatcher keeps; a new claim beyond that forgets its oldest."""
     max_states: int
     """Safety valve: stop (``exhausted`` False) beyond this many states."""
+    start: str | None = None
+    """A start state of ``models.edges.LEASE_STARTS`` (None: the empty queue at t=100).
+    A seeded part keeps times absolute (no time shift) and never moves the clock past
+    MAX_NOW."""
+    max_depth: int | None = None
+    """Moves from the start state explored (None: until the scope is exhausted)."""
+    unreached: tuple[str, ...] = ()
+    """Coverage keys this part need not reach (the unseeded parts reach them)."""
+    refused_args: bool = False
+    """Also enqueue and claim with each invalid neighbour of the edge table (ValueError)."""
+
+    @property
+    def shift(self) -> bool:
+        return self.start is None
 
     def describe(self) -> str:
+        if self.start is not None:
+            now = edges.LEASE_STARTS[self.start][0]
+            rows = len(edges.LEASE_STARTS[self.start][1].jobs)
+            bound = f"{self.max_depth} moves deep" if self.max_depth is not None else "exhausted"
+            skipped = f"; not required here: {', '.join(self.unreached)}" if self.unreached else ""
+            return (
+                f"scope {self.name}: from start {self.start!r} ({rows} rows at t={now}), {bound};"
+                f" new jobs {[j for j in self.jobs[rows:]]}, dispatchers {list(self.dispatchers)};"
+                f" qty {list(self.qtys)}, ttl {list(self.ttls)}, max_attempts {list(self.budgets)},"
+                f" lease_ms {list(self.leases)}, retry delay_ms {list(self.delays)} (the edge"
+                f" table's valid ends; enqueue and claim also with each invalid neighbour:"
+                f" ValueError), <= {self.max_redrives} redrive(s), <= {self.max_held}"
+                f" ticket(s) kept per dispatcher; the clock moves forward (to MAX_NOW at most)"
+                f" to the next instant in {{x-1, x, x+1}} of a pending or leased row's times;"
+                f" a fault may raise at every hook point; times absolute; reduced by dispatcher"
+                f" renaming; at most {self.max_states} states{skipped}"
+            )
         return (
             f"scope {self.name}: jobs {list(self.jobs)} x dispatchers {list(self.dispatchers)};"
             f" qty {list(self.qtys)}, ttl {list(self.ttls)}, max_attempts {list(self.budgets)},"
@@ -67,6 +98,7 @@ class LeaseScope:
 
 
 NOTE = "n"
+QTY = edges.LEASE_RANGES["qty"]
 ORIGIN = 100
 """Every canonical world is at t=ORIGIN: the contract only compares times with each other
 (and with 0 and 10**15, far away), so shifting every time of a world by the same amount
@@ -152,7 +184,7 @@ class LeaseSystem:
         self._perms: list[dict[str, str] | None] = [None]
         self._perms += [dict(zip(names, (names[i] for i in p), strict=True)) for p in renamings]
         self._queues: dict[QueueKey, tuple[Snapshot, QueueKey]] = {}
-        self._worlds: dict[tuple[int, Held], LeaseWorld] = {}
+        self._worlds: dict[tuple[int, Held, int], LeaseWorld] = {}
         self._steps: dict[tuple[int, int], _Steps] = {}
         """Per (id of a queue, now): its templates; the queue is kept alive in ``_Steps``."""
         self._canons: dict[tuple[int, int], tuple[Snapshot, Canon]] = {}
@@ -161,7 +193,11 @@ class LeaseSystem:
     # --- the System protocol -------------------------------------------------------
 
     def initial(self) -> LeaseWorld:
-        return LeaseWorld(Snapshot(), tuple(() for _ in self.scope.dispatchers), ORIGIN)
+        nobody = tuple(() for _ in self.scope.dispatchers)
+        if self.scope.start is not None:
+            now, queue = edges.LEASE_STARTS[self.scope.start]
+            return LeaseWorld(queue, nobody, now)
+        return LeaseWorld(Snapshot(), nobody, ORIGIN)
 
     def canonical(self, world: LeaseWorld) -> LeaseWorld:
         """Shift time so that now == ORIGIN, rename jobs by seq, blank write-only
@@ -215,16 +251,17 @@ class LeaseSystem:
 
     def _canonical(self, canon: Canon, held: Held) -> LeaseWorld:
         queue, normal = canon.held(held, self.scope.dispatchers)
-        key = (id(queue), normal)
+        key = (id(queue), normal, canon.now)
         found = self._worlds.get(key)
         if found is None:
-            found = self._worlds[key] = LeaseWorld(queue, normal, ORIGIN)
+            found = self._worlds[key] = LeaseWorld(queue, normal, canon.now)
         return found
 
     def _canon(self, queue: Snapshot, now: int) -> Canon:
         found = self._canons.get((id(queue), now))
         if found is None:
-            canon = Canon(queue, now, self.scope.jobs, self._perms, self._intern)
+            canon = Canon(queue, now, self.scope.jobs, self._perms, self._intern,
+                          self.scope.shift)  # fmt: skip
             found = self._canons[(id(queue), now)] = (queue, canon)
         return found[1]
 
@@ -257,6 +294,8 @@ class LeaseSystem:
     def _build(self, steps: _Steps, queue: Snapshot, now: int) -> None:
         steps.first += [*self._enqueues(queue, now), *self._claims(queue, now)]
         steps.last += [*self._redrives(queue, now), *self._tick(queue, now)]
+        if self.scope.refused_args:
+            steps.last += list(self._refused(queue, now))
         self._checked(queue, now, steps.first + steps.last)
 
     def _checked(self, queue: Snapshot, now: int, templates: list[Template]) -> None:
@@ -268,7 +307,8 @@ class LeaseSystem:
             template.problem = self.check_move(source, move)
 
     def check_state(self, world: LeaseWorld) -> str | None:
-        if not self._rows_ok(world.queue) and any(t < 1 for t in _instants(world.queue)):
+        queue = world.queue
+        if self.scope.shift and not self._rows_ok(queue) and any(t < 1 for t in _instants(queue)):
             raise ValueError(
                 f"scope {self.scope.name!r} reaches times more than {ORIGIN - 2} ms before"
                 f" now; raise ORIGIN in models/_lease_system.py or shrink the scope"
@@ -289,9 +329,8 @@ class LeaseSystem:
     def _rows_ok(self, queue: Snapshot) -> bool:
         found = self._row_problems.get(id(queue))
         if found is None:
-            ok = not any(t < 1 for t in _instants(queue)) and all(
-                _row_problem(row) is None for row in queue.jobs
-            )
+            early = self.scope.shift and any(t < 1 for t in _instants(queue))
+            ok = not early and all(_row_problem(row) is None for row in queue.jobs)
             found = self._row_problems[id(queue)] = (queue, ok)
         return found[1]
 
@@ -329,7 +368,7 @@ class LeaseSystem:
             results.append("result:finish-pending")  # a retry needs attempts left
         if self.scope.max_redrives:
             results.append("result:redrive")
-        return [*ops, *hooks, *results]
+        return [key for key in (*ops, *hooks, *results) if key not in self.scope.unreached]
 
     def describe_op(self, op: Hashable) -> str:
         return self.describe_op_label(op)
@@ -394,8 +433,9 @@ class LeaseSystem:
                 ("enqueue", row.id, row.qty, now, ttl, budget), queue, False, None, (),
                 ("op:enqueue", "result:enqueue-false"),
             )  # fmt: skip
+            other = row.qty + 1 if row.qty < QTY.high else row.qty - 1  # a valid other qty
             yield Template(
-                ("enqueue", row.id, row.qty + 1, now, ttl, budget), queue, None, "Conflict", (),
+                ("enqueue", row.id, other, now, ttl, budget), queue, None, "Conflict", (),
                 ("op:enqueue", "error:Conflict"),
             )  # fmt: skip
 
@@ -459,8 +499,22 @@ class LeaseSystem:
             op = ("redrive", row.id, now, self.scope.ttls[0], None)
             yield Template(op, queue, None, "ValueError", (), ("op:redrive", "error:ValueError"))
 
+    def _refused(self, queue: Snapshot, now: int) -> Iterator[Template]:
+        """enqueue and claim with each invalid neighbour of the edge table's ranges, one
+        argument bad at a time; the model decides (each raises ValueError, no change)."""
+        job_id, owner = self.scope.jobs[-1], self.scope.dispatchers[0]
+        for name in ("qty", "ttl_ms", "max_attempts", "lease_ms"):
+            for bad in edges.LEASE_RANGES[name].neighbours:
+                if name == "lease_ms":
+                    op: tuple[Any, ...] = ("claim", owner, now, bad, None)
+                else:
+                    args = {"qty": QTY.low, "ttl_ms": 1, "max_attempts": 1, name: bad}
+                    op = ("enqueue", job_id, args["qty"], now, args["ttl_ms"], args["max_attempts"])
+                yield Template(op, queue, None, _refusal(queue, op), (),
+                               (f"op:{op[0]}", "error:ValueError"))  # fmt: skip
+
     def _tick(self, queue: Snapshot, now: int) -> Iterator[Template]:
-        later = [t for t in _instants(queue) if t > now]
+        later = [t for t in _instants(queue) if now < t <= lease_model.MAX_NOW]
         if later:
             step = min(later)
             yield Template(("tick", step), queue, None, None, (), ("op:tick",), later=step)
@@ -476,6 +530,18 @@ class _Steps:
     last: list[Template]
     """redrive and tick moves."""
     finishes: dict[tuple[int, TicketKey], list[Template]]
+
+
+def _refusal(queue: Snapshot, op: tuple[Any, ...]) -> str:
+    """The error kind the model raises for an enqueue or claim with one invalid argument."""
+    try:
+        if op[0] == "claim":
+            lease_model.claim(queue, op[1], op[2], op[3])
+        else:
+            lease_model.enqueue(queue, {"id": op[1], "qty": op[2]}, op[3], op[4], op[5])
+    except ValueError:
+        return "ValueError"
+    raise AssertionError(f"the model accepted {op}, which the edge table says is invalid")
 
 
 def _instants(queue: Snapshot) -> set[int]:

@@ -183,6 +183,9 @@ class ExploreResult(Generic[S]):
     violation: Violation[S] | None = None
     expanded: int = 0
     """How many states (the first ones of ``found``) had their moves explored."""
+    max_depth: int | None = None
+    """The depth bound the search was given (None: unbounded). States at that depth are
+    checked but not expanded; ``exhausted`` then means every state within it was."""
     known: dict[S, int] = field(default_factory=dict)
     found: list[S] = field(default_factory=list)
     parent: list[int] = field(default_factory=list)
@@ -256,12 +259,18 @@ def _nth(moves: Iterable[Move[S]], index: int) -> Move[S]:
     raise IndexError(f"the system gave fewer than {index + 1} moves the second time")
 
 
-def explore(system: System[S], max_states: int, keep_edges: bool = True) -> ExploreResult[S]:
+def explore(
+    system: System[S], max_states: int, keep_edges: bool = True, max_depth: int | None = None
+) -> ExploreResult[S]:
     """Breadth-first search from ``system.initial()``, checking every state and move.
 
     Stops at the first safety violation (its trace is a shortest one, since states are
     dequeued in BFS order), or once ``max_states`` states are known (``exhausted`` is
     then False and liveness is judged only over the explored part, optimistically).
+    With ``max_depth``, states that many moves from the initial state are checked but
+    not expanded (a bounded search from a seeded start state): ``exhausted`` is True
+    when every state within the bound was expanded, and liveness treats the states on
+    the bound optimistically, as it treats a cut-off frontier.
     Transitions are not stored: ``edges`` and ``source_moves`` rebuild them from the
     system (``keep_edges`` is kept for callers and has no effect). The cyclic garbage
     collector is paused meanwhile: the search allocates millions of acyclic tuples that
@@ -270,23 +279,27 @@ def explore(system: System[S], max_states: int, keep_edges: bool = True) -> Expl
     paused = gc.isenabled()
     gc.disable()
     try:
-        return _search(system, max_states)
+        return _search(system, max_states, max_depth)
     finally:
         if paused:
             gc.enable()
 
 
-def _search(system: System[S], max_states: int) -> ExploreResult[S]:
+def _search(system: System[S], max_states: int, max_depth: int | None) -> ExploreResult[S]:
     started = time.perf_counter()
-    result: ExploreResult[S] = ExploreResult(system=system)
+    result: ExploreResult[S] = ExploreResult(system=system, max_depth=max_depth)
     _add(result, system.canonical(system.initial()), -1, -1)
     depth = [0]
     successors: list[list[int]] = []
     tally: Counter[tuple[str, ...]] = Counter()
     expand = getattr(system, "expand", None) or (lambda s: _moves_expansion(system, s))
     result.violation = _check_state(system, result, result.found[0])
+    bounded = False
     while result.expanded < len(result.found) and result.violation is None:
         number = result.expanded
+        if max_depth is not None and depth[number] >= max_depth:
+            bounded = True  # BFS order: every later state is on the bound too
+            break
         result.expanded += 1
         result.violation = _expand(system, expand(result.found[number]), result, number,
                                    depth, successors, tally)  # fmt: skip
@@ -295,7 +308,7 @@ def _search(system: System[S], max_states: int) -> ExploreResult[S]:
     for counts, times in tally.items():
         for key in counts:
             result.coverage[key] += times
-    cut = result.expanded < len(result.found)
+    cut = result.expanded < len(result.found) and not bounded
     result.exhausted = not cut and result.violation is None
     result.states = len(result.found)
     result.depth = max(depth)

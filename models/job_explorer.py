@@ -18,6 +18,13 @@ to any state replays as-is on a target (conformance rebuilds each source state b
 replaying its BFS path). Calls that raise are explored as self-loops (the reading
 "expired leases are not processed before raising"); conformance accepts both readings.
 
+Seeded parts (``JobSeed``): besides the empty queue, a part may start from a state near
+the scope's bounds (a dozen jobs, ten of them ready at once, ids past J9; a job at its
+4th or 6th attempt; caps on and off a doubling), reached by a setup program that the
+model and the target both run, and explored ``max_depth`` moves deep. Their lease
+lengths are the edge table's ends (``models.edges.JOB_RANGES``), and they also poll with
+its invalid neighbour and a blank worker (ValueError, no change).
+
 Invariants: at most one live lease per job; a poll never takes a RUNNING job and
 always makes a token never issued before; attempts <= max_attempts; DEAD only with
 attempts == max_attempts; RUNNING exactly when a token and lease_until are set;
@@ -29,18 +36,33 @@ from __future__ import annotations
 import itertools
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
+from leasecheck.models import edges
 from leasecheck.models import job_model as jm
 from leasecheck.models.explorer import Expansion, ExploreResult, Move, explore
 from leasecheck.queue_impl.jobs import IllegalStateError, JobStatus, Lease, RetryPolicy
 
-__all__ = ["JOB_SCOPES", "JobScope", "JobSystem", "JobWorld", "explore_jobs", "job_scope_parts"]
+__all__ = [
+    "JOB_SCOPES",
+    "JobScope",
+    "JobSeed",
+    "JobSystem",
+    "JobWorld",
+    "explore_jobs",
+    "job_scope_parts",
+    "seed_steps",
+]
 
 HeldLease = tuple[str, int, int]
 """(job id, model token, lease_until)."""
 
 START = 100
 FINAL = (JobStatus.SUCCEEDED, JobStatus.DEAD, JobStatus.CANCELLED)
+LEASE_RANGE = edges.JOB_RANGES["lease_millis"]
+BAD_LEASES = (LEASE_RANGE.low - 1,)
+"""lease_millis' invalid neighbour (the spec sets no top: 41 is valid, so not refused)."""
+BLANK_WORKERS = (" ",)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,21 +82,181 @@ class JobScope:
     retries: int
     """retry_dead calls in the whole run."""
     max_states: int
+    seed: JobSeed | None = None
+    """The start state (None: the empty queue at t=START)."""
+    max_depth: int | None = None
+    """Moves from the start state explored (None: until the scope is exhausted)."""
+    refused_args: bool = False
+    """Also poll with each invalid argument of the edge table (a ValueError, no change)."""
+    cancel_ends: bool = False
+    """cancel only the first and the last PENDING job (with a dozen jobs, cancelling
+    each one is a branch of its own that says nothing new about the others)."""
+    unreached: tuple[str, ...] = ()
+    """Coverage keys this part need not reach (another part of the scope does): a seed
+    with ten ready jobs never polls nothing within a few moves."""
 
     @property
     def policy(self) -> RetryPolicy:
         return RetryPolicy(self.max_attempts, self.base_backoff, self.max_backoff)
 
     def describe(self) -> str:
+        start = f"clock starts at {START}" if self.seed is None else self.seed.describe()
+        bound = "" if self.max_depth is None else f" {self.max_depth} moves deep from it;"
+        refused = (
+            f" poll also with lease_millis {list(BAD_LEASES)} and worker {list(BLANK_WORKERS)}"
+            " (ValueError);"
+            if self.refused_args
+            else ""
+        )
+        cancels = " cancel of the first and last PENDING job;" if self.cancel_ends else ""
+        if self.unreached:
+            bound += f" not required here: {', '.join(self.unreached)};"
         return (
             f"scope {self.name}: {self.jobs} job(s) x workers {list(self.workers)};"
             f" priority {list(self.priorities)}, run_at now+{list(self.offsets)},"
-            f" lease_millis {list(self.leases)}, RetryPolicy({self.max_attempts},"
-            f" {self.base_backoff}, {self.max_backoff}), <= {self.retries} retry_dead;"
-            f" clock starts at {START} and moves forward to the next instant in"
-            f" {{x-1, x, x+1}} of every pending run-at and running lease_until;"
-            f" at most {self.max_states} states"
+            f" lease_millis {list(self.leases)},{refused}{cancels} RetryPolicy("
+            f"{self.max_attempts}, {self.base_backoff}, {self.max_backoff}){_cap_note(self)},"
+            f" <= {self.retries} retry_dead; {start};{bound} the clock moves forward to the"
+            f" next instant in {{x-1, x, x+1}} of every pending run-at and running"
+            f" lease_until; at most {self.max_states} states"
         )
+
+
+def _cap_note(scope: JobScope) -> str:
+    """Whether the cap is base * 2**k (it binds exactly at a doubling) or lies between."""
+    k, power = 0, scope.base_backoff
+    while power < scope.max_backoff:
+        k, power = k + 1, power * 2
+    if power == scope.max_backoff:
+        return f" (cap = base * 2**{k})"
+    return f" (cap between base * 2**{k - 1} and base * 2**{k})"
+
+
+SetupOp = tuple[Any, ...]
+"""One setup operation, in the explorer's own labels (``submit``, ``poll``, ``fail``,
+``tick``): a target is brought to a seed by running them."""
+
+
+@dataclass(frozen=True)
+class JobSeed:
+    """A start state near the scope's bounds, reached by a setup program.
+
+    JobQueue is in memory, so a seed cannot be written into a file: both the model and
+    the target run ``setup`` (each result compared) before the exploration starts.
+    """
+
+    name: str
+    summary: str
+    setup: tuple[SetupOp, ...]
+
+    def describe(self) -> str:
+        return f"starts from seed {self.name!r} ({self.summary}; {len(self.setup)} setup calls)"
+
+
+class _Setup:
+    """Writes a setup program while running it on the model, so that its tokens, ids and
+    times are the model's own (a seed is a program, never a hand-typed state)."""
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self.policy, self.state, self.now = policy, jm.JobState(), START
+        self.ops: list[SetupOp] = []
+        self.last = Lease("", 0, "", "", 0, 0)
+        """The lease of the last poll."""
+
+    def submit(self, priority: int, count: int = 1) -> None:
+        for _ in range(count):
+            self.state, _id = jm.submit(self.state, "t", "p", priority, self.now)
+            self.ops.append(("submit", priority, self.now))
+
+    def poll(self, lease_ms: int) -> int:
+        """Poll as w1; the model token of the lease (the setup knows a job is ready)."""
+        self.state, lease = jm.poll(self.state, self.policy, self.now, "w1", lease_ms)
+        assert lease is not None and isinstance(lease.token, int), "the setup polled nothing"
+        self.ops.append(("poll", "w1", lease_ms, self.now))
+        self.last = lease
+        return lease.token
+
+    def fail_last(self) -> None:
+        """Fail the lease just polled, now; then the clock moves to its retry time."""
+        job_id, token = self.last.job_id, self.last.token
+        assert isinstance(token, int)
+        self.state = jm.fail(self.state, self.policy, self.now, job_id, token, "e")
+        self.ops.append(("fail", "w1", job_id, token, self.now))
+
+    def tick_to_retry(self, job_id: str) -> None:
+        job = next(j for j in self.state.jobs if j.id == job_id)
+        self.now = job.run_at
+        self.ops.append(("tick", self.now))
+
+    def retries(self, job_id: str, failures: int, lease_ms: int) -> None:
+        """``failures`` polls of ``job_id``, each failed, the clock moved to each retry but
+        the last (the job is then PENDING, not ready, with that many attempts)."""
+        for number in range(failures):
+            self.poll(lease_ms)
+            assert self.last.job_id == job_id, f"the setup leased {self.last.job_id}"
+            self.fail_last()
+            if number < failures - 1:
+                self.tick_to_retry(job_id)
+
+
+def _crowd(policy: RetryPolicy) -> JobSeed:
+    """J1 RUNNING at attempt 4 (its failure computes the 4th backoff, where a cap that is
+    not base * 2**k binds), J2 PENDING after 2 failures, and ten jobs ready at once:
+    J3..J11 of one priority and run-at (submission order decides, ids past J9 among
+    them) and J12 of a higher priority, submitted last."""
+    lease_ms = LEASE_RANGE.high
+    setup = _Setup(policy)
+    setup.submit(1)
+    setup.retries("J1", 3, lease_ms)
+    setup.tick_to_retry("J1")
+    setup.poll(lease_ms)
+    setup.submit(0)
+    setup.retries("J2", 2, lease_ms)
+    setup.submit(0, 9)
+    setup.submit(1)
+    summary = ("12 jobs: J1 RUNNING at attempt 4, J2 PENDING after 2 failures, J3..J11 and"
+               " J12 (higher priority) ready at once")  # fmt: skip
+    return JobSeed("crowd", summary, tuple(setup.ops))
+
+
+def _last_attempt(policy: RetryPolicy) -> JobSeed:
+    """J1 RUNNING at its last attempt (max_attempts), after five failures that computed
+    every backoff up to and past the cap; J2 and J3 ready at once."""
+    setup = _Setup(policy)
+    setup.submit(1)
+    setup.retries("J1", policy.max_attempts - 1, LEASE_RANGE.high)
+    setup.tick_to_retry("J1")
+    setup.poll(LEASE_RANGE.high)
+    setup.submit(0, 2)
+    summary = f"J1 RUNNING at attempt {policy.max_attempts} of {policy.max_attempts}, J2, J3 ready"
+    return JobSeed("last-attempt", summary, tuple(setup.ops))
+
+
+CROWD_POLICY = RetryPolicy(edges.JOB_RANGES["max_attempts"].high, 3, 20)
+"""Six attempts (the edge table's top); backoffs 3, 6, 12, then the cap 20, which lies
+between base * 2**2 and base * 2**3."""
+LAST_POLICY = RetryPolicy(
+    edges.JOB_RANGES["max_attempts"].high, edges.JOB_RANGES["base_backoff_millis"].high, 400
+)
+"""Six attempts, base 50 (the edge table's top), cap 400 = base * 2**3 exactly."""
+
+
+def _seeded(name: str, seed: JobSeed, policy: RetryPolicy, jobs: int, depth: int,
+            max_states: int, retries: int = 0, unreached: tuple[str, ...] = ()
+            ) -> JobScope:  # fmt: skip
+    return JobScope(
+        name=name, jobs=jobs, workers=("w1", "w2"), priorities=(0,), offsets=(0,),
+        leases=LEASE_RANGE.ends, max_attempts=policy.max_attempts,
+        base_backoff=policy.base_backoff_millis, max_backoff=policy.max_backoff_millis,
+        retries=retries, max_states=max_states, seed=seed, max_depth=depth,
+        refused_args=True, cancel_ends=True, unreached=unreached,
+    )  # fmt: skip
+
+
+CROWD = _crowd(CROWD_POLICY)
+CROWD_UNREACHED = ("result:poll-none", "result:fail-dead")
+"""Ten jobs are ready and J1 has two attempts left: the last-attempt part reaches both."""
+LAST_ATTEMPT = _last_attempt(LAST_POLICY)
 
 
 JOB_SCOPES: dict[str, tuple[JobScope, ...]] = {
@@ -96,6 +278,12 @@ JOB_SCOPES: dict[str, tuple[JobScope, ...]] = {
             leases=(2,), max_attempts=1, base_backoff=1, max_backoff=1, retries=0,
             max_states=100_000,
         ),
+        # Measured (explore only, loaded machine): 2,275 states, 6,600 transitions, 0.7 s.
+        _seeded("jobs-ci-crowd", CROWD, CROWD_POLICY, jobs=13, depth=4, max_states=200_000,
+                unreached=CROWD_UNREACHED),
+        # Measured: 1,159 states, 4,212 transitions, 0.2 s.
+        _seeded("jobs-ci-last-attempt", LAST_ATTEMPT, LAST_POLICY, jobs=4, depth=4,
+                max_states=200_000, retries=1),
     ),
     "deep": (
         # Measured (explore only): 387,191 states, 3,967,962 transitions, 106 s.
@@ -111,6 +299,14 @@ JOB_SCOPES: dict[str, tuple[JobScope, ...]] = {
             offsets=(0,), leases=(2,), max_attempts=2, base_backoff=1, max_backoff=2,
             retries=0, max_states=3_000_000,
         ),
+        # Measured (a heavily loaded machine): 55,584 states, 176,118 transitions, explored
+        # in 46 s and replayed on the bundled queue in 288 s.
+        _seeded("jobs-deep-crowd", CROWD, CROWD_POLICY, jobs=13, depth=6,
+                max_states=3_000_000, unreached=CROWD_UNREACHED),
+        # Measured: 14,654 states, 58,889 transitions, explored in 2.6 s (depth 8: 145,970
+        # states, replayed in 482 s on a loaded machine, too long even for deep).
+        _seeded("jobs-deep-last-attempt", LAST_ATTEMPT, LAST_POLICY, jobs=4, depth=6,
+                max_states=3_000_000, retries=1),
     ),
 }  # fmt: skip
 
@@ -217,10 +413,14 @@ class JobSystem:
         self._states: dict[tuple[object, ...], jm.JobState] = {}
         self._interned: dict[int, jm.JobState] = {}
         self._worlds: dict[tuple[int, Held, int, int], JobWorld] = {}
+        self._unknown = "J9" if scope.jobs < 9 else f"J{scope.jobs + 1}"
+        """An id no submit of the scope makes (J9 for small scopes, as it always was)."""
         self._steps: dict[tuple[int, int, bool], _Steps] = {}
         """Per (id of a model state, now, any retry_dead left): its templates."""
 
     def initial(self) -> JobWorld:
+        if self.scope.seed is not None:
+            return seed_steps(self.scope)[1]
         return JobWorld(
             jm.JobState(), tuple(() for _ in self.scope.workers), START, self.scope.retries
         )
@@ -349,7 +549,10 @@ class JobSystem:
             results.append("result:fail-pending")
         if self.scope.retries:
             results.append("result:retried")
-        return [f"op:{op}" for op in ops] + results
+        if self.scope.refused_args:
+            results.append("error:ValueError")
+        keys = [f"op:{op}" for op in ops] + results
+        return [key for key in keys if key not in self.scope.unreached]
 
     def describe_op(self, op: Hashable) -> str:
         assert isinstance(op, tuple)
@@ -404,6 +607,21 @@ class JobSystem:
                 counts = ("op:poll", outcome, *_expiry_count(world.state, state))
                 op = ("poll", worker, lease_ms, world.now)
                 yield _Template(op, state, lease, counts=counts, index=index, mine=mine)
+        if self.scope.refused_args:
+            yield from self._refused_polls(world)
+
+    def _refused_polls(self, world: JobWorld) -> Iterator[_Template]:
+        """poll with each invalid argument of the edge table: ValueError, nothing changes
+        (the model checks arguments first; conformance also accepts a target that
+        processed expired leases before raising, a reading the spec leaves open)."""
+        counts = ("op:poll", "error:ValueError")
+        worker = self.scope.workers[0]
+        for lease_ms in BAD_LEASES:
+            op = ("poll", worker, lease_ms, world.now)
+            yield _Template(op, world.state, None, "ValueError", counts)
+        for blank in BLANK_WORKERS:
+            op = ("poll", blank, self.scope.leases[0], world.now)
+            yield _Template(op, world.state, None, "ValueError", counts)
 
     def _finishes(
         self, world: JobWorld, index: int, lease: HeldLease, steps: _Steps
@@ -436,12 +654,14 @@ class JobSystem:
 
     def _admin(self, world: JobWorld) -> Iterator[_Template]:
         now = world.now
+        pending = [j.id for j in world.state.jobs if j.status is JobStatus.PENDING]
+        cancellable = {*pending[:1], *pending[-1:]} if self.scope.cancel_ends else set(pending)
         for job in world.state.jobs:
             if job.status is JobStatus.DEAD and world.retries_left:
                 state = jm.retry_dead(world.state, now, job.id, self.clear_error)
                 counts = ("op:retry_dead", "result:retried")
                 yield _Template(("retry_dead", job.id, now), state, counts=counts, retried=True)
-            if job.status is JobStatus.PENDING:
+            if job.id in cancellable:
                 state = jm.cancel(world.state, job.id)
                 yield _Template(("cancel", job.id, now), state, counts=("op:cancel",))
         refused = [j for j in world.state.jobs if j.status is not JobStatus.PENDING][:1]
@@ -453,7 +673,7 @@ class JobSystem:
             yield _Template(("retry_dead", job.id, now), world.state, None, "IllegalStateError",
                             ("op:retry_dead", "error:IllegalStateError"))  # fmt: skip
         state = self._after_error(world, "KeyError")
-        yield _Template(("complete", self.scope.workers[0], "J9", 1, now), state, None,
+        yield _Template(("complete", self.scope.workers[0], self._unknown, 1, now), state, None,
                         "KeyError", ("op:complete", "error:KeyError"))  # fmt: skip
 
     def _after_error(self, world: JobWorld, kind: str) -> jm.JobState:
@@ -537,6 +757,34 @@ def _put(
     return (*held[:index], mine, *held[index + 1 :])
 
 
+def seed_steps(scope: JobScope) -> tuple[list[tuple[SetupOp, object]], JobWorld]:
+    """The setup program of ``scope``'s seed with the model's result of each call, and the
+    world it leaves: the leases its polls handed out and no call took back are held by
+    the worker that polled them."""
+    assert scope.seed is not None
+    policy, state, now = scope.policy, jm.JobState(), START
+    held: list[list[HeldLease]] = [[] for _ in scope.workers]
+    steps: list[tuple[SetupOp, object]] = []
+    for op in scope.seed.setup:
+        kind, *args = op
+        result: object = None
+        if kind == "submit":
+            state, result = jm.submit(state, "t", "p", args[0], args[1])
+        elif kind == "poll":
+            state, lease = jm.poll(state, policy, args[2], args[0], args[1])
+            assert lease is not None and isinstance(lease.token, int)
+            mine = held[scope.workers.index(args[0])]
+            mine.append((lease.job_id, lease.token, lease.lease_until))
+            result = lease
+        elif kind == "fail":
+            state = jm.fail(state, policy, args[3], args[1], args[2], "e")
+            held = [[h for h in mine if h[1] != args[2]] for mine in held]
+        now = args[0] if kind == "tick" else now
+        steps.append((op, result))
+    world = JobWorld(state, tuple(tuple(sorted(mine)) for mine in held), now, scope.retries)
+    return steps, world
+
+
 def explore_jobs(
     scope: JobScope,
     clear_error_on_retry: bool = False,
@@ -545,4 +793,4 @@ def explore_jobs(
 ) -> tuple[JobSystem, ExploreResult[JobWorld]]:
     """Explore the JobQueue model within one scope part, in the target's readings."""
     system = JobSystem(scope, clear_error_on_retry, expire_on_error)
-    return system, explore(system, scope.max_states, keep_edges)
+    return system, explore(system, scope.max_states, keep_edges, scope.max_depth)

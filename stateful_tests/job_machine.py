@@ -53,7 +53,7 @@ from leasecheck.queue_impl.jobs import JobStatus, JobView, Lease, RetryPolicy
 from leasecheck.stateful_tests.program import check
 from leasecheck.targets.job_compare import SPEC_ERRORS, brief, error_kind, lease_differences, said
 
-__all__ = ["Backlog", "JobAgreement", "ManualTime", "RetryPolicy"]
+__all__ = ["MAX_ATTEMPTS", "MAX_JOBS", "Backlog", "JobAgreement", "ManualTime", "RetryPolicy"]
 
 START_MILLIS = 0
 DEFAULT_POLICY = RetryPolicy(max_attempts=2, base_backoff_millis=10, max_backoff_millis=40)
@@ -89,7 +89,8 @@ MADE_UP_TOKENS = st.sampled_from([0, 1, 2, -1, "1", "forged", None])
 ERRORS = st.sampled_from(["boom", None, "timeout"])
 
 
-ATTEMPTS = _weighted([1, 2, 3], [4, 5, 6])
+MAX_ATTEMPTS = edges.JOB_RANGES["max_attempts"].high
+ATTEMPTS = _weighted([1, 2, 3], range(4, MAX_ATTEMPTS + 1))
 """max_attempts: mostly small (jobs die within a program), up to 6 (backoff reaches
 base * 2**4 before the last attempt)."""
 
@@ -109,9 +110,11 @@ POLICIES = _policies()
 
 @dataclass(frozen=True)
 class Backlog:
-    """A start state: ``jobs`` jobs submitted first (mixed priorities and run-ats), then the
-    best job polled and failed ``failures`` times (at most max_attempts - 1), the clock
-    moved to its retry each time. Prints as a constructor call."""
+    """A start state: ``jobs`` jobs submitted first, then the best job polled and failed
+    ``failures`` times (at most max_attempts - 1), the clock moved to its retry each time.
+    Of a dozen jobs ten are ready at t=0, all but two (J5, J10) of one priority, so the
+    first polls break ties among ten ready jobs, ids past J9 among them; J4 and J9 get
+    ready later. Prints as a constructor call."""
 
     jobs: int = 0
     failures: int = 0
@@ -231,7 +234,7 @@ class JobAgreement(RuleBasedStateMachine):
         """A fresh target and model with this retry policy, and the ``backlog`` start."""
         self._open(policy)
         for n in range(backlog.jobs):
-            self.submit("email", f"p{n}", n % 3, (n * 7) % 20)
+            self.submit("email", f"p{n}", int(n % 5 == 4), 5 + n if n % 5 == 3 else 0)
         for _ in range(min(backlog.failures, policy.max_attempts - 1)):
             lease = self.poll("w1", 5)
             if not isinstance(lease, Lease):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from _machines import Caught, Machine, mutant_settings
@@ -20,6 +20,7 @@ from hypothesis import settings
 from leasecheck.mutants import Mutant, materialize
 from leasecheck.mutants.jobs_bugs import MUTANTS
 from leasecheck.queue_impl.job_queue import JobQueue
+from leasecheck.queue_impl.jobs import RetryPolicy
 from leasecheck.stateful_tests.job_machine import JobAgreement
 from leasecheck.stateful_tests.job_threads import hammer
 from leasecheck.targets import BUNDLED_JOBS, load_jobs_target
@@ -94,6 +95,50 @@ class ExpiresBeforeValidating(JobQueue):
 @pytest.mark.parametrize("target", [ClearsErrorOnRetry, ExpiresBeforeValidating])
 def test_machine_accepts_the_readings_the_spec_leaves_open(target: type[Any]) -> None:
     assert run_machine(target, PASSING_SETTINGS) is None
+
+
+class Reach(JobQueue):
+    """The bundled queue, noting what the machine made it do (the JobQueue scope)."""
+
+    ids: ClassVar[set[int]] = set()
+    backoffs: ClassVar[set[int]] = set()
+    """n for every backoff computed after the n-th attempt."""
+    policies: ClassVar[set[tuple[int, bool]]] = set()
+    """(max_attempts, whether the cap is base * 2**k)."""
+    ready: ClassVar[list[int]] = [0]
+    """The most jobs ready at one poll."""
+
+    def __init__(self, time: Any, policy: RetryPolicy) -> None:
+        super().__init__(time, policy)
+        base, cap = policy.base_backoff_millis, policy.max_backoff_millis
+        self.policies.add((policy.max_attempts, any(base * 2**k == cap for k in range(12))))
+
+    def submit(self, type: object, payload: object, priority: object, run_at: object) -> str:
+        job_id = super().submit(type, payload, priority, run_at)
+        self.ids.add(int(job_id[1:]))
+        return job_id
+
+    def poll(self, worker_id: object, lease_millis: object) -> Any:
+        now = self._time.now_millis()
+        ready = [j for j in self._jobs.values() if j.status.name == "PENDING" and j.run_at <= now]
+        self.ready[0] = max(self.ready[0], len(ready))
+        return super().poll(worker_id, lease_millis)
+
+    def _backoff(self, attempts: int) -> int:
+        self.backoffs.add(attempts)
+        return super()._backoff(attempts)
+
+
+def test_programs_reach_the_job_scope() -> None:
+    """jobs.agreement's programs submit ids past J9 (to J12), poll among ten or more ready
+    jobs, compute the backoff after every attempt up to the 5th, and run policies of six
+    attempts with caps that are, and are not, base * 2**k (150 derandomized programs,
+    an eighth of the ci profile's)."""
+    assert run_machine(Reach, PASSING_SETTINGS) is None
+    assert max(Reach.ids) == 12 and {10, 11, 12} <= Reach.ids
+    assert Reach.ready[0] >= 10
+    assert {1, 2, 3, 4, 5} <= Reach.backoffs
+    assert {(6, True), (6, False)} <= Reach.policies
 
 
 def test_an_unbound_machine_says_how_to_bind_it() -> None:

@@ -550,4 +550,102 @@ JOB_SENTENCES: tuple[Mutant, ...] = (
     ),
 )
 
-MUTANTS: tuple[Mutant, ...] = CONFIGURATION + EDGES + SENTENCES + JOB_SENTENCES
+
+def _job_scope(name: str, bug_class: str, real_world: str, *edits: tuple[str, str]) -> Mutant:
+    return Mutant(name, "jobs", bug_class, real_world, "jobs.model-check", tuple(edits))
+
+
+_BACKOFF = (
+    "        doubled: int = self._policy.base_backoff_millis * 2 ** (attempts - 1)\n"
+    "        return min(self._policy.max_backoff_millis, doubled)\n"
+)
+
+JOB_SCOPE: tuple[Mutant, ...] = (
+    _job_scope(
+        "jobs-ids-compared-as-strings",
+        "poll breaks ties by the id string, not submission order: J10 comes before J3",
+        "a queue ordered by its text id column, fine until the tenth job",
+        (
+            "            job = min(ready, key=lambda j: (-j.priority, j.run_at, j.seq))",
+            "            job = min(ready, key=lambda j: (-j.priority, j.run_at, j.id))",
+        ),
+    ),
+    _job_scope(
+        "jobs-poll-window-of-eight",
+        "poll chooses the best job among the first eight ready ones only (submission order)",
+        "a fetch of the first N candidates (LIMIT 8) before choosing by priority in memory",
+        (
+            "                if job.status is JobStatus.PENDING and job.run_at <= now\n"
+            "            ]\n",
+            "                if job.status is JobStatus.PENDING and job.run_at <= now\n"
+            "            ][:8]\n",
+        ),
+    ),
+    _job_scope(
+        "jobs-backoff-table-of-three",
+        "backoff from a table of three doublings: from the 4th attempt on it stays base * 4",
+        "a retry schedule written out as [1x, 2x, 4x] and its last entry reused",
+        (
+            "        doubled: int = self._policy.base_backoff_millis * 2 ** (attempts - 1)",
+            "        doubled: int = self._policy.base_backoff_millis * 2 ** min(attempts - 1, 2)",
+        ),
+    ),
+    _job_scope(
+        "jobs-cap-as-last-doubling",
+        "backoff stops at the last doubling below the cap, never at the cap itself",
+        "'double until the next step would pass the cap', right only when the cap is base * 2**k",
+        (
+            _BACKOFF,
+            "        doubled: int = self._policy.base_backoff_millis\n"
+            "        for _ in range(attempts - 1):\n"
+            "            if doubled * 2 > self._policy.max_backoff_millis:\n"
+            "                break\n"
+            "            doubled *= 2\n"
+            "        return doubled\n",
+        ),
+    ),
+    _job_scope(
+        "jobs-attempts-capped-at-five",
+        "a job is dead after at most 5 attempts, whatever max_attempts says",
+        "a hard-coded retry limit left beside the policy that replaced it",
+        (
+            "        if job.attempts < self._policy.max_attempts:",
+            "        if job.attempts < min(self._policy.max_attempts, 5):",
+        ),
+    ),
+)
+"""Bugs only a scope of a dozen jobs and six attempts reaches (jobs.model-check's
+seeded parts): ids past J9, ten ready jobs, the 4th to 6th attempts, a cap between
+two doublings."""
+
+
+def _lease_scope(name: str, bug_class: str, real_world: str, *edits: tuple[str, str]) -> Mutant:
+    return Mutant(name, "worker", bug_class, real_world, "lease.model-check", tuple(edits))
+
+
+LEASE_SCOPE: tuple[Mutant, ...] = (
+    _lease_scope(
+        "ticket-attempt-top-refused",
+        "finish refuses a ticket of attempt 16, the last one max_attempts=16 allows",
+        "a range check written as attempt < 16, so a job's last attempt can never finish",
+        (
+            '    _check_int("finish", "ticket[\'attempt\']", ticket["attempt"], 1, 16)',
+            '    _check_int("finish", "ticket[\'attempt\']", ticket["attempt"], 1, 15)',
+        ),
+    ),
+    _lease_scope(
+        "budget-top-refused",
+        "enqueue refuses max_attempts=16, the top of its range",
+        "an exclusive upper bound where the contract's range includes its end",
+        (
+            '    _check_int("enqueue", "max_attempts", max_attempts, 1, 16)',
+            '    _check_int("enqueue", "max_attempts", max_attempts, 1, 15)',
+        ),
+    ),
+)
+"""Bugs at the tops of the lease ranges that lease.model-check reaches only from its
+seeded start states (a job one attempt below its budget of 16, the edge table's ends)."""
+
+MUTANTS: tuple[Mutant, ...] = (
+    CONFIGURATION + EDGES + SENTENCES + JOB_SENTENCES + JOB_SCOPE + LEASE_SCOPE
+)

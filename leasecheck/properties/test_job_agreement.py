@@ -24,7 +24,7 @@ from hypothesis import settings
 
 from leasecheck.machine_property import machine_test_case
 from leasecheck.plugin import Checked, active_run
-from leasecheck.stateful_tests.job_machine import JobAgreement
+from leasecheck.stateful_tests.job_machine import MAX_ATTEMPTS, MAX_JOBS, JobAgreement
 
 MIN_STEPS = 40
 PROFILE = active_run().profile  # the plugin chose it before pytest imports this module
@@ -35,7 +35,10 @@ STEPS = max(PROFILE.step_count, MIN_STEPS)
 @pytest.fixture(autouse=True)
 def _bind_target(jobs_target: type[Any], checked: Checked) -> None:
     JobAgreement.bind(jobs_target)
-    checked(f"{EXAMPLES} programs of up to {STEPS} steps", programs=EXAMPLES, steps=STEPS)
+    checked(
+        f"{EXAMPLES} programs of up to {STEPS} steps; <= {MAX_JOBS} jobs, <= {MAX_ATTEMPTS}"
+        " attempts", programs=EXAMPLES, steps=STEPS, max_jobs=MAX_JOBS, max_attempts=MAX_ATTEMPTS,
+    )  # fmt: skip
 
 
 TestJobAgreement = pytest.mark.leasecheck("jobs.agreement")(
