@@ -12,4 +12,5 @@ BROKER_ADAPTERS = {
     "kombu-redis": "leasecheck.adapters.kombu_redis:KombuRedis",
     "nats-jetstream": "leasecheck.adapters.nats_jetstream:NatsJetstream",
     "dramatiq-redis": "leasecheck.adapters.dramatiq_redis:DramatiqRedis",
+    "kombu-amqp": "leasecheck.adapters.kombu_amqp:KombuAmqp",
 }
