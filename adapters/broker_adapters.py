@@ -13,4 +13,5 @@ BROKER_ADAPTERS = {
     "nats-jetstream": "leasecheck.adapters.nats_jetstream:NatsJetstream",
     "dramatiq-redis": "leasecheck.adapters.dramatiq_redis:DramatiqRedis",
     "kombu-amqp": "leasecheck.adapters.kombu_amqp:KombuAmqp",
+    "dramatiq-rabbitmq": "leasecheck.adapters.dramatiq_rabbitmq:DramatiqRabbitmq",
 }

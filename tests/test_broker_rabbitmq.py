@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 import pytest
 
 from leasecheck.adapters import servers
+from leasecheck.adapters.dramatiq_rabbitmq import DramatiqRabbitmq, DramatiqRabbitmqAdapter
 from leasecheck.adapters.kombu_amqp import KombuAmqp, KombuAmqpAdapter
 from leasecheck.adapters.protocol import Claim
 from leasecheck.adapters.registry import AdapterLoadError, load_library
@@ -186,9 +187,90 @@ def test_kombu_a_consumer_that_reads_nothing_keeps_its_message(store: Store) -> 
     print(f"the woken worker's connection was {'closed' if lost else 'kept'} by the broker")
 
 
+class DramatiqStore:
+    """One dramatiq-rabbitmq queue and connections (brokers) to it."""
+
+    def __init__(self, server: servers.Server) -> None:
+        self.library = DramatiqRabbitmq()
+        self.location = self.library.create(server.directory, server.url)
+        self.connections: list[DramatiqRabbitmqAdapter] = []
+
+    def connect(self) -> DramatiqRabbitmqAdapter:
+        connection = DramatiqRabbitmqAdapter(self.location)
+        self.connections.append(connection)
+        return connection
+
+    def close(self) -> None:
+        for connection in self.connections:
+            connection.close()
+        self.library.destroy(self.location)
+
+
+@pytest.fixture
+def dramatiq_store(rabbit: servers.Server) -> Iterator[DramatiqStore]:
+    made = DramatiqStore(rabbit)
+    yield made
+    made.close()
+
+
+def _dramatiq_redelivered(claim: Claim) -> bool:
+    message: Any = claim.handle
+    return bool(message.redelivered)
+
+
+def test_dramatiq_round_trip_and_dead_letter(dramatiq_store: DramatiqStore) -> None:
+    a, b = dramatiq_store.connect(), dramatiq_store.connect()
+    a.enqueue("j0", "payload")
+    a.enqueue("j1", "payload")
+    first = _within("j0", BOUND, lambda: b.claim("w0", 0))
+    assert first.job == "j0" and b.ack(first)
+    other = _within("j1", BOUND, lambda: a.claim("w1", 0))
+    assert other.job == "j1" and a.nack(other)  # dead-lettered into <queue>.XQ
+    _nothing_for(0.1, lambda: b.claim("w0", 0))
+    assert a.ready_count() == 0
+
+
+def test_dramatiq_late_ack_through_the_restarted_consumer_acks_another_message(
+    dramatiq_store: DramatiqStore,
+) -> None:
+    """The finding: after the broker closed w0's channel (consumer_timeout), w0's consumer
+    thread makes a new consumer, whose delivery tags count from 1 again; the worker acks
+    every finished message through its *current* consumer, whose ``known_tags`` holds
+    tag 1 (its own j1), so w0's late ack of the timed-out j0 acknowledges j1."""
+    a, b = dramatiq_store.connect(), dramatiq_store.connect()
+    a.enqueue("j0", "payload")
+    first = _within("j0", BOUND, lambda: a.claim("w0", 0))
+
+    def j0_elsewhere() -> Claim | None:
+        a.recover()  # w0's consumer thread: reads the close, makes a new consumer
+        return b.claim("w1", 0)
+
+    second = _within("j0 to come back", BOUND, j0_elsewhere)
+    assert second.job == "j0" and _dramatiq_redelivered(second)
+    b.enqueue("j1", "payload")
+    next_one = _within("j1", BOUND, lambda: a.claim("w0", 0))
+    assert next_one.job == "j1" and next_one.token == first.token == 1, "the tag changed"
+    assert a.ack(first), "the stale ack was refused"  # tag 1 of the new consumer: j1
+    a.close()  # w0 dies before it worked on j1
+    dramatiq_store.connections.remove(a)
+    b.ack(second)
+
+    def j1_again() -> Claim | None:
+        got = b.claim("w2", 0)
+        if got is not None and got.job == "j0":
+            b.ack(got)  # w1's j0, timed out and redelivered: not the question here
+            return None
+        return got
+
+    _nothing_for(QUIET, j1_again)  # j1 is never delivered again
+    assert b.ready_count() == 0
+
+
 def test_the_generic_properties_refuse_a_broker_wide_lease() -> None:
-    with pytest.raises(AdapterLoadError, match="clock='real' with leases of at least 60"):
-        load_library("kombu-amqp")
+    for name in ("kombu-amqp", "dramatiq-rabbitmq"):
+        with pytest.raises(AdapterLoadError, match="clock='real' with leases of at least 60"):
+            load_library(name)
+        assert load_library(name, checkable=False).promises.of("queue.stale-ack").promised
 
 
 def test_kombu_confirmed_messages_survive_a_kill_of_the_broker(rabbit: servers.Server) -> None:
