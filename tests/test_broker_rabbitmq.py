@@ -4,11 +4,12 @@
 RabbitMQ's lease is its ``consumer_timeout``: a delivery not acknowledged in time closes
 its channel (``PRECONDITION_FAILED``) and the broker requeues the channel's deliveries.
 The broker checks it on every channel's tick (``channel_tick_interval``, 60 s by
-default), so the server here runs ``consumer_timeout = 200`` ms with a 10 ms tick: a
-lease *is* a consumer timeout and ends 200 to about 215 ms after the delivery. Every
+default), so the server here runs ``consumer_timeout = 1000`` ms with a 10 ms tick: a
+lease *is* a consumer timeout and ends 1.00 to about 1.02 s after the delivery (200 ms
+was tried first: on a loaded machine a step between two calls took longer than that). Every
 wait below is bounded and waits for the event it needs (a delivery), never for
 silence, except where a test shows that something does *not* happen: there it polls
-for ``QUIET`` seconds (five timeouts) and says so.
+for ``QUIET`` seconds (three timeouts) and says so.
 
 The generic properties do not run on these adapters (the lease is one setting of the
 broker, chosen at its start, ended on a tick; the properties choose a lease per claim,
@@ -31,11 +32,14 @@ from leasecheck.adapters.kombu_amqp import KombuAmqp, KombuAmqpAdapter
 from leasecheck.adapters.protocol import Claim
 from leasecheck.adapters.registry import AdapterLoadError, load_library
 
-TIMEOUT_MS, TICK_MS = 200, 10
+TIMEOUT_MS, TICK_MS = 1000, 10
 BOUND = 10.0
-"""Seconds a redelivery is waited for (it came 200 to 215 ms after the delivery)."""
-QUIET = 1.0
-"""Seconds (five consumer timeouts) a test polls to show that nothing is delivered."""
+"""Seconds a redelivery is waited for (it came 1.00 to 1.02 s after the delivery)."""
+START_BOUND = 120.0
+"""Seconds the node may take to answer, at its start and its restart after a kill -9
+(which recovers its message store): 40 s was too little on a loaded machine."""
+QUIET = 3.0
+"""Seconds (three consumer timeouts) a test polls to show that nothing is delivered."""
 
 T = TypeVar("T")
 
@@ -43,7 +47,9 @@ T = TypeVar("T")
 @pytest.fixture(scope="module")
 def rabbit() -> Iterator[servers.Server]:
     try:
-        with servers.rabbitmq(consumer_timeout_ms=TIMEOUT_MS, tick_ms=TICK_MS) as server:
+        with servers.rabbitmq(
+            consumer_timeout_ms=TIMEOUT_MS, tick_ms=TICK_MS, ready_timeout=START_BOUND
+        ) as server:
             yield server
     except servers.ServerMissing as missing:  # pragma: no cover - CI installs it
         pytest.fail(str(missing), pytrace=False)
@@ -64,7 +70,9 @@ class Store:
 
     def close(self) -> None:
         for connection in self.connections:
-            connection.close()
+            # A worker whose I/O loop failed (reads_nothing) may fail to close again.
+            with contextlib.suppress(Exception):
+                connection.close()
         self.library.destroy(self.location)
 
 
@@ -170,21 +178,19 @@ def test_kombu_a_consumer_that_reads_nothing_keeps_its_message(store: Store) -> 
     """The broker requeues a timed-out delivery only once its consumer answers the
     channel close: a worker that reads nothing from its socket (frozen, or stuck outside
     its I/O loop) keeps its message for as long as its connection lives."""
-    import amqp.exceptions
-
     a, b = store.connect(), store.connect()
     a.enqueue("j0", "payload")
     _within("j0", BOUND, lambda: a.claim("w0", 0))
-    _nothing_for(QUIET, lambda: b.claim("w1", 0))  # five timeouts, and nothing
-    lost = False
+    _nothing_for(QUIET, lambda: b.claim("w1", 0))  # three timeouts, and nothing
+    woke = "its channel reopened"
     try:
-        a.recover()  # it wakes: its I/O loop reads the broker's close
-    except amqp.exceptions.ConnectionError:
-        lost = True  # seen after 1 s asleep: the broker then closes the whole connection
+        a.recover()  # it wakes: its I/O loop reads what the broker sent meanwhile
+    except Exception as error:  # the connection closed by the broker, or py-amqp failing
+        woke = f"{type(error).__name__}: {str(error)[:80]}"
     again = _within("j0 to come back", BOUND, lambda: b.claim("w1", 0))
     assert again.job == "j0" and _redelivered(again)
     assert b.ack(again)
-    print(f"the woken worker's connection was {'closed' if lost else 'kept'} by the broker")
+    print(f"the woken worker's I/O loop: {woke}")
 
 
 class DramatiqStore:
