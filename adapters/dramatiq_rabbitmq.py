@@ -13,7 +13,8 @@ adapter keeps one consumer per worker name and does the same:
   declaration: a durable queue dead-lettering into ``<queue>.XQ``), the job in the
   message's options;
 - claim: ``next(consumer)`` with a short inactivity timeout (prefetch 1); a
-  ``ConnectionClosed`` makes the worker's consumer anew at once, as the consumer thread
+  ``ConnectionClosed`` (or the end of pika's consume generator on a closed channel)
+  makes the worker's consumer anew at once, as the consumer thread
   does (without its 3 s delay), and the claim is made again, once;
 - ack: ``consumer.ack(message)`` through the worker's current consumer; nack:
   ``consumer.nack(message)`` (``basic_nack`` with ``requeue=False``: dead-lettered,
@@ -177,7 +178,10 @@ class DramatiqRabbitmqAdapter:
 
         try:
             message = next(self.consumer(worker))
-        except ConnectionClosed:
+        except (ConnectionClosed, StopIteration):
+            # A closed channel: pika's consume generator raises, or just ends (the
+            # consumer thread's ``for message in self.consumer`` then ends too, and the
+            # thread makes a new consumer).
             message = next(self.consumer(worker, anew=True))
         if message is None:
             return None
@@ -218,6 +222,9 @@ class DramatiqRabbitmqAdapter:
             try:
                 consumer.connection.process_data_events(time_limit=0)
             except (pika.exceptions.AMQPChannelError, pika.exceptions.AMQPConnectionError):
+                self.consumer(worker, anew=True)
+                continue
+            if consumer.channel.is_closed:  # the close was read without an error
                 self.consumer(worker, anew=True)
         return -1
 
