@@ -266,8 +266,13 @@ class KombuRedisAdapter:
         return found
 
     def close(self) -> None:
-        # Closing the channel restores its delivered, unacknowledged messages
-        # (``QoS.restore_at_shutdown``), as a worker's clean shutdown does.
+        # A closed connection keeps its claims until their visibility timeout, as the
+        # model holds them: kombu's clean shutdown would put its delivered, unacked
+        # messages back at once (``QoS.restore_unacked_once``), which made a finished
+        # racer's claim look taken twice (``queue.interleavings``' claim-claim schedule,
+        # where the first process closes before the second claims). ``do_restore`` is the
+        # channel's switch for it.
+        self.channel.do_restore = False
         try:
             self.channel.close()
         finally:
