@@ -14,4 +14,6 @@ BROKER_ADAPTERS = {
     "dramatiq-redis": "leasecheck.adapters.dramatiq_redis:DramatiqRedis",
     "beanstalkd": "leasecheck.adapters.beanstalkd:Beanstalkd",
     "arq": "leasecheck.adapters.arq_redis:ArqRedis",
+    "kombu-amqp": "leasecheck.adapters.kombu_amqp:KombuAmqp",
+    "dramatiq-rabbitmq": "leasecheck.adapters.dramatiq_rabbitmq:DramatiqRabbitmq",
 }

@@ -28,6 +28,16 @@ binding with the shared clock (``clock="patched"``). The restore mutex
 (``unacked_mutex``, a ``SET NX`` with a 300 s expiry) runs on the server's clock and is
 released by the restore that took it.
 
+Delivery tags: kombu makes each message's tag a random ``uuid4`` at publish
+(``virtual/base.py:613``, ``_next_delivery_tag``), and ``restore_visible`` restores the
+messages delivered at one instant in the order of their tags (a ``ZRANGE`` whose ties are
+ordered by member). On the patched clock, which stands still between moves, ties are the
+rule, so which job a claim got after a restore changed from run to run, and with it the
+programs Hypothesis could draw next (it draws from the claims it got): the verdict of
+``queue.stale-ack`` was not fixed by the seed. The adapter gives each message a tag from
+a counter in the store (``INCR``, zero-padded so tags sort as numbers), unique across
+processes like kombu's, in publish order.
+
 Keys: each store is a ``global_keyprefix`` (the transport option), so stores on one
 server share nothing. Sources cited in ``promises`` are kombu 5.7.0's own files.
 """
@@ -60,6 +70,7 @@ QUEUE = "leasecheck"
 HEADER = "leasecheck-job"
 _VISIBILITY_KEY = "leasecheck:visibility_timeout"
 _ORDER_KEY = "leasecheck:order"
+_TAG_KEY = "leasecheck:delivery_tag"
 
 _SRC = "kombu 5.7.0 kombu/transport/redis.py"
 _DOCS = "https://docs.celeryq.dev/en/stable/getting-started/backends-and-brokers/redis.html"
@@ -193,6 +204,11 @@ class KombuRedisAdapter:
         # (the transport's client prefixes only the commands kombu itself sends).
         self.prefix = f"{prefix}:"
         self.client: Any = redis.Redis.from_url(url, socket_timeout=30)
+        self.channel._next_delivery_tag = self._next_delivery_tag
+
+    def _next_delivery_tag(self) -> str:
+        """A tag from the store's counter instead of kombu's random ``uuid4``."""
+        return f"{int(self.client.incr(self.prefix + _TAG_KEY)):020d}"
 
     def enqueue(self, job: str, payload: str) -> None:
         self.producer.publish(payload, headers={HEADER: job}, serializer="json")
@@ -250,8 +266,13 @@ class KombuRedisAdapter:
         return found
 
     def close(self) -> None:
-        # Closing the channel restores its delivered, unacknowledged messages
-        # (``QoS.restore_at_shutdown``), as a worker's clean shutdown does.
+        # A closed connection keeps its claims until their visibility timeout, as the
+        # model holds them: kombu's clean shutdown would put its delivered, unacked
+        # messages back at once (``QoS.restore_unacked_once``), which made a finished
+        # racer's claim look taken twice (``queue.interleavings``' claim-claim schedule,
+        # where the first process closes before the second claims). ``do_restore`` is the
+        # channel's switch for it.
+        self.channel.do_restore = False
         try:
             self.channel.close()
         finally:

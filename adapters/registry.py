@@ -34,6 +34,7 @@ __all__ = [
     "describe_promises",
     "load_library",
     "missing_members",
+    "refusal",
 ]
 
 BUNDLED: dict[str, str] = {
@@ -59,14 +60,17 @@ class AdapterLoadError(AdapterError):
     """``--adapter`` names nothing usable; the message says which and what to do."""
 
 
-def load_library(spec: str) -> QueueLibrary:
-    """The library ``spec`` names (bundled name, ``planted:NAME`` or a .py path), ready to use."""
+def load_library(spec: str, *, checkable: bool = True) -> QueueLibrary:
+    """The library ``spec`` names (bundled name, ``planted:NAME`` or a .py path), ready to
+    use; ``checkable=False`` also loads one the generic properties refuse (``refusal``),
+    to list its promises."""
+    supported = _supported if checkable else (lambda library, spec: library)
     if spec.startswith(PLANTED_PREFIX):
-        return _supported(_planted(spec.removeprefix(PLANTED_PREFIX)), spec)
+        return supported(_planted(spec.removeprefix(PLANTED_PREFIX)), spec)
     if spec in BUNDLED:
-        return _supported(_bundled(spec), spec)
+        return supported(_bundled(spec), spec)
     if spec.endswith(".py") or Path(spec).exists():
-        return _supported(_from_file(Path(spec)), spec)
+        return supported(_from_file(Path(spec)), spec)
     names = ", ".join(BUNDLED)
     raise AdapterLoadError(
         f"--adapter {spec!r} is neither a bundled adapter ({names}) nor a Python file"
@@ -83,15 +87,23 @@ def _did_you_mean(wrong: str, names: list[str], prefix: str = "") -> str:
 
 def _supported(library: QueueLibrary, spec: str) -> QueueLibrary:
     """Refuse an adapter whose declarations the engines cannot honour, naming the fix."""
+    reason = refusal(library, spec)
+    if reason:
+        raise AdapterLoadError(reason)
+    return library
+
+
+def refusal(library: QueueLibrary, spec: str) -> str:
+    """Why the generic properties cannot run ``library`` (empty: they can)."""
     capabilities = library.capabilities
     if capabilities.real_time and capabilities.lease_granularity > REAL_GRANULARITY:
-        raise AdapterLoadError(
+        return (
             f"adapter {spec!r} declares clock='real' with leases of at least "
             f"{capabilities.lease_granularity} s: on real time the generic properties lease "
             f"for as little as 15 ms, so they need a library that can lease for "
             f"{REAL_GRANULARITY * 1000:.0f} ms or less (or one whose clock can be patched)"
         )
-    return library
+    return ""
 
 
 def _bundled(name: str) -> QueueLibrary:

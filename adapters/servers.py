@@ -484,16 +484,26 @@ def nats(*, ready_timeout: float = 15.0) -> Iterator[Server]:
 
 RABBITMQ_CONSUMER_TIMEOUT_MS = 60_000
 """The broker's ``consumer_timeout`` for a run: a delivery not acked within it closes its
-channel and the message is requeued (the broker's own lease). RabbitMQ checks it on a
-timer of its own, so a test that wants it to fire sets it low and waits."""
+channel and the message is requeued (the broker's own lease)."""
+RABBITMQ_TICK_MS = 60_000
+"""How often each channel checks its deliveries against ``consumer_timeout``
+(``channel_tick_interval``, RabbitMQ's default): the lease really ends at the first
+check after the timeout, so a 1 s timeout ends after up to 61 s unless this is lowered."""
 
 
 @contextlib.contextmanager
 def rabbitmq(
-    *, consumer_timeout_ms: int = RABBITMQ_CONSUMER_TIMEOUT_MS, ready_timeout: float = 40.0
+    *,
+    consumer_timeout_ms: int = RABBITMQ_CONSUMER_TIMEOUT_MS,
+    tick_ms: int = RABBITMQ_TICK_MS,
+    ready_timeout: float = 40.0,
 ) -> Iterator[Server]:
     """A fresh RabbitMQ node on loopback: AMQP, distribution and epmd on free ports, its
-    Mnesia database, logs and cookie in the temp directory. Starting takes 4 to 15 s."""
+    Mnesia database, logs and cookie in the temp directory. Starting takes 4 to 15 s.
+
+    ``consumer_timeout_ms`` goes into ``rabbitmq.conf``; ``tick_ms`` into
+    ``advanced.config`` as ``channel_tick_interval`` (no ``rabbitmq.conf`` key sets it),
+    so with both small a delivery's lease ends within ``tick_ms`` of its timeout."""
     script = _binary(str(_RABBITMQ_SERVER), RABBITMQ_INSTALL)
     epmd_binary = _binary("epmd", RABBITMQ_INSTALL)
     directory = _temp_dir("leasecheck-rabbitmq-")
@@ -503,6 +513,9 @@ def rabbitmq(
         epmd_port, port, dist_port = free_port(), free_port(), free_port()
         (directory / "rabbitmq.conf").write_text(
             f"listeners.tcp.default = 127.0.0.1:{port}\nconsumer_timeout = {consumer_timeout_ms}\n"
+        )
+        (directory / "advanced.config").write_text(
+            f"[{{rabbit, [{{channel_tick_interval, {tick_ms}}}]}}].\n"
         )
         (directory / "enabled_plugins").write_text("[].\n")
         (directory / "rabbitmq-env.conf").write_text("")
@@ -522,6 +535,7 @@ def rabbitmq(
             "RABBITMQ_LOG_BASE": str(directory / "log"),
             "RABBITMQ_LOGS": "-",
             "RABBITMQ_CONFIG_FILE": str(directory / "rabbitmq.conf"),
+            "RABBITMQ_ADVANCED_CONFIG_FILE": str(directory / "advanced.config"),
             "RABBITMQ_ENABLED_PLUGINS_FILE": str(directory / "enabled_plugins"),
             "RABBITMQ_PID_FILE": str(directory / "rabbitmq.pid"),
         }

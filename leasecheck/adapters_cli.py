@@ -14,7 +14,13 @@ import sys
 from pathlib import Path
 
 from leasecheck.adapters.protocol import AdapterError, QueueLibrary
-from leasecheck.adapters.registry import BUNDLED, PLANTED_PREFIX, describe_promises, load_library
+from leasecheck.adapters.registry import (
+    BUNDLED,
+    PLANTED_PREFIX,
+    describe_promises,
+    load_library,
+    refusal,
+)
 
 __all__ = [
     "AdapterUsageError",
@@ -94,7 +100,7 @@ def adapters_command() -> int:
     """``leasecheck adapters``: every bundled adapter, its version and declared promises."""
     for name in BUNDLED:
         try:
-            library = load_library(name)
+            library = load_library(name, checkable=False)
         except AdapterError as error:
             print(f"{name}: cannot be loaded: {error}\n")
             continue
@@ -102,6 +108,9 @@ def adapters_command() -> int:
         server = f"; started for the run: {capabilities.server}" if capabilities.server else ""
         print(f"{name}  ({describe_library(library)}; clock {capabilities.clock}{server})")
         print("\n".join(f"    {line}" for line in describe_promises(library)))
+        refused = refusal(library, name)
+        if refused:
+            print(f"    generic properties: not run: {refused}")
         print()
     print(
         "check one with: leasecheck check --adapter NAME  (or --adapter path/to/adapter.py); "

@@ -3,11 +3,14 @@
 Celery's docs (Tasks, ``acks_late``): the message is acknowledged *after* the task
 runs, so a worker that dies mid-task leaves it to be delivered again; on Redis,
 "again" is when the transport's visibility timeout has passed (kombu's
-``QoS.restore_visible``, run by every worker's event loop). Two scenarios, each with
+``QoS.restore_visible``, run by every worker's event loop). Three scenarios, each with
 real worker processes (``--pool solo``) on a real Redis started for the module, every
 run of the task recorded by the task itself in a JSON-lines file:
 
 - a worker SIGKILLed mid-task: the task runs again on the other worker, once;
+- a worker frozen (SIGSTOP) past the visibility timeout and woken while the rerun runs:
+  both runs finish and store a result under the one task id; the first ``SUCCESS``
+  stays (Celery ignores a later store over a ``SUCCESS``);
 - a worker frozen (SIGSTOP) past the visibility timeout: the task runs again on the other
   worker; the frozen one, woken, finishes its run, stores its result and acks, and that
   late ack names the same delivery tag as the second delivery (``kombu-redis``'s
@@ -66,6 +69,12 @@ APP = textwrap.dedent(
                 "redelivered": bool(task.request.delivery_info.get("redelivered"))}
         with open(os.environ["LC_RUNS"], "a") as runs:
             runs.write(json.dumps(line) + "\\n")
+
+    from celery.signals import task_success
+
+    @task_success.connect
+    def _stored(sender=None, **kwargs):  # sent after the backend's store of the result
+        _record("stored", sender)
 
     @app.task(bind=True, acks_late=True)
     def slow(self, seconds):
@@ -153,6 +162,10 @@ def _started(worker: str) -> Callable[[list[dict[str, object]]], bool]:
     return lambda events: any(e["event"] == "start" and e["worker"] == worker for e in events)
 
 
+def _stored(worker: str) -> Callable[[list[dict[str, object]]], bool]:
+    return lambda events: any(e["event"] == "stored" and e["worker"] == worker for e in events)
+
+
 def _ended(worker: str) -> Callable[[list[dict[str, object]]], bool]:
     return lambda events: any(e["event"] == "end" and e["worker"] == worker for e in events)
 
@@ -211,3 +224,25 @@ def test_a_frozen_workers_late_ack_loses_the_second_run(celery: Celery) -> None:
     starts = [(e["worker"], e["redelivered"]) for e in celery.events() if e["event"] == "start"]
     assert starts == [("w1", False), ("w2", True)], starts
     assert celery.result(task) == {"state": "SUCCESS", "result": "w1"}
+
+
+def test_a_frozen_workers_run_and_the_rerun_both_store_a_result(celery: Celery) -> None:
+    """Both runs of the task finish and each stores its result under the one task id, but
+    the first ``SUCCESS`` stays: Celery's key-value backends ignore any later store once a
+    task reads ``SUCCESS`` (``celery/backends/base.py``, ``_store_result``: "if the status
+    is a success then we ignore any following update"). The redelivery's run happened
+    and its result is dropped; the task's result is the frozen run's."""
+    celery.start("w1")
+    task = celery.send()
+    celery.wait_for("w1 to start the task", _started("w1"))
+    celery.signal("w1", signal.SIGSTOP)
+    celery.start("w2")
+    celery.wait_for("w2 to start the task again", _started("w2"))
+    celery.signal("w1", signal.SIGCONT)
+    events = celery.wait_for("w1 to end its run", _ended("w1"))
+    assert not _ended("w2")(events), "w2 finished before w1 woke: the scenario did not race"
+    assert celery.result(task) == {"state": "SUCCESS", "result": "w1"}
+    events = celery.wait_for("w2 to store its result", _stored("w2"))
+    ends = [e["worker"] for e in events if e["event"] == "end"]
+    assert ends == ["w1", "w2"], ends
+    assert celery.result(task) == {"state": "SUCCESS", "result": "w1"}, "the later run overwrote"
