@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import datetime
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -192,6 +193,14 @@ class RqAdapter:
         until = current_clock().now() + rq_worker.leasecheck_lease
         name = job.id.removeprefix(f"{self.prefix}_")
         return Claim(name, worker, (job, queue, execution), execution.id, until)
+
+    def adopt(self, claim: Claim) -> Claim:
+        """``claim`` (made by another connection, e.g. in a parent process) with its job,
+        queue and execution bound to this connection's client."""
+        handle: Any = claim.handle
+        job, _queue, execution = handle
+        job.connection = execution.connection = self.redis
+        return replace(claim, handle=(job, self.queue, execution))
 
     def ack(self, claim: Claim) -> bool:
         handle: Any = claim.handle

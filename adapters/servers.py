@@ -516,8 +516,9 @@ def start(kind: ServerKind, *, durable: bool) -> contextlib.AbstractContextManag
 _KINDS = ("postgres", "redis", "beanstalkd", "nats", "rabbitmq")
 
 
-def create_database(url: str, name: str) -> str:
-    """Create database ``name`` on the PostgreSQL server at ``url``; the new database's URL.
+def create_database(url: str, name: str, template: str | None = None) -> str:
+    """Create database ``name`` on the PostgreSQL server at ``url`` (a copy of the database
+    ``template`` if given, which no connection may use then); the new database's URL.
 
     One database per test keeps tests on a shared server apart without a new cluster
     (an ``initdb`` costs a second; a ``createdb`` a few milliseconds).
@@ -528,7 +529,7 @@ def create_database(url: str, name: str) -> str:
     createdb = _binary("createdb", PG_INSTALL)
     done = subprocess.run(
         [createdb, "-h", parts.hostname or "127.0.0.1", "-p", str(parts.port or 5432),
-         "-U", parts.username or "postgres", name],
+         "-U", parts.username or "postgres", *(("-T", template) if template else ()), name],
         capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=30, check=False,
     )  # fmt: skip
     if done.returncode != 0:

@@ -15,7 +15,15 @@ from typing import Literal
 
 from leasecheck.adapters.protocol import Capabilities
 
-__all__ = ["BOUNDS", "QueueScenario", "Seed", "Verb", "queue_scenario"]
+__all__ = [
+    "BOUNDS",
+    "SERVER_BOUNDS",
+    "SERVER_LIMIT",
+    "QueueScenario",
+    "Seed",
+    "Verb",
+    "queue_scenario",
+]
 
 Held = Literal["ready", "live", "expired"]
 
@@ -107,6 +115,17 @@ BOUNDS: dict[str, tuple[tuple[str, int | None], ...]] = {
     "deep": (*((name, None) for name in _TWO), ("sweep-ack-claim", 2)),
 }
 """profile scope -> (scenario, preemption bound) pairs; None: every schedule (no bound)."""
+
+SERVER_BOUNDS: dict[str, tuple[tuple[str, int | None], ...]] = {
+    "small": (("sweep-ack", 1), ("claim-claim", 0)),
+    "ci": (("sweep-ack", 1), ("open-while-claimed", 1), ("claim-sweep", 1), ("claim-claim", 0)),
+    "deep": tuple((name, 2) for name in _TWO),
+}
+"""The same on a server library, whose scheduling points are the commands on the wire (a
+verb sends 10-25 of them, where a SQLite library runs a few statements) and whose store
+is seeded afresh for every schedule (a server's store cannot be copied as a file)."""
+SERVER_LIMIT: dict[str, int | None] = {"small": 6, "ci": 12, "deep": None}
+"""At most this many schedules a scenario on a server (cheapest first; None: no cap)."""
 
 
 def queue_scenario(name: str) -> QueueScenario:

@@ -25,26 +25,32 @@ import contextlib
 import shutil
 import sqlite3
 import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from leasecheck.adapters import servers
 from leasecheck.adapters.protocol import (
     GENERIC_PROPERTIES,
     Claim,
     QueueAdapter,
     QueueLibrary,
     SharedClock,
+    destroy_store,
 )
 from leasecheck.crash_harness._interleave_child import trace_new_connections
 from leasecheck.crash_harness._queue_scenarios import QueueScenario, Verb
+from leasecheck.crash_harness._server_waits import PgWaits
+from leasecheck.crash_harness._wire_proxy import WireProxy
 from leasecheck.crash_harness.engine import Channel, Engine, HarnessError
 from leasecheck.crash_harness.interleavings import (
     STEP_NS,
     Exploration,
     Run,
     Schedule,
+    ServerWaits,
     run_schedules,
     run_with,
 )
@@ -96,6 +102,14 @@ class _Store:
     claims: dict[str, Claim] = field(default_factory=dict)
     ops: list[Operation] = field(default_factory=list)
     seeded_at: float = 0.0
+
+    def copy_database(self, run: int) -> str:
+        """A copy of the seeded PostgreSQL store (``CREATE DATABASE ... TEMPLATE``): its
+        leases keep their server-side times, so a run-out lease stays run out."""
+        parts = urllib.parse.urlsplit(self.location)
+        name = parts.path.lstrip("/")
+        server = urllib.parse.urlunsplit(parts._replace(path="/postgres"))
+        return servers.create_database(server, f"{name}_r{run}", template=name)
 
     def copy(self, directory: Path) -> tuple[str, Path]:
         """A fresh copy of the seeded store in ``directory``: its location and its file."""
@@ -179,7 +193,11 @@ class _Process:
         self.scale = store.library.capabilities.time_scale()
 
     def open(self) -> None:
-        self.queue = self.library.connect(self.location, self.clock)
+        self.queue = queue = self.library.connect(self.location, self.clock)
+        # A claim's handle may hold the client that made it (rq's job and execution): an
+        # adapter offering ``adopt`` rebinds it to this connection (and so to its proxy).
+        if (adopt := getattr(queue, "adopt", None)) is not None:
+            self.held = {cid: adopt(claim) for cid, claim in self.held.items()}
 
     def reopen(self) -> None:
         self.close()
@@ -214,17 +232,37 @@ class _Process:
         return args, _outcome(lambda: verbs[verb.name](claim) is True)
 
 
+def _wire(store: _Store, location: str, channel: Channel) -> tuple[WireProxy | None, str]:
+    """On a server: a proxy (in this process) between the library and the server, and the
+    location that points the library at it; else no proxy and the location as it was."""
+    dialect = store.library.capabilities.server
+    if dialect not in ("postgres", "redis"):
+        return None, location
+    parts = urllib.parse.urlsplit(location)
+    unique = parts.fragment or parts.path.lstrip("/")  # the store's prefix, or its database
+    proxy = WireProxy(
+        dialect, (parts.hostname or "127.0.0.1", parts.port or 0),
+        lambda text: channel.ask("wire", text), lambda text: text.replace(unique, "<store>"),
+    )  # fmt: skip
+    netloc = parts.netloc.rpartition("@")
+    host = f"{netloc[0]}{netloc[1]}127.0.0.1:{proxy.port}"
+    return proxy, urllib.parse.urlunsplit(parts._replace(netloc=host))
+
+
 def _body_of(store: _Store, location: str, clock_path: Path) -> Any:
     def body_of(name: str, program: tuple[Verb, ...]) -> Callable[[Channel], str]:
         def body(channel: Channel) -> str:
             opened: list[sqlite3.Connection] = []
             tracing = trace_new_connections(channel, opened)
-            process = _Process(store, location, clock_path)
+            proxy, wired = _wire(store, location, channel)
+            process = _Process(store, wired, clock_path)
             try:
                 if not program or program[0].name != "open":
                     process.open()
                 channel.ask("ready")
                 tracing[0] = True
+                if proxy is not None:
+                    proxy.holding = True
                 for con in opened:
                     con.set_trace_callback(channel.trace)
                 for index, verb in enumerate(program, 1):
@@ -234,8 +272,12 @@ def _body_of(store: _Store, location: str, clock_path: Path) -> Any:
                 for con in opened:
                     with contextlib.suppress(sqlite3.ProgrammingError):  # closed already
                         con.set_trace_callback(None)
+                if proxy is not None:
+                    proxy.holding = False
                 process.close()
                 process.clock.close()
+                if proxy is not None:
+                    proxy.close()
             return name
 
         return body
@@ -320,13 +362,18 @@ def _frontier(spec: QueueSpec, verdict: Verdict) -> str | None:
 
 def _one_judged(
     store: _Store, scenario: QueueScenario, directory: Path, found: QueueExploration,
-    unpromised: frozenset[str], server: str | None = None,
+    unpromised: frozenset[str], server: str | None = None, waits: ServerWaits | None = None,
 ) -> Callable[..., Run]:  # fmt: skip
     runs = [0]
+    seeded = store
 
     def one(prefix: tuple[str, ...], search: Any, engine: Engine) -> Run:
         nonlocal store
-        if server is not None:  # a server's store cannot be copied: seed each one afresh
+        if waits is not None:  # PostgreSQL: a copy of the seeded database
+            runs[0] += 1
+            location, path = seeded.copy_database(runs[0]), seeded.template
+            clock_path = seeded.template / "clock"
+        elif server is not None:  # a Redis store cannot be copied: seed each one afresh
             runs[0] += 1
             store = _seed(store.library, scenario, directory / f"run-{runs[0]}", server)
             location, path = store.location, store.template
@@ -336,20 +383,42 @@ def _one_judged(
             clock_path = directory / "run" / "clock"
         if store.library.capabilities.real_time:
             _check_live(store, scenario)
-        body_of = _body_of(store, location, clock_path)
-        run = run_with(body_of, scenario, path, prefix, search, engine)
-        if run.pruned:
-            return run
-        if run.failures:
-            run.problem = "; ".join(run.failures)
-            return run
-        end = max((op.returned_ns or 0 for op in run.ops), default=0)
-        end += (2 * len(store.ops) + 2) * STEP_NS
-        history = history_of(store, run, _final(store, location, clock_path, end))
-        _judge(store.library, history, run, found, unpromised)
-        return run
+        try:
+            return _run_judged(store, scenario, (location, path, clock_path), prefix,
+                               (search, engine, waits), (found, unpromised))  # fmt: skip
+        finally:
+            if server is not None:
+                destroy_store(store.library, location)
 
     return one
+
+
+def _waits(library: QueueLibrary, server: str | None) -> PgWaits | None:
+    """On PostgreSQL: the server's word on which process waits for a row lock (a Redis
+    command never waits for another client's)."""
+    if server is None or library.capabilities.server != "postgres":
+        return None
+    return PgWaits(server)
+
+
+def _run_judged(
+    store: _Store, scenario: QueueScenario, where: tuple[str, Path, Path],
+    prefix: tuple[str, ...], searching: tuple[Any, Engine, ServerWaits | None],
+    judging: tuple[QueueExploration, frozenset[str]],
+) -> Run:  # fmt: skip
+    location, path, clock_path = where
+    body_of = _body_of(store, location, clock_path)
+    run = run_with(body_of, scenario, path, prefix, *searching)
+    if run.pruned:
+        return run
+    if run.failures:
+        run.problem = "; ".join(run.failures)
+        return run
+    end = max((op.returned_ns or 0 for op in run.ops), default=0)
+    end += (2 * len(store.ops) + 2) * STEP_NS
+    history = history_of(store, run, _final(store, location, clock_path, end))
+    _judge(store.library, history, run, *judging)
+    return run
 
 
 def _judge(
@@ -389,28 +458,41 @@ def explore_queue(
     schedule is run (a store on a server has no file whose bytes could be hashed)."""
     unpromised = frozenset(p for p in GENERIC_PROPERTIES if not library.promises.of(p).promised)
     store = _seed(library, scenario, directory / scenario.name, server)
+    waits = _waits(library, server)
     try:
         found = QueueExploration(Exploration(scenario, bound))  # type: ignore[arg-type]
-        one = _one_judged(store, scenario, directory / scenario.name, found, unpromised, server)
+        one = _one_judged(store, scenario, directory / scenario.name, found, unpromised, server,
+                          waits)  # fmt: skip
         found.exploration = run_schedules(one, scenario, bound, limit, prune=server is None)
         return found
     finally:
+        if waits is not None:
+            waits.close()
+        if server is not None:
+            destroy_store(library, store.location)
         shutil.rmtree(directory / scenario.name, ignore_errors=True)
 
 
 def replay_queue(
-    library: QueueLibrary, scenario: QueueScenario, schedule: Schedule, directory: Path
-) -> QueueExploration:
-    """Run exactly ``schedule`` of ``scenario`` on ``library`` and judge it."""
+    library: QueueLibrary, scenario: QueueScenario, schedule: Schedule, directory: Path,
+    server: str | None = None,
+) -> QueueExploration:  # fmt: skip
+    """Run exactly ``schedule`` of ``scenario`` on ``library`` (on ``server``) and judge it."""
     unpromised = frozenset(p for p in GENERIC_PROPERTIES if not library.promises.of(p).promised)
-    store = _seed(library, scenario, directory / scenario.name)
+    store = _seed(library, scenario, directory / scenario.name, server)
+    waits = _waits(library, server)
     try:
         found = QueueExploration(Exploration(scenario, 0))  # type: ignore[arg-type]
-        one = _one_judged(store, scenario, directory / scenario.name, found, unpromised)
+        one = _one_judged(store, scenario, directory / scenario.name, found, unpromised, server,
+                          waits)  # fmt: skip
         with Engine() as engine:
             run = one(schedule.choices, None, engine)
         found.exploration.explored = 1
         found.exploration.failure = run if run.problem is not None else None
         return found
     finally:
+        if waits is not None:
+            waits.close()
+        if server is not None:
+            destroy_store(library, store.location)
         shutil.rmtree(directory / scenario.name, ignore_errors=True)

@@ -25,7 +25,12 @@ from pathlib import Path
 import pytest
 
 from leasecheck.adapters.protocol import QueueLibrary
-from leasecheck.crash_harness._queue_scenarios import BOUNDS, queue_scenario
+from leasecheck.crash_harness._queue_scenarios import (
+    BOUNDS,
+    SERVER_BOUNDS,
+    SERVER_LIMIT,
+    queue_scenario,
+)
 from leasecheck.crash_harness.queue_interleavings import Finding, QueueExploration, explore_queue
 from leasecheck.plugin import Checked, NotChecked
 from leasecheck.profiles import Profile
@@ -56,13 +61,14 @@ def test_queue_interleavings(
 ) -> None:
     library = multiprocess_library
     done: list[QueueExploration] = []
-    for name, bound in BOUNDS[lc_profile.explore_scope]:
+    scope = lc_profile.explore_scope
+    bounds = BOUNDS[scope] if queue_server is None else SERVER_BOUNDS[scope]
+    limit = 2_000 if queue_server is None else SERVER_LIMIT[scope] or 2_000
+    for name, bound in bounds:
         scenario = queue_scenario(name)
         if not scenario.runs_on(library.capabilities):
             continue
-        if queue_server is not None and scenario.claimed():
-            continue  # a seeded claim's handle belongs to the seeding client (see below)
-        found = explore_queue(library, scenario, scratch, bound, server=queue_server)
+        found = explore_queue(library, scenario, scratch, bound, limit, queue_server)
         if found.violated is not None:
             with judged(found.violated.prop):
                 raise AssertionError(_failure(library, found, found.violated))
@@ -75,13 +81,16 @@ def test_queue_interleavings(
     if not explored:
         not_checked("0 schedules explored", "use the ci or deep profile")
     sizes = sorted({d.exploration.scenario.processes for d in done})
-    bounds = sorted({d.exploration.bound for d in done if d.exploration.bound is not None})
+    used = sorted({d.exploration.bound for d in done if d.exploration.bound is not None})
     most = max(d.exploration.points for d in done)
-    scope = "-".join(str(n) for n in sorted({sizes[0], sizes[-1]}))
-    bound_text = f"<= {bounds[-1]} preemptions" if bounds else "every schedule"
+    procs = "-".join(str(n) for n in sorted({sizes[0], sizes[-1]}))
+    bound_text = f"<= {used[-1]} preemptions" if used else "every schedule"
+    if queue_server is not None and SERVER_LIMIT[scope] is not None:
+        bound_text += f", <= {SERVER_LIMIT[scope]} schedules a scenario"
+    points = "statements and verbs" if queue_server is None else "wire commands and verbs"
     checked(
-        f"{len(done)} scenarios, {scope} processes ({bound_text}), <= {most} statements and "
-        f"verbs; {explored} schedules",
+        f"{len(done)} scenarios, {procs} processes ({bound_text}), <= {most} {points}; "
+        f"{explored} schedules",
         scenarios=len(done), schedules=explored, statements=most,
         preemptions={d.exploration.scenario.name: d.exploration.bound for d in done},
     )  # fmt: skip

@@ -1,0 +1,133 @@
+"""The wire proxy of ``queue.interleavings``: each command held and reported, on real servers.
+
+Real Redis and PostgreSQL servers (``adapters.servers``), real clients (redis-py, psycopg)
+pointed at a proxy; and the sweep-versus-ack race the proxy exposes in rq, a schedule that
+fails on every run.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from leasecheck.adapters import servers
+from leasecheck.adapters.registry import load_library
+from leasecheck.crash_harness._queue_scenarios import queue_scenario
+from leasecheck.crash_harness._wire_proxy import WireProxy
+from leasecheck.crash_harness.queue_interleavings import explore_queue
+
+
+def _started(start: object) -> Iterator[servers.Server]:
+    try:
+        with start() as server:  # type: ignore[operator]
+            yield server
+    except servers.ServerMissing as missing:
+        pytest.fail(str(missing), pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def redis_server() -> Iterator[servers.Server]:
+    yield from _started(lambda: servers.redis(durable=False))
+
+
+@pytest.fixture(scope="module")
+def postgres_server() -> Iterator[servers.Server]:
+    yield from _started(lambda: servers.postgres(fsync=False))
+
+
+def _upstream(url: str) -> tuple[str, int]:
+    parts = urllib.parse.urlsplit(url)
+    return parts.hostname or "127.0.0.1", parts.port or 0
+
+
+def test_redis_commands_are_held_one_by_one_and_a_transaction_as_one(
+    redis_server: servers.Server,
+) -> None:
+    import redis
+
+    held: list[str] = []
+    proxy = WireProxy("redis", _upstream(redis_server.url), held.append, lambda t: t)
+    proxy.holding = True
+    client = redis.Redis(host="127.0.0.1", port=proxy.port, socket_timeout=10)
+    try:
+        client.set("wire-k", "1")
+        pipe = client.pipeline(transaction=True)
+        pipe.incr("wire-k").get("wire-k")
+        assert pipe.execute() == [2, b"2"]
+    finally:
+        client.close()
+        proxy.close()
+    # connection set-up (CLIENT SETINFO, ...) touches no key and is not held
+    assert held == ["SET wire-k 1", "MULTI; INCRBY wire-k 1; GET wire-k; EXEC"]
+
+
+def test_a_held_command_reaches_the_server_only_when_released(
+    redis_server: servers.Server,
+) -> None:
+    import redis
+
+    at_hold, release = threading.Event(), threading.Event()
+
+    def hold(text: str) -> None:
+        at_hold.set()
+        assert release.wait(10), "the test never released the command"
+
+    proxy = WireProxy("redis", _upstream(redis_server.url), hold)
+    proxy.holding = True
+    client = redis.Redis(host="127.0.0.1", port=proxy.port, socket_timeout=10)
+    direct = redis.Redis.from_url(redis_server.url, socket_timeout=10)
+    try:
+        direct.delete("wire-held")
+        writer = threading.Thread(target=client.set, args=("wire-held", "x"))
+        writer.start()
+        assert at_hold.wait(10), "the proxy never reported the SET"
+        assert direct.get("wire-held") is None  # held: the server has not seen it
+        release.set()
+        writer.join(10)
+        assert direct.get("wire-held") == b"x"
+    finally:
+        release.set()
+        client.close()
+        direct.close()
+        proxy.close()
+
+
+def test_postgres_queries_and_extended_groups_are_held(
+    postgres_server: servers.Server,
+) -> None:
+    import psycopg
+
+    held: list[str] = []
+    proxy = WireProxy("postgres", _upstream(postgres_server.url), held.append)
+    parts = urllib.parse.urlsplit(postgres_server.url)
+    netloc = parts.netloc.rpartition("@")
+    url = urllib.parse.urlunsplit(
+        parts._replace(netloc=f"{netloc[0]}{netloc[1]}127.0.0.1:{proxy.port}")
+    )
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=10) as connection:
+            proxy.holding = True
+            assert connection.execute("SELECT %s::int + 1", (41,)).fetchone() == (42,)
+    finally:
+        proxy.close()
+    assert held[0] == "SELECT $1::int + 1"
+
+
+def test_rq_sweep_re_readies_a_job_acknowledged_mid_sweep(redis_server: servers.Server) -> None:
+    """rq's ``clean_registries`` reads the expired job, the ack runs, the sweep requeues it:
+    found at one forced switch, the same schedule on every run."""
+    library = load_library("rq")
+    with tempfile.TemporaryDirectory(prefix="wire-test-") as directory:
+        found = explore_queue(
+            library, queue_scenario("sweep-ack"), Path(directory), 1, 12, redis_server.url
+        )
+    assert found.violated is not None
+    assert found.violated.prop == "queue.ack-final"
+    text = found.violated.run.interleaving()
+    assert "P2 sent `ZRANGEBYSCORE rq:wip:<store>" in text
+    assert "P1: ack(cid='ca', job='a') -> True" in text
