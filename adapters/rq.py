@@ -16,6 +16,12 @@ Lease: rq sets a started job's registry score to ``now + get_heartbeat_ttl(job)`
 is ``job_monitoring_interval + 60`` seconds; the adapter's worker class returns the lease
 asked for instead (whole seconds: rq's timestamps are integers).
 
+Settings: rq's defaults except three enqueue arguments. ``Retry(max=...)``: without it
+(rq's default) a failed job is final, so there is no nack (the generic "give it back");
+``result_ttl=-1`` and ``failure_ttl=None`` keep finished and failed jobs readable for
+``observe``, where the defaults (500 s, one year) expire their keys on the server's real
+clock: later than any check ends, so the verdicts are the defaults' too.
+
 Keys: rq keeps every job under ``rq:job:{id}``, whatever its queue, so the adapter gives
 rq the id ``{prefix}_{job}`` to keep stores on one server apart.
 

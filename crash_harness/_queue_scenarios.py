@@ -18,7 +18,6 @@ from leasecheck.adapters.protocol import Capabilities
 __all__ = [
     "BOUNDS",
     "SERVER_BOUNDS",
-    "SERVER_LIMIT",
     "QueueScenario",
     "Seed",
     "Verb",
@@ -116,16 +115,20 @@ BOUNDS: dict[str, tuple[tuple[str, int | None], ...]] = {
 }
 """profile scope -> (scenario, preemption bound) pairs; None: every schedule (no bound)."""
 
-SERVER_BOUNDS: dict[str, tuple[tuple[str, int | None], ...]] = {
-    "small": (("sweep-ack", 1), ("claim-claim", 0)),
-    "ci": (("sweep-ack", 1), ("open-while-claimed", 1), ("claim-sweep", 1), ("claim-claim", 0)),
-    "deep": tuple((name, 2) for name in _TWO),
+SERVER_BOUNDS: dict[str, tuple[tuple[str, int | None, int | None], ...]] = {
+    "small": (("sweep-ack", 1, 12), ("claim-claim", 0, None)),
+    "ci": (
+        ("sweep-ack", 1, 12),
+        ("open-while-claimed", 1, 6),
+        ("claim-sweep", 1, 6),
+        ("claim-claim", 0, None),
+    ),
+    "deep": tuple((name, 2, None) for name in _TWO),
 }
-"""The same on a server library, whose scheduling points are the commands on the wire (a
-verb sends 10-25 of them, where a SQLite library runs a few statements) and whose store
-is seeded afresh for every schedule (a server's store cannot be copied as a file)."""
-SERVER_LIMIT: dict[str, int | None] = {"small": 6, "ci": 12, "deep": None}
-"""At most this many schedules a scenario on a server (cheapest first; None: no cap)."""
+"""The same on a server library, as (scenario, preemption bound, at most this many
+schedules, cheapest first; None: no cap). Its scheduling points are the commands on the
+wire (a verb sends 3-25 of them, where a SQLite library runs a few statements) and its
+store is copied or seeded afresh for every schedule (a server's store is no file)."""
 
 
 def queue_scenario(name: str) -> QueueScenario:

@@ -57,7 +57,8 @@ def test_redis_commands_are_held_one_by_one_and_a_transaction_as_one(
     try:
         client.set("wire-k", "1")
         pipe = client.pipeline(transaction=True)
-        pipe.incr("wire-k").get("wire-k")
+        pipe.incr("wire-k")
+        pipe.get("wire-k")
         assert pipe.execute() == [2, b"2"]
     finally:
         client.close()

@@ -10,10 +10,10 @@ with at most 2 preemptions, cheapest first. Each history is judged by the generi
 (``models._queue_spec.QueueSpec``); a schedule that breaks a generic property is judged by
 the library's promise of that property, so ``--strict`` applies. The same target and
 seed always explore the same schedules: the verdict does not depend on the OS. A library
-on a server is scheduled at its verbs only (its commands are not scheduling points: no
-wire proxy yet), and only in the scenarios that seed no claim: a claim's handle there
-holds the seeding process's client (rq's job and execution objects), which a forked
-process cannot use.
+on a server is scheduled at every command it sends (each process's wire proxy,
+``crash_harness._wire_proxy``, holds it until released) and at its verbs, within a
+smaller bound and a cap of schedules a scenario (``SERVER_BOUNDS``): every schedule
+copies or re-seeds a store on the server.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from leasecheck.adapters.protocol import QueueLibrary
 from leasecheck.crash_harness._queue_scenarios import (
     BOUNDS,
     SERVER_BOUNDS,
-    SERVER_LIMIT,
     queue_scenario,
 )
 from leasecheck.crash_harness.queue_interleavings import Finding, QueueExploration, explore_queue
@@ -62,13 +61,16 @@ def test_queue_interleavings(
     library = multiprocess_library
     done: list[QueueExploration] = []
     scope = lc_profile.explore_scope
-    bounds = BOUNDS[scope] if queue_server is None else SERVER_BOUNDS[scope]
-    limit = 2_000 if queue_server is None else SERVER_LIMIT[scope] or 2_000
-    for name, bound in bounds:
+    plan = (
+        [(name, bound, None) for name, bound in BOUNDS[scope]]
+        if queue_server is None else list(SERVER_BOUNDS[scope])
+    )  # fmt: skip
+    caps = {name: cap for name, _bound, cap in plan if cap is not None}
+    for name, bound, cap in plan:
         scenario = queue_scenario(name)
         if not scenario.runs_on(library.capabilities):
             continue
-        found = explore_queue(library, scenario, scratch, bound, limit, queue_server)
+        found = explore_queue(library, scenario, scratch, bound, cap or 2_000, queue_server)
         if found.violated is not None:
             with judged(found.violated.prop):
                 raise AssertionError(_failure(library, found, found.violated))
@@ -85,12 +87,13 @@ def test_queue_interleavings(
     most = max(d.exploration.points for d in done)
     procs = "-".join(str(n) for n in sorted({sizes[0], sizes[-1]}))
     bound_text = f"<= {used[-1]} preemptions" if used else "every schedule"
-    if queue_server is not None and SERVER_LIMIT[scope] is not None:
-        bound_text += f", <= {SERVER_LIMIT[scope]} schedules a scenario"
+    if caps:
+        bound_text += f", <= {max(caps.values())} schedules a scenario"
     points = "statements and verbs" if queue_server is None else "wire commands and verbs"
     checked(
         f"{len(done)} scenarios, {procs} processes ({bound_text}), <= {most} {points}; "
         f"{explored} schedules",
         scenarios=len(done), schedules=explored, statements=most,
         preemptions={d.exploration.scenario.name: d.exploration.bound for d in done},
+        caps=caps,
     )  # fmt: skip
