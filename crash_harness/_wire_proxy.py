@@ -42,6 +42,8 @@ _REDIS_UNHELD = frozenset(
 _PG_GROUP = frozenset(b"PBDECH")
 _PG_SPECIAL = (80877103, 80877104)  # SSLRequest, GSSENCRequest: one more untyped message
 _SHOWN = 60
+_LONGEST = 400
+"""A held command's text, as reported, is cut here (a MULTI block can be long)."""
 IO_TIMEOUT_S = 60.0
 
 
@@ -77,7 +79,13 @@ class _Reader:
 
 
 def _shown(arg: bytes) -> str:
-    text = arg.decode("utf-8", errors="replace")
+    """An argument as a reader sees it: text (cut at ``_SHOWN``), or its size if binary."""
+    try:
+        text = arg.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"<{len(arg)} bytes>"
+    if not text.isprintable():
+        return f"<{len(arg)} bytes>"
     return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
 
 
@@ -130,8 +138,11 @@ class WireProxy:
     def hold(self, text: str) -> None:
         """One command at a time reports and waits (a library's background task too)."""
         if self.holding:
+            shown = self.rename(" ".join(text.split()))
+            if len(shown) > _LONGEST:
+                shown = shown[: _LONGEST - 3] + "..."
             with self._lock:
-                self._hold(self.rename(" ".join(text.split())))
+                self._hold(shown)
 
     def _accept(self) -> None:
         while not self._closed:

@@ -7,8 +7,11 @@ fails on every run.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import tempfile
 import threading
+import time
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +20,8 @@ import pytest
 
 from leasecheck.adapters import servers
 from leasecheck.adapters.registry import load_library
-from leasecheck.crash_harness._queue_scenarios import queue_scenario
+from leasecheck.crash_harness._queue_scenarios import SERVER_BOUNDS, queue_scenario
+from leasecheck.crash_harness._server_waits import PgWaits
 from leasecheck.crash_harness._wire_proxy import WireProxy
 from leasecheck.crash_harness.queue_interleavings import explore_queue
 
@@ -56,6 +60,7 @@ def test_redis_commands_are_held_one_by_one_and_a_transaction_as_one(
     client = redis.Redis(host="127.0.0.1", port=proxy.port, socket_timeout=10)
     try:
         client.set("wire-k", "1")
+        client.set("wire-b", b"\x80\x00")
         pipe = client.pipeline(transaction=True)
         pipe.incr("wire-k")
         pipe.get("wire-k")
@@ -64,7 +69,9 @@ def test_redis_commands_are_held_one_by_one_and_a_transaction_as_one(
         client.close()
         proxy.close()
     # connection set-up (CLIENT SETINFO, ...) touches no key and is not held
-    assert held == ["SET wire-k 1", "MULTI; INCRBY wire-k 1; GET wire-k; EXEC"]
+    assert held == [
+        "SET wire-k 1", "SET wire-b <2 bytes>", "MULTI; INCRBY wire-k 1; GET wire-k; EXEC"
+    ]  # fmt: skip
 
 
 def test_a_held_command_reaches_the_server_only_when_released(
@@ -132,3 +139,49 @@ def test_rq_sweep_re_readies_a_job_acknowledged_mid_sweep(redis_server: servers.
     text = found.violated.run.interleaving()
     assert "P2 sent `ZRANGEBYSCORE rq:wip:<store>" in text
     assert "P1: ack(cid='ca', job='a') -> True" in text
+
+
+def test_postgres_says_which_process_waits_for_a_row_lock(postgres_server: servers.Server) -> None:
+    import psycopg
+
+    url = postgres_server.url
+    with psycopg.connect(url, autocommit=True) as setup:
+        setup.execute("CREATE TABLE IF NOT EXISTS wire_rows (id int PRIMARY KEY, v int)")
+        setup.execute("INSERT INTO wire_rows VALUES (1, 0) ON CONFLICT DO NOTHING")
+    holder = psycopg.connect(url)  # a transaction left open holds the row
+    holder.execute("UPDATE wire_rows SET v = v + 1 WHERE id = 1")
+    waiter = subprocess.Popen(
+        [sys.executable, "-c", "import psycopg, sys\n"
+         "c = psycopg.connect(sys.argv[1], autocommit=True)\n"
+         "print('connected', flush=True)\n"
+         "c.execute('UPDATE wire_rows SET v = v + 1 WHERE id = 1')", url],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    waits = PgWaits(url)
+    try:
+        assert waiter.stdout is not None and waiter.stdout.readline() == "connected\n"
+        deadline = time.monotonic() + 20
+        while not waits.still_waiting(waiter.pid):
+            assert time.monotonic() < deadline, (
+                "the waiting UPDATE never showed in pg_stat_activity"
+            )
+            time.sleep(0.02)
+        holder.commit()
+        assert waiter.wait(20) == 0
+        assert not waits.still_waiting(waiter.pid)
+    finally:
+        waits.close()
+        holder.close()
+        if waiter.poll() is None:
+            waiter.kill()
+            waiter.wait(10)
+        if waiter.stdout is not None:
+            waiter.stdout.close()
+
+
+def test_every_server_library_runs_the_claimed_scenarios_in_ci() -> None:
+    for scope in SERVER_BOUNDS.values():
+        for name, _bound, _cap in scope:
+            queue_scenario(name)  # each named scenario exists
+    ci = {name for name, _bound, _cap in SERVER_BOUNDS["ci"]}
+    assert {"sweep-ack", "open-while-claimed", "claim-sweep", "claim-claim"} <= ci
