@@ -180,8 +180,11 @@ def test_postgres_says_which_process_waits_for_a_row_lock(postgres_server: serve
 
 
 def test_every_server_library_runs_the_claimed_scenarios_in_ci() -> None:
-    for scope in SERVER_BOUNDS.values():
-        for name, _bound, _cap in scope:
-            queue_scenario(name)  # each named scenario exists
-    ci = {name for name, _bound, _cap in SERVER_BOUNDS["ci"]}
-    assert {"sweep-ack", "open-while-claimed", "claim-sweep", "claim-claim"} <= ci
+    for server, scopes in SERVER_BOUNDS.items():
+        for plan in scopes.values():
+            for name, _bound, _cap in plan:
+                queue_scenario(name)  # each named scenario exists
+        ci = {name for name, _bound, _cap in scopes["ci"]}
+        assert {"sweep-ack", "open-while-claimed"} <= ci, server
+        deep = {name for name, _bound, _cap in scopes["deep"]}
+        assert {"sweep-ack", "open-while-claimed", "claim-sweep", "claim-claim"} <= deep, server

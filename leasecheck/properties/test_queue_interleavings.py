@@ -63,7 +63,8 @@ def test_queue_interleavings(
     scope = lc_profile.explore_scope
     plan = (
         [(name, bound, None) for name, bound in BOUNDS[scope]]
-        if queue_server is None else list(SERVER_BOUNDS[scope])
+        if queue_server is None
+        else list(SERVER_BOUNDS[str(library.capabilities.server)][scope])
     )  # fmt: skip
     caps = {name: cap for name, _bound, cap in plan if cap is not None}
     for name, bound, cap in plan:
