@@ -516,16 +516,8 @@ def start(kind: ServerKind, *, durable: bool) -> contextlib.AbstractContextManag
 _KINDS = ("postgres", "redis", "beanstalkd", "nats", "rabbitmq")
 
 
-def _from_template(template: str | None) -> tuple[str, ...]:
-    """createdb's options for a copy of ``template``: the files copied whole (``FILE_COPY``,
-    a checkpoint and a directory copy) rather than page by page through the WAL, which
-    costs seconds for a small database."""
-    return ("-T", template, "--strategy=file_copy") if template else ()
-
-
-def create_database(url: str, name: str, template: str | None = None) -> str:
-    """Create database ``name`` on the PostgreSQL server at ``url`` (a copy of the database
-    ``template`` if given, which no connection may use then); the new database's URL.
+def create_database(url: str, name: str) -> str:
+    """Create database ``name`` on the PostgreSQL server at ``url``; the new database's URL.
 
     One database per test keeps tests on a shared server apart without a new cluster
     (an ``initdb`` costs a second; a ``createdb`` a few milliseconds).
@@ -536,7 +528,7 @@ def create_database(url: str, name: str, template: str | None = None) -> str:
     createdb = _binary("createdb", PG_INSTALL)
     done = subprocess.run(
         [createdb, "-h", parts.hostname or "127.0.0.1", "-p", str(parts.port or 5432),
-         "-U", parts.username or "postgres", *_from_template(template), name],
+         "-U", parts.username or "postgres", name],
         capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=30, check=False,
     )  # fmt: skip
     if done.returncode != 0:

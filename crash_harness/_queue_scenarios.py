@@ -139,9 +139,9 @@ SERVER_BOUNDS: dict[str, dict[str, ServerPlan]] = {
 bound, at most this many schedules, cheapest first; None: no cap). Its scheduling points
 are the commands on the wire (a verb sends 3-25 of them, where a SQLite library runs a
 few statements) and its store is copied or seeded afresh for every schedule (a server's
-store is no file): a copy of a PostgreSQL database costs about a second on a loaded
-2-core machine, so PostgreSQL's ci runs the two scenarios issue 27 names for every
-library and deep runs them all."""
+store is no file): a PostgreSQL schedule costs 0.5-2.5 s on a loaded 2-core machine,
+so PostgreSQL's ci runs the two scenarios issue 27 names for every library and deep
+runs them all."""
 
 
 def queue_scenario(name: str) -> QueueScenario:

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from leasecheck.adapters import servers
 from leasecheck.adapters.protocol import (
     GENERIC_PROPERTIES,
     Claim,
@@ -41,6 +40,7 @@ from leasecheck.adapters.protocol import (
     destroy_store,
 )
 from leasecheck.crash_harness._interleave_child import trace_new_connections
+from leasecheck.crash_harness._pg_snapshot import PgSnapshot
 from leasecheck.crash_harness._queue_scenarios import QueueScenario, Verb
 from leasecheck.crash_harness._server_waits import PgWaits
 from leasecheck.crash_harness._wire_proxy import WireProxy
@@ -102,14 +102,6 @@ class _Store:
     claims: dict[str, Claim] = field(default_factory=dict)
     ops: list[Operation] = field(default_factory=list)
     seeded_at: float = 0.0
-
-    def copy_database(self, run: int) -> str:
-        """A copy of the seeded PostgreSQL store (``CREATE DATABASE ... TEMPLATE``): its
-        leases keep their server-side times, so a run-out lease stays run out."""
-        parts = urllib.parse.urlsplit(self.location)
-        name = parts.path.lstrip("/")
-        server = urllib.parse.urlunsplit(parts._replace(path="/postgres"))
-        return servers.create_database(server, f"{name}_r{run}", template=name)
 
     def copy(self, directory: Path) -> tuple[str, Path]:
         """A fresh copy of the seeded store in ``directory``: its location and its file."""
@@ -362,16 +354,16 @@ def _frontier(spec: QueueSpec, verdict: Verdict) -> str | None:
 
 def _one_judged(
     store: _Store, scenario: QueueScenario, directory: Path, found: QueueExploration,
-    unpromised: frozenset[str], server: str | None = None, waits: ServerWaits | None = None,
+    unpromised: frozenset[str], server: str | None = None, pg: _Postgres | None = None,
 ) -> Callable[..., Run]:  # fmt: skip
     runs = [0]
     seeded = store
 
     def one(prefix: tuple[str, ...], search: Any, engine: Engine) -> Run:
         nonlocal store
-        if waits is not None:  # PostgreSQL: a copy of the seeded database
-            runs[0] += 1
-            location, path = seeded.copy_database(runs[0]), seeded.template
+        if pg is not None:  # PostgreSQL: the seeded rows put back, in place
+            pg.snapshot.restore()
+            location, path = seeded.location, seeded.template
             clock_path = seeded.template / "clock"
         elif server is not None:  # a Redis store cannot be copied: seed each one afresh
             runs[0] += 1
@@ -384,21 +376,47 @@ def _one_judged(
         if store.library.capabilities.real_time:
             _check_live(store, scenario)
         try:
+            waits = pg.waits if pg is not None else None
             return _run_judged(store, scenario, (location, path, clock_path), prefix,
                                (search, engine, waits), (found, unpromised))  # fmt: skip
         finally:
-            if server is not None:
+            if server is not None and pg is None:  # a PostgreSQL store is reused
                 destroy_store(store.library, location)
 
     return one
 
 
-def _waits(library: QueueLibrary, server: str | None) -> PgWaits | None:
+@dataclass
+class _Postgres:
     """On PostgreSQL: the server's word on which process waits for a row lock (a Redis
-    command never waits for another client's)."""
-    if server is None or library.capabilities.server != "postgres":
+    command never waits for another client's), and the seeded rows to put back."""
+
+    waits: PgWaits
+    snapshot: PgSnapshot
+
+    def close(self) -> None:
+        try:
+            self.snapshot.close()
+        finally:
+            self.waits.close()
+
+
+def _postgres(store: _Store, server: str | None) -> _Postgres | None:
+    if server is None or store.library.capabilities.server != "postgres":
         return None
-    return PgWaits(server)
+    waits = PgWaits(server)
+    try:
+        snapshot = PgSnapshot(store.location)
+    except BaseException:
+        waits.close()
+        raise
+    pg = _Postgres(waits, snapshot)
+    try:
+        snapshot.take()
+    except BaseException:
+        pg.close()
+        raise
+    return pg
 
 
 def _run_judged(
@@ -458,16 +476,20 @@ def explore_queue(
     schedule is run (a store on a server has no file whose bytes could be hashed)."""
     unpromised = frozenset(p for p in GENERIC_PROPERTIES if not library.promises.of(p).promised)
     store = _seed(library, scenario, directory / scenario.name, server)
-    waits = _waits(library, server)
+    try:
+        pg = _postgres(store, server)
+    except BaseException:
+        destroy_store(library, store.location)
+        raise
     try:
         found = QueueExploration(Exploration(scenario, bound))  # type: ignore[arg-type]
         one = _one_judged(store, scenario, directory / scenario.name, found, unpromised, server,
-                          waits)  # fmt: skip
+                          pg)  # fmt: skip
         found.exploration = run_schedules(one, scenario, bound, limit, prune=server is None)
         return found
     finally:
-        if waits is not None:
-            waits.close()
+        if pg is not None:
+            pg.close()
         if server is not None:
             destroy_store(library, store.location)
         shutil.rmtree(directory / scenario.name, ignore_errors=True)
@@ -480,19 +502,23 @@ def replay_queue(
     """Run exactly ``schedule`` of ``scenario`` on ``library`` (on ``server``) and judge it."""
     unpromised = frozenset(p for p in GENERIC_PROPERTIES if not library.promises.of(p).promised)
     store = _seed(library, scenario, directory / scenario.name, server)
-    waits = _waits(library, server)
+    try:
+        pg = _postgres(store, server)
+    except BaseException:
+        destroy_store(library, store.location)
+        raise
     try:
         found = QueueExploration(Exploration(scenario, 0))  # type: ignore[arg-type]
         one = _one_judged(store, scenario, directory / scenario.name, found, unpromised, server,
-                          waits)  # fmt: skip
+                          pg)  # fmt: skip
         with Engine() as engine:
             run = one(schedule.choices, None, engine)
         found.exploration.explored = 1
         found.exploration.failure = run if run.problem is not None else None
         return found
     finally:
-        if waits is not None:
-            waits.close()
+        if pg is not None:
+            pg.close()
         if server is not None:
             destroy_store(library, store.location)
         shutil.rmtree(directory / scenario.name, ignore_errors=True)

@@ -20,6 +20,7 @@ import pytest
 
 from leasecheck.adapters import servers
 from leasecheck.adapters.registry import load_library
+from leasecheck.crash_harness._pg_snapshot import PgSnapshot
 from leasecheck.crash_harness._queue_scenarios import SERVER_BOUNDS, queue_scenario
 from leasecheck.crash_harness._server_waits import PgWaits
 from leasecheck.crash_harness._wire_proxy import WireProxy
@@ -188,3 +189,36 @@ def test_every_server_library_runs_the_claimed_scenarios_in_ci() -> None:
         assert {"sweep-ack", "open-while-claimed"} <= ci, server
         deep = {name for name, _bound, _cap in scopes["deep"]}
         assert {"sweep-ack", "open-while-claimed", "claim-sweep", "claim-claim"} <= deep, server
+
+
+def test_a_seeded_postgres_store_is_put_back_in_place(postgres_server: servers.Server) -> None:
+    import psycopg
+
+    base = postgres_server.url.rsplit("/", 1)[0] + "/postgres"
+    url = servers.create_database(base, "wire_snapshot")
+    with psycopg.connect(url, autocommit=True) as connection:
+        run = connection.execute
+        run("CREATE TABLE jobs (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
+            "status text, at timestamptz DEFAULT now())")  # fmt: skip
+        run("CREATE TABLE events (n serial PRIMARY KEY, job bigint REFERENCES jobs (id))")
+        run("CREATE FUNCTION note() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN INSERT INTO events (job) VALUES (NEW.id); RETURN NEW; END $$")  # fmt: skip
+        run("CREATE TRIGGER noted AFTER INSERT OR UPDATE ON jobs "
+            "FOR EACH ROW EXECUTE FUNCTION note()")  # fmt: skip
+        run("INSERT INTO jobs (status) VALUES ('doing'), ('todo')")
+        seeded = run("SELECT * FROM jobs ORDER BY id").fetchall()
+        seeded_events = run("SELECT * FROM events ORDER BY n").fetchall()
+        snapshot = PgSnapshot(url)
+        try:
+            snapshot.take()
+            for _ in range(2):  # a schedule changes the store; the next one starts as seeded
+                run("UPDATE jobs SET status = 'succeeded' WHERE id = 1")
+                run("INSERT INTO jobs (status) VALUES ('todo')")
+                snapshot.restore()
+                assert run("SELECT * FROM jobs ORDER BY id").fetchall() == seeded
+                assert run("SELECT * FROM events ORDER BY n").fetchall() == seeded_events
+                new = run("INSERT INTO jobs (status) VALUES ('x') RETURNING id").fetchone()
+                assert new == (3,)  # the identity sequence was put back too
+                snapshot.restore()
+        finally:
+            snapshot.close()
