@@ -49,8 +49,13 @@ class PgWaits:
         self.connection: Any = psycopg.connect(server, autocommit=True, connect_timeout=30)
         self.last: dict[int, float] = {}
 
+    def released(self, pid: int) -> None:
+        """Process ``pid`` was let go: a command takes a round trip or more, so the server
+        is asked about it from ``CHECK_EVERY_S`` on."""
+        self.last[pid] = time.monotonic()
+
     def waiting(self, pid: int) -> bool:
-        """A connection of process ``pid`` waits at the server for a lock (checked at most
+        """A connection of process ``pid`` waits at the server for a lock (asked at most
         every ``CHECK_EVERY_S`` per process: the caller polls)."""
         now = time.monotonic()
         if now - self.last.get(pid, 0.0) < CHECK_EVERY_S:

@@ -332,6 +332,8 @@ class _Runner:
         self.run.points += 1
         proc.seen.append((proc.kind, proc.at, _digest(self.path)))
         proc.status, self.locks = "running", None
+        if self.waits is not None:
+            self.waits.released(proc.child.pid)
         proc.child.answer(GO)
         self._settle(proc, watch=True)
         if proc.status == "blocked" and self.search is not None and self.search.prune:
@@ -624,6 +626,7 @@ def explore(
 class ServerWaits(Protocol):
     """What a server says of a process: a connection of it waits for a lock."""
 
+    def released(self, pid: int) -> None: ...
     def waiting(self, pid: int) -> bool: ...
     def still_waiting(self, pid: int) -> bool: ...
 
