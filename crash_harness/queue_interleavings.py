@@ -9,6 +9,11 @@ SQLite runs it and waits (``_interleave_child.trace_new_connections``); each ada
 is a scheduling point too, so a library whose SQL is out of Python's reach (localqueue's
 Rust engine) is scheduled verb by verb.
 
+On a server library (PostgreSQL, Redis) the points are the commands it sends: each
+process starts a wire proxy (``_wire_proxy``) between the library and the server that
+holds every command until the engine releases it, and PostgreSQL says when a released
+command waits for another process's row lock (``_server_waits``).
+
 A scenario (``_queue_scenarios``) starts from a store the harness seeded once (jobs
 enqueued, some claimed, a lease run out by moving the clock, or by waiting on real
 time) and copied for every schedule. The history (the harness's seeding calls, each
@@ -472,8 +477,9 @@ def explore_queue(
 ) -> QueueExploration:  # fmt: skip
     """Every schedule of ``scenario`` on ``library`` with at most ``bound`` preemptions,
     cheapest first, until the first that breaks a property the library promises. On a
-    server (``server``) every verb runs whole, so the points are the verbs, and every
-    schedule is run (a store on a server has no file whose bytes could be hashed)."""
+    server (``server``) the points are the commands each process sends (its wire proxy
+    holds each one) and the verbs, and every schedule is run (a store on a server has no
+    file whose bytes could be hashed): at most ``limit`` of them."""
     unpromised = frozenset(p for p in GENERIC_PROPERTIES if not library.promises.of(p).promised)
     store = _seed(library, scenario, directory / scenario.name, server)
     try:
