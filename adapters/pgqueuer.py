@@ -15,6 +15,11 @@ claimer re-picks a row once its heartbeat is older than *its own* timeout, so a 
 means what the model says only when every claim uses the same (``one_lease=True``).
 Recovery is lazy (the next ``dequeue`` re-picks stale rows), so ``recover()`` returns ``-1``.
 
+Settings: the schema as ``Queries.install()`` makes it (logged tables, the default
+durability). ``dequeue`` is called with ``batch_size=1`` where the ``QueueManager``
+defaults to 10: the protocol's claim is one job; a batch is that many claims in one
+statement (the same ``FOR UPDATE SKIP LOCKED`` query), so one job a call is the unit.
+
 Observation: pgqueuer deletes a finished row and logs it in ``pgqueuer_log`` by id, so
 the adapter keeps a side table ``leasecheck_jobs(job, id)`` written at enqueue; state is
 read from the queue row, else from the job's last log entry (a successful one is

@@ -15,6 +15,10 @@ own lease as ``seconds_since_heartbeat``.
 
 Time: every comparison is against the server's ``NOW()``, so ``clock="real"`` (very
 short real leases; the adapter's clock is not read).
+
+Settings: the library's defaults. ``PsycopgConnector(conninfo=url)`` opens psycopg's
+default pool (4 connections; until issue 27 the adapter asked for a pool of one, which no
+user configures by default), and jobs are deferred with no lock and no queueing lock.
 """
 
 from __future__ import annotations
@@ -130,7 +134,7 @@ class ProcrastinateAdapter:
         import procrastinate
 
         self.session = PgSession(url)
-        connector = procrastinate.PsycopgConnector(conninfo=url, min_size=1, max_size=1)
+        connector = procrastinate.PsycopgConnector(conninfo=url)  # the library's pool defaults
         self.app: Any = procrastinate.App(connector=connector)
         self.workers: dict[str, int] = {}
         try:

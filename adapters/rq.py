@@ -16,6 +16,12 @@ Lease: rq sets a started job's registry score to ``now + get_heartbeat_ttl(job)`
 is ``job_monitoring_interval + 60`` seconds; the adapter's worker class returns the lease
 asked for instead (whole seconds: rq's timestamps are integers).
 
+Settings: rq's defaults except three enqueue arguments. ``Retry(max=...)``: without it
+(rq's default) a failed job is final, so there is no nack (the generic "give it back");
+``result_ttl=-1`` and ``failure_ttl=None`` keep finished and failed jobs readable for
+``observe``, where the defaults (500 s, one year) expire their keys on the server's real
+clock: later than any check ends, so the verdicts are the defaults' too.
+
 Keys: rq keeps every job under ``rq:job:{id}``, whatever its queue, so the adapter gives
 rq the id ``{prefix}_{job}`` to keep stores on one server apart.
 
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 import datetime
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -192,6 +199,14 @@ class RqAdapter:
         until = current_clock().now() + rq_worker.leasecheck_lease
         name = job.id.removeprefix(f"{self.prefix}_")
         return Claim(name, worker, (job, queue, execution), execution.id, until)
+
+    def adopt(self, claim: Claim) -> Claim:
+        """``claim`` (made by another connection, e.g. in a parent process) with its job,
+        queue and execution bound to this connection's client."""
+        handle: Any = claim.handle
+        job, _queue, execution = handle
+        job.connection = execution.connection = self.redis
+        return replace(claim, handle=(job, self.queue, execution))
 
     def ack(self, claim: Claim) -> bool:
         handle: Any = claim.handle

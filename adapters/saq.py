@@ -192,6 +192,13 @@ class SaqAdapter:
         name = job.key.removeprefix(f"{self.prefix}/")
         return Claim(name, worker, job, job.attempts, current_clock().now() + lease)
 
+    def adopt(self, claim: Claim) -> Claim:
+        """``claim`` (made by another connection, e.g. in a parent process) with its job
+        bound to this connection's queue (its Redis pool belongs to this loop)."""
+        handle: Any = claim.handle
+        handle.queue = self.queue
+        return claim
+
     def ack(self, claim: Claim) -> bool:
         from saq.job import Status
 

@@ -15,7 +15,14 @@ from typing import Literal
 
 from leasecheck.adapters.protocol import Capabilities
 
-__all__ = ["BOUNDS", "QueueScenario", "Seed", "Verb", "queue_scenario"]
+__all__ = [
+    "BOUNDS",
+    "SERVER_BOUNDS",
+    "QueueScenario",
+    "Seed",
+    "Verb",
+    "queue_scenario",
+]
 
 Held = Literal["ready", "live", "expired"]
 
@@ -107,6 +114,34 @@ BOUNDS: dict[str, tuple[tuple[str, int | None], ...]] = {
     "deep": (*((name, None) for name in _TWO), ("sweep-ack-claim", 2)),
 }
 """profile scope -> (scenario, preemption bound) pairs; None: every schedule (no bound)."""
+
+ServerPlan = tuple[tuple[str, int | None, int | None], ...]
+_REDIS_CI: ServerPlan = (
+    ("sweep-ack", 1, 12),
+    ("open-while-claimed", 1, 6),
+    ("claim-sweep", 1, 6),
+    ("claim-claim", 0, None),
+)
+_POSTGRES_CI: ServerPlan = (("sweep-ack", 1, 6), ("open-while-claimed", 1, 6))
+SERVER_BOUNDS: dict[str, dict[str, ServerPlan]] = {
+    "redis": {
+        "small": (("sweep-ack", 1, 12),),
+        "ci": _REDIS_CI,
+        "deep": tuple((name, 2, None) for name in _TWO),
+    },
+    "postgres": {
+        "small": (("sweep-ack", 1, 3),),
+        "ci": _POSTGRES_CI,
+        "deep": tuple((name, 2, None) for name in _TWO),
+    },
+}
+"""The same on a server library, per server and profile scope, as (scenario, preemption
+bound, at most this many schedules, cheapest first; None: no cap). Its scheduling points
+are the commands on the wire (a verb sends 3-25 of them, where a SQLite library runs a
+few statements) and its store is copied or seeded afresh for every schedule (a server's
+store is no file): a PostgreSQL schedule costs 0.5-2.5 s on a loaded 2-core machine,
+so PostgreSQL's ci runs the two scenarios issue 27 names for every library and deep
+runs them all."""
 
 
 def queue_scenario(name: str) -> QueueScenario:

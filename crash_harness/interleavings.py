@@ -38,7 +38,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 from leasecheck.crash_harness import _lock_view
 from leasecheck.crash_harness._interleave_child import child_body
@@ -63,6 +63,7 @@ __all__ = [
     "Run",
     "Schedule",
     "ScheduleMismatch",
+    "ServerWaits",
     "explore",
     "judge",
     "replay",
@@ -110,12 +111,17 @@ class Step:
 
     process: str
     action: str
-    """ran | passed | blocked | resumed | returned | ended"""
+    """ran | sent | passed | blocked | resumed | returned | ended"""
     text: str
 
     def describe(self) -> str:
         if self.action == "ran":
             return f"{self.process} ran `{' '.join(self.text.split())}`"
+        if self.action == "waits":
+            return (f"{self.process} waits at the server in `{self.text}` (for a lock "
+                    f"another process's open transaction holds)")  # fmt: skip
+        if self.action == "sent":
+            return f"{self.process} sent `{self.text}`"
         if self.action == "passed":
             return f"{self.process} passed fault({self.text!r})"
         if self.action == "blocked":
@@ -211,10 +217,10 @@ class _Runner:
     def __init__(
         self, module: ModuleType | None, scenario: Scenario, path: Path,
         prefix: tuple[str, ...], search: _Search | None, engine: Engine,
-        body_of: BodyOf | None = None,
+        body_of: BodyOf | None = None, waits: ServerWaits | None = None,
     ) -> None:  # fmt: skip
         self.module, self.scenario, self.path = module, scenario, path
-        self.body_of = body_of
+        self.body_of, self.waits = body_of, waits
         self.prefix, self.search, self.engine = prefix, search, engine
         self.locks: list[_lock_view.FileLock] | None = None
         """/proc/locks for the file, valid until a process is let go (the others wait)."""
@@ -321,10 +327,13 @@ class _Runner:
     # -- moving one process --
 
     def _release(self, proc: _Proc) -> None:
-        self.run.steps.append(Step(proc.name, "ran" if proc.kind == "stmt" else "passed", proc.at))
+        action = {"stmt": "ran", "wire": "sent"}.get(proc.kind, "passed")
+        self.run.steps.append(Step(proc.name, action, proc.at))
         self.run.points += 1
         proc.seen.append((proc.kind, proc.at, _digest(self.path)))
         proc.status, self.locks = "running", None
+        if self.waits is not None:
+            self.waits.released(proc.child.pid)
         proc.child.answer(GO)
         self._settle(proc, watch=True)
         if proc.status == "blocked" and self.search is not None and self.search.prune:
@@ -344,6 +353,10 @@ class _Runner:
                 if self._handle(proc, message):
                     return
                 continue
+            if watch and self.waits is not None and self.waits.waiting(proc.child.pid):
+                proc.status = "blocked"  # the server says it waits for another's lock
+                self.run.steps.append(Step(proc.name, "waits", proc.at))
+                return
             blocked = watch and _lock_view.waits_for_lock(proc.child.pid, self.path)
             if blocked and self._stop_asleep(proc):
                 return
@@ -355,7 +368,7 @@ class _Runner:
 
     def _handle(self, proc: _Proc, message: Message) -> bool:
         """Record one message; True when the process paused or ended."""
-        if message.kind in ("stmt", "point"):
+        if message.kind in ("stmt", "point", "wire"):  # "wire": a command held at its proxy
             proc.status, proc.kind, proc.at = "paused", message.kind, str(message.value)
             return True
         if message.kind == "invoke":
@@ -395,7 +408,10 @@ class _Runner:
 
     def _may_proceed(self, proc: _Proc) -> bool:
         """Nothing in ``proc``'s way: no other process holds a write lock (RESERVED or
-        more), and if ``proc`` writes (it waits to commit) no other holds any lock."""
+        more), and if ``proc`` writes (it waits to commit) no other holds any lock. On a
+        server: the server no longer says it waits."""
+        if self.waits is not None and proc.kind == "wire":
+            return not self.waits.still_waiting(proc.child.pid)
         locks = self._locks()
         others = [lock for lock in locks if lock.pid != proc.child.pid]
         writes = any(lock.write for lock in locks if lock.pid == proc.child.pid)
@@ -592,17 +608,26 @@ def explore(
     return run_schedules(one, scenario, bound, limit, prune)
 
 
+class ServerWaits(Protocol):
+    """What a server says of a process: a connection of it waits for a lock."""
+
+    def released(self, pid: int) -> None: ...
+    def waiting(self, pid: int) -> bool: ...
+    def still_waiting(self, pid: int) -> bool: ...
+
+
 RunOne = Callable[[tuple[str, ...], "_Search | None", Engine], Run]
 """Run (and judge) one schedule from its prefix of choices, feeding the search."""
 
 
 def run_with(
     body_of: BodyOf, scenario: Any, path: Path, prefix: tuple[str, ...],
-    search: _Search | None, engine: Engine,
+    search: _Search | None, engine: Engine, waits: ServerWaits | None = None,
 ) -> Run:  # fmt: skip
     """One schedule of ``scenario``'s programs on the file ``path``, each process's body
-    made by ``body_of`` (another library's calls, scheduled by this engine); not judged."""
-    return _Runner(None, scenario, path, prefix, search, engine, body_of).execute()
+    made by ``body_of`` (another library's calls, scheduled by this engine); not judged.
+    ``waits``: on a server, which processes the server says wait for a lock."""
+    return _Runner(None, scenario, path, prefix, search, engine, body_of, waits).execute()
 
 
 def run_schedules(

@@ -9,6 +9,11 @@ SQLite runs it and waits (``_interleave_child.trace_new_connections``); each ada
 is a scheduling point too, so a library whose SQL is out of Python's reach (localqueue's
 Rust engine) is scheduled verb by verb.
 
+On a server library (PostgreSQL, Redis) the points are the commands it sends: each
+process starts a wire proxy (``_wire_proxy``) between the library and the server that
+holds every command until the engine releases it, and PostgreSQL says when a released
+command waits for another process's row lock (``_server_waits``).
+
 A scenario (``_queue_scenarios``) starts from a store the harness seeded once (jobs
 enqueued, some claimed, a lease run out by moving the clock, or by waiting on real
 time) and copied for every schedule. The history (the harness's seeding calls, each
@@ -25,6 +30,7 @@ import contextlib
 import shutil
 import sqlite3
 import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -39,13 +45,17 @@ from leasecheck.adapters.protocol import (
     destroy_store,
 )
 from leasecheck.crash_harness._interleave_child import trace_new_connections
+from leasecheck.crash_harness._pg_snapshot import PgSnapshot
 from leasecheck.crash_harness._queue_scenarios import QueueScenario, Verb
+from leasecheck.crash_harness._server_waits import PgWaits
+from leasecheck.crash_harness._wire_proxy import WireProxy
 from leasecheck.crash_harness.engine import Channel, Engine, HarnessError
 from leasecheck.crash_harness.interleavings import (
     STEP_NS,
     Exploration,
     Run,
     Schedule,
+    ServerWaits,
     run_schedules,
     run_with,
 )
@@ -180,7 +190,11 @@ class _Process:
         self.scale = store.library.capabilities.time_scale()
 
     def open(self) -> None:
-        self.queue = self.library.connect(self.location, self.clock)
+        self.queue = queue = self.library.connect(self.location, self.clock)
+        # A claim's handle may hold the client that made it (rq's job and execution): an
+        # adapter offering ``adopt`` rebinds it to this connection (and so to its proxy).
+        if (adopt := getattr(queue, "adopt", None)) is not None:
+            self.held = {cid: adopt(claim) for cid, claim in self.held.items()}
 
     def reopen(self) -> None:
         self.close()
@@ -215,17 +229,37 @@ class _Process:
         return args, _outcome(lambda: verbs[verb.name](claim) is True)
 
 
+def _wire(store: _Store, location: str, channel: Channel) -> tuple[WireProxy | None, str]:
+    """On a server: a proxy (in this process) between the library and the server, and the
+    location that points the library at it; else no proxy and the location as it was."""
+    dialect = store.library.capabilities.server
+    if dialect not in ("postgres", "redis"):
+        return None, location
+    parts = urllib.parse.urlsplit(location)
+    unique = parts.fragment or parts.path.lstrip("/")  # the store's prefix, or its database
+    proxy = WireProxy(
+        dialect, (parts.hostname or "127.0.0.1", parts.port or 0),
+        lambda text: channel.ask("wire", text), lambda text: text.replace(unique, "<store>"),
+    )  # fmt: skip
+    netloc = parts.netloc.rpartition("@")
+    host = f"{netloc[0]}{netloc[1]}127.0.0.1:{proxy.port}"
+    return proxy, urllib.parse.urlunsplit(parts._replace(netloc=host))
+
+
 def _body_of(store: _Store, location: str, clock_path: Path) -> Any:
     def body_of(name: str, program: tuple[Verb, ...]) -> Callable[[Channel], str]:
         def body(channel: Channel) -> str:
             opened: list[sqlite3.Connection] = []
             tracing = trace_new_connections(channel, opened)
-            process = _Process(store, location, clock_path)
+            proxy, wired = _wire(store, location, channel)
+            process = _Process(store, wired, clock_path)
             try:
                 if not program or program[0].name != "open":
                     process.open()
                 channel.ask("ready")
                 tracing[0] = True
+                if proxy is not None:
+                    proxy.holding = True
                 for con in opened:
                     con.set_trace_callback(channel.trace)
                 for index, verb in enumerate(program, 1):
@@ -235,8 +269,12 @@ def _body_of(store: _Store, location: str, clock_path: Path) -> Any:
                 for con in opened:
                     with contextlib.suppress(sqlite3.ProgrammingError):  # closed already
                         con.set_trace_callback(None)
+                if proxy is not None:
+                    proxy.holding = False
                 process.close()
                 process.clock.close()
+                if proxy is not None:
+                    proxy.close()
             return name
 
         return body
@@ -321,19 +359,22 @@ def _frontier(spec: QueueSpec, verdict: Verdict) -> str | None:
 
 def _one_judged(
     store: _Store, scenario: QueueScenario, directory: Path, found: QueueExploration,
-    unpromised: frozenset[str], server: str | None = None, made: list[_Store] | None = None,
+    unpromised: frozenset[str], server: str | None = None, pg: _Postgres | None = None,
 ) -> Callable[..., Run]:  # fmt: skip
-    """One schedule's run, judged. On a server each run seeds a store of its own; each is
-    appended to ``made``, for the caller to destroy (``destroy_store``) at the end."""
+    """One schedule's run, judged. On Redis each run seeds a store of its own and destroys
+    it; on PostgreSQL the seeded rows are put back in place before each run."""
     runs = [0]
+    seeded = store
 
     def one(prefix: tuple[str, ...], search: Any, engine: Engine) -> Run:
         nonlocal store
-        if server is not None:  # a server's store cannot be copied: seed each one afresh
+        if pg is not None:  # PostgreSQL: the seeded rows put back, in place
+            pg.snapshot.restore()
+            location, path = seeded.location, seeded.template
+            clock_path = seeded.template / "clock"
+        elif server is not None:  # a Redis store cannot be copied: seed each one afresh
             runs[0] += 1
             store = _seed(store.library, scenario, directory / f"run-{runs[0]}", server)
-            if made is not None:
-                made.append(store)
             location, path = store.location, store.template
             clock_path = store.template / "clock"
         else:
@@ -341,20 +382,68 @@ def _one_judged(
             clock_path = directory / "run" / "clock"
         if store.library.capabilities.real_time:
             _check_live(store, scenario)
-        body_of = _body_of(store, location, clock_path)
-        run = run_with(body_of, scenario, path, prefix, search, engine)
-        if run.pruned:
-            return run
-        if run.failures:
-            run.problem = "; ".join(run.failures)
-            return run
-        end = max((op.returned_ns or 0 for op in run.ops), default=0)
-        end += (2 * len(store.ops) + 2) * STEP_NS
-        history = history_of(store, run, _final(store, location, clock_path, end))
-        _judge(store.library, history, run, found, unpromised)
-        return run
+        try:
+            waits = pg.waits if pg is not None else None
+            return _run_judged(store, scenario, (location, path, clock_path), prefix,
+                               (search, engine, waits), (found, unpromised))  # fmt: skip
+        finally:
+            if server is not None and pg is None:  # a PostgreSQL store is reused
+                destroy_store(store.library, location)
 
     return one
+
+
+@dataclass
+class _Postgres:
+    """On PostgreSQL: the server's word on which process waits for a row lock (a Redis
+    command never waits for another client's), and the seeded rows to put back."""
+
+    waits: PgWaits
+    snapshot: PgSnapshot
+
+    def close(self) -> None:
+        try:
+            self.snapshot.close()
+        finally:
+            self.waits.close()
+
+
+def _postgres(store: _Store, server: str | None) -> _Postgres | None:
+    if server is None or store.library.capabilities.server != "postgres":
+        return None
+    waits = PgWaits(server)
+    try:
+        snapshot = PgSnapshot(store.location)
+    except BaseException:
+        waits.close()
+        raise
+    pg = _Postgres(waits, snapshot)
+    try:
+        snapshot.take()
+    except BaseException:
+        pg.close()
+        raise
+    return pg
+
+
+def _run_judged(
+    store: _Store, scenario: QueueScenario, where: tuple[str, Path, Path],
+    prefix: tuple[str, ...], searching: tuple[Any, Engine, ServerWaits | None],
+    judging: tuple[QueueExploration, frozenset[str]],
+) -> Run:  # fmt: skip
+    location, path, clock_path = where
+    body_of = _body_of(store, location, clock_path)
+    run = run_with(body_of, scenario, path, prefix, *searching)
+    if run.pruned:
+        return run
+    if run.failures:
+        run.problem = "; ".join(run.failures)
+        return run
+    end = max((op.returned_ns or 0 for op in run.ops), default=0)
+    end += (2 * len(store.ops) + 2) * STEP_NS
+    history = history_of(store, run, _final(store, location, clock_path, end))
+    _judge(store.library, history, run, *judging)
+    return run
 
 
 def _judge(
@@ -390,37 +479,54 @@ def explore_queue(
 ) -> QueueExploration:  # fmt: skip
     """Every schedule of ``scenario`` on ``library`` with at most ``bound`` preemptions,
     cheapest first, until the first that breaks a property the library promises. On a
-    server (``server``) every verb runs whole, so the points are the verbs, and every
-    schedule is run (a store on a server has no file whose bytes could be hashed)."""
+    server (``server``) the points are the commands each process sends (its wire proxy
+    holds each one) and the verbs, and every schedule is run (a store on a server has no
+    file whose bytes could be hashed): at most ``limit`` of them."""
     unpromised = frozenset(p for p in GENERIC_PROPERTIES if not library.promises.of(p).promised)
     store = _seed(library, scenario, directory / scenario.name, server)
-    made = [store]
+    try:
+        pg = _postgres(store, server)
+    except BaseException:
+        destroy_store(library, store.location)
+        raise
     try:
         found = QueueExploration(Exploration(scenario, bound))  # type: ignore[arg-type]
-        one = _one_judged(
-            store, scenario, directory / scenario.name, found, unpromised, server, made
-        )
+        one = _one_judged(store, scenario, directory / scenario.name, found, unpromised, server,
+                          pg)  # fmt: skip
         found.exploration = run_schedules(one, scenario, bound, limit, prune=server is None)
         return found
     finally:
-        for seeded in made:  # every child of a run has exited: no connection is open
-            destroy_store(library, seeded.location)
+        if pg is not None:
+            pg.close()
+        # Every child of a run has exited, so no connection is open. A store seeded for
+        # one schedule on a server is destroyed by that run itself.
+        destroy_store(library, store.location)
         shutil.rmtree(directory / scenario.name, ignore_errors=True)
 
 
 def replay_queue(
-    library: QueueLibrary, scenario: QueueScenario, schedule: Schedule, directory: Path
-) -> QueueExploration:
-    """Run exactly ``schedule`` of ``scenario`` on ``library`` and judge it."""
+    library: QueueLibrary, scenario: QueueScenario, schedule: Schedule, directory: Path,
+    server: str | None = None,
+) -> QueueExploration:  # fmt: skip
+    """Run exactly ``schedule`` of ``scenario`` on ``library`` (on ``server``) and judge it."""
     unpromised = frozenset(p for p in GENERIC_PROPERTIES if not library.promises.of(p).promised)
-    store = _seed(library, scenario, directory / scenario.name)
+    store = _seed(library, scenario, directory / scenario.name, server)
+    try:
+        pg = _postgres(store, server)
+    except BaseException:
+        destroy_store(library, store.location)
+        raise
     try:
         found = QueueExploration(Exploration(scenario, 0))  # type: ignore[arg-type]
-        one = _one_judged(store, scenario, directory / scenario.name, found, unpromised)
+        one = _one_judged(store, scenario, directory / scenario.name, found, unpromised, server,
+                          pg)  # fmt: skip
         with Engine() as engine:
             run = one(schedule.choices, None, engine)
         found.exploration.explored = 1
         found.exploration.failure = run if run.problem is not None else None
         return found
     finally:
+        if pg is not None:
+            pg.close()
+        destroy_store(library, store.location)
         shutil.rmtree(directory / scenario.name, ignore_errors=True)

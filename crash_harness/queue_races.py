@@ -86,6 +86,8 @@ SHARED = RaceTime(lease=10_050, short=1000, past=10_100)
 moves between steps); times are stretched by the library's ``time_scale``."""
 REAL = RaceTime(lease=80, short=15, past=95)
 """On real time: a step takes a few ms, so an 80 ms lease outlives it."""
+PROBE_REAL_MS = 1000
+"""On real time, the lease of the stale-nack probe's claims (``_stale_nack_probe``)."""
 
 Command = tuple[str, str, int]
 """(verb, claim id, lease ms): ``("claim", "P1#3", 10050)``, ``("ack", "P1#3", 0)``,
@@ -307,6 +309,7 @@ def check_exclusive(
             live: dict[str, Lease] = {}
             stale: list[str] = []
             taken: Taken = {}
+            report.stale += _stale_nack_probe(racers, live, taken)
             for number in range(rounds):
                 for index in range(rng.randint(1, max(1, processes - 1))):
                     racers.enqueue(f"r{number}j{index}")
@@ -324,6 +327,50 @@ def check_exclusive(
     return report
 
 
+def _stale_nack_probe(racers: Racers, live: dict[str, Lease], taken: Taken) -> int:
+    """The stale-call path, driven one racer at a time so that it runs the same way on
+    every run: P1 claims job ``stale``, its lease runs out, a sweep, P2 claims it again,
+    P1's stale claim nacks, and another claim follows. Whether a race round meets this
+    depends on which racer won what; here it does not, so a library whose stale nack
+    re-readies a job another claim holds is found on every run (judged, as in the rounds,
+    by its ``queue.stale-ack`` promise). The holders then ack. Stale calls sent: 0 or 1."""
+    if not racers.library.capabilities.nack:
+        return 0
+    racers.enqueue("stale")
+    # On real time a race round's lease (80 ms) may run out while the probe's steps run
+    # one after another on a loaded machine: the probe's leases last PROBE_REAL_MS.
+    real = racers.pacer is not None
+    lease = PROBE_REAL_MS if real else racers.time.lease
+    past = lease + REAL.past - REAL.lease if real else racers.time.past
+    last = len(racers.children) - 1
+
+    def alone(racer: int, verb: str, cid: str) -> list[Operation]:
+        commands: list[list[Command]] = [[] for _ in racers.children]
+        commands[racer] = [(verb, cid, lease if verb == "claim" else 0)]
+        return racers.step(commands)
+
+    first, other = racers.cid(0), min(1, last)
+    claimed = alone(0, "claim", first)
+    _check_claims(racers, claimed, live, taken, lease)
+    if [_job(op) for op in claimed] != ["stale"]:
+        return 0  # the store's oldest job is not the one just enqueued: no probe
+    racers.advance(past)
+    racers.recover()
+    second = racers.cid(other)
+    again = alone(other, "claim", second)
+    if first not in _check_claims(racers, again, live, taken, lease):
+        return 0  # not delivered again: nothing is stale
+    (nack,) = alone(0, "nack", first)
+    if nack.outcome == Returned(True):
+        said = f"at t={racers.window(nack)[1]} ms P1 sent nack of job 'stale' as stale claim"
+        taken["stale"] = (f"{said} {first} -> True",)
+        third = alone(last, "claim", racers.cid(last))
+        _check_claims(racers, third, live, taken, lease)  # raises on a breach
+    alone(other, "ack", second)
+    live.pop("stale", None)
+    return 1
+
+
 def _job(op: Operation) -> str | None:
     return op.outcome.value if isinstance(op.outcome, Returned) else None
 
@@ -339,11 +386,13 @@ Taken = dict[str, tuple[str, ...]]
 
 
 def _check_claims(
-    racers: Racers, made: list[Operation], live: dict[str, Lease], taken: Taken
-) -> list[str]:
+    racers: Racers, made: list[Operation], live: dict[str, Lease], taken: Taken,
+    lease_ms: int | None = None,
+) -> list[str]:  # fmt: skip
     """No claim of ``made`` got a job whose earlier lease (``live``) was surely still
     running when the claim returned; the claims this made stale (their job was taken)."""
     slack = 0 if racers.pacer is None else MARGIN_MS
+    lease = racers.time.lease if lease_ms is None else lease_ms
     stale: list[str] = []
     for op in made:
         job = _job(op)
@@ -369,11 +418,11 @@ def _check_claims(
                     f"while that lease was live",
                 )
             )
-            second = Lease(str(op.args["cid"]), end, start + racers.time.lease)
+            second = Lease(str(op.args["cid"]), end, start + lease)
             raise attach(error, _two_leases(job, holder, second, op.process))
         if holder is not None:
             stale.append(holder.cid)
-        live[job] = Lease(str(op.args["cid"]), start, start + racers.time.lease)
+        live[job] = Lease(str(op.args["cid"]), start, start + lease)
     return stale
 
 

@@ -10,10 +10,10 @@ with at most 2 preemptions, cheapest first. Each history is judged by the generi
 (``models._queue_spec.QueueSpec``); a schedule that breaks a generic property is judged by
 the library's promise of that property, so ``--strict`` applies. The same target and
 seed always explore the same schedules: the verdict does not depend on the OS. A library
-on a server is scheduled at its verbs only (its commands are not scheduling points: no
-wire proxy yet), and only in the scenarios that seed no claim: a claim's handle there
-holds the seeding process's client (rq's job and execution objects), which a forked
-process cannot use.
+on a server is scheduled at every command it sends (each process's wire proxy,
+``crash_harness._wire_proxy``, holds it until released) and at its verbs, within a
+smaller bound and a cap of schedules a scenario (``SERVER_BOUNDS``): every schedule
+copies or re-seeds a store on the server.
 """
 
 from __future__ import annotations
@@ -25,7 +25,11 @@ from pathlib import Path
 import pytest
 
 from leasecheck.adapters.protocol import QueueLibrary
-from leasecheck.crash_harness._queue_scenarios import BOUNDS, queue_scenario
+from leasecheck.crash_harness._queue_scenarios import (
+    BOUNDS,
+    SERVER_BOUNDS,
+    queue_scenario,
+)
 from leasecheck.crash_harness.queue_interleavings import Finding, QueueExploration, explore_queue
 from leasecheck.plugin import Checked, NotChecked
 from leasecheck.profiles import Profile
@@ -56,13 +60,18 @@ def test_queue_interleavings(
 ) -> None:
     library = multiprocess_library
     done: list[QueueExploration] = []
-    for name, bound in BOUNDS[lc_profile.explore_scope]:
+    scope = lc_profile.explore_scope
+    plan = (
+        [(name, bound, None) for name, bound in BOUNDS[scope]]
+        if queue_server is None
+        else list(SERVER_BOUNDS[str(library.capabilities.server)][scope])
+    )  # fmt: skip
+    caps = {name: cap for name, _bound, cap in plan if cap is not None}
+    for name, bound, cap in plan:
         scenario = queue_scenario(name)
         if not scenario.runs_on(library.capabilities):
             continue
-        if queue_server is not None and scenario.claimed():
-            continue  # a seeded claim's handle belongs to the seeding client (see below)
-        found = explore_queue(library, scenario, scratch, bound, server=queue_server)
+        found = explore_queue(library, scenario, scratch, bound, cap or 2_000, queue_server)
         if found.violated is not None:
             with judged(found.violated.prop):
                 raise AssertionError(_failure(library, found, found.violated))
@@ -75,13 +84,17 @@ def test_queue_interleavings(
     if not explored:
         not_checked("0 schedules explored", "use the ci or deep profile")
     sizes = sorted({d.exploration.scenario.processes for d in done})
-    bounds = sorted({d.exploration.bound for d in done if d.exploration.bound is not None})
+    used = sorted({d.exploration.bound for d in done if d.exploration.bound is not None})
     most = max(d.exploration.points for d in done)
-    scope = "-".join(str(n) for n in sorted({sizes[0], sizes[-1]}))
-    bound_text = f"<= {bounds[-1]} preemptions" if bounds else "every schedule"
+    procs = "-".join(str(n) for n in sorted({sizes[0], sizes[-1]}))
+    bound_text = f"<= {used[-1]} preemptions" if used else "every schedule"
+    if caps:
+        bound_text += f", <= {max(caps.values())} schedules a scenario"
+    points = "statements and verbs" if queue_server is None else "wire commands and verbs"
     checked(
-        f"{len(done)} scenarios, {scope} processes ({bound_text}), <= {most} statements and "
-        f"verbs; {explored} schedules",
+        f"{len(done)} scenarios, {procs} processes ({bound_text}), <= {most} {points}; "
+        f"{explored} schedules",
         scenarios=len(done), schedules=explored, statements=most,
         preemptions={d.exploration.scenario.name: d.exploration.bound for d in done},
+        caps=caps,
     )  # fmt: skip
