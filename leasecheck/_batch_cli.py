@@ -67,7 +67,8 @@ def _columns(names: list[str]) -> dict[str, str]:
     return short if unique else {name: name for name in names}
 
 
-def print_table(result: BatchResult, view: View, stream: TextIO = sys.stdout) -> None:
+def print_table(result: BatchResult, view: View, stream: TextIO | None = None) -> None:
+    stream = stream or sys.stdout
     names = sorted({p["property"] for r in result.records for p in r["properties"]})
     heads = _columns(names)
     width = {name: max(len(heads[name]), 12) for name in names}
@@ -95,9 +96,10 @@ def _cells(
     return f"{record['exit_code']:<4}  " + "  ".join(cells).rstrip() + problem
 
 
-def print_failures(result: BatchResult, stream: TextIO = sys.stdout) -> None:
+def print_failures(result: BatchResult, stream: TextIO | None = None) -> None:
     """Each failing file: its first failing property's first counterexample lines and
     the command that replays the file alone."""
+    stream = stream or sys.stdout
     for record in result.records:
         if record["exit_code"] == 0 or record["load_error"]:
             continue

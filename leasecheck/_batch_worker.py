@@ -187,7 +187,7 @@ def _options(job: Mapping[str, Any]) -> CheckOptions:
         impl=path if job["option"] == "--impl" else None,
         jobs_impl=path if job["option"] == "--jobs-impl" else None,
         profile=job["profile"], seed=int(job["seed"]), workers="0",
-        properties=tuple(job["properties"]), db=job.get("db"),
+        properties=tuple(job["properties"]), db=job.get("db"), read_only_examples=True,
     )  # fmt: skip
 
 

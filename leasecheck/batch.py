@@ -21,6 +21,7 @@ import contextlib
 import json
 import os
 import selectors
+import signal
 import subprocess
 import sys
 import time
@@ -178,8 +179,18 @@ class _Pool:
     def run(
         self, jobs: list[dict[str, Any]], on_record: Callable[[dict[str, Any]], None]
     ) -> list[dict[str, Any]]:
-        waiting, records = list(jobs), []
         members = [self._start(index) for index in range(self.size)]
+        try:
+            return self._serve(members, list(jobs), on_record)
+        finally:
+            for member in members:
+                _stop(member.process)
+
+    def _serve(
+        self, members: list[_Member], waiting: list[dict[str, Any]],
+        on_record: Callable[[dict[str, Any]], None],
+    ) -> list[dict[str, Any]]:  # fmt: skip
+        records: list[dict[str, Any]] = []
         with selectors.DefaultSelector() as selector:
             for member in members:
                 assert member.process.stdout is not None
@@ -224,6 +235,16 @@ class _Pool:
         )
         return _complete({"file": job["path"], "option": job["option"], "load_error": None,
                           "exit_code": 2, "problem": problem})  # fmt: skip
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """Its pipes closed, it and its session killed, its status collected."""
+    for stream in (process.stdin, process.stdout):
+        with contextlib.suppress(OSError):
+            stream.close() if stream else None
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
 
 
 def write_batch_json(path: Path, result: BatchResult) -> None:

@@ -76,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
         "check", help="check a target against every property", epilog=HELP_BATCH
     )
     check.add_argument(
-        "--impl", metavar="PATH", type=Path, nargs="+", help=HELP_IMPL + "; several: a batch"
+        "--impl", metavar="PATH", type=Path, nargs="+", help=HELP_IMPL + "; several, or a directory: a batch"
     )
     check.add_argument(
         "--jobs-impl", metavar="PATH", type=Path, nargs="+",

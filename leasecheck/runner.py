@@ -37,6 +37,7 @@ from leasecheck.plugin import (
     IMPL,
     JOBS_IMPL,
     NOT_CHECKED_KEY,
+    READ_ONLY,
     SERVERS,
     STRICT,
 )
@@ -92,6 +93,9 @@ class CheckOptions:
     """With ``adapter``: a property the library does not promise fails too (exit 1)."""
     properties: tuple[str, ...] = ()
     """Only these properties (``--property NAME``); empty: every selected one."""
+    read_only_examples: bool = False
+    """Replay the example database but write nothing to it (a batch: no file's find is
+    replayed on another file, so each verdict is the file's alone)."""
     servers: bool = False
     """Also the properties that start real servers (``--servers``): with ``adapter``, the
     server faults queue.server-crash, queue.zombie-pause and queue.clock-skew on it."""
@@ -185,6 +189,8 @@ def pytest_command(options: CheckOptions) -> list[str]:
         command += ["--leasecheck-examples", str(options.examples)]
     if options.db is not None:
         command += ["--leasecheck-db", options.db]
+    if options.read_only_examples:
+        command += [READ_ONLY]
     return command
 
 
