@@ -4,10 +4,11 @@ Not a test: run ``python benchmarks/bench_batch.py [--files 20] [--profile ci]``
 writes ``--files`` target files into a temporary directory (half catalogue mutants of
 the lease worker, half copies of the bundled worker), then
 
+- *batch* (first, so that an interrupted benchmark still has it): ``leasecheck check
+  --impl DIR --profile P`` once, timed from start to exit; each file's own time in the
+  pool is its ``--json`` record's ``seconds``;
 - *sequential*: ``leasecheck check --impl FILE --profile P`` once per file, one after
-  the other (``-n`` as given, default ``auto``), each timed from start to exit;
-- *batch*: ``leasecheck check --impl DIR --profile P`` once, timed likewise; each
-  file's own time in the pool is its ``--json`` record's ``seconds``.
+  the other (``-n`` as given, default ``auto``), each timed likewise.
 
 Both read the same empty example database. It prints the medians per file, the two
 totals, their ratio, and whether every file got the same verdicts both ways (it
@@ -83,13 +84,17 @@ def _run(options: argparse.Namespace, work: Path) -> int:
     paths = write_class(folder, options.files)
     env = {**os.environ, "LEASECHECK_EXAMPLES": str(work / "examples")}
     common = ["--profile", options.profile, "-n", options.workers]
+    total, batch_code, batch_document = _check(
+        ["--impl", str(folder), *common], work / "batch.json", env
+    )
+    print(f"  batch: {total:6.1f} s  exit {batch_code}  ({len(paths)} files)", flush=True)
     alone: dict[str, tuple[float, int, dict[str, str]]] = {}
     for index, path in enumerate(paths):
         seconds, code, document = _check(["--impl", str(path), *common], work / "one.json", env)
         alone[str(path)] = (seconds, code, _verdicts(document))
-        print(f"  alone {index + 1:>2}/{len(paths)}: {seconds:6.1f} s  exit {code}  {path.name}")
-    total, code, document = _check(["--impl", str(folder), *common], work / "batch.json", env)
-    batch = {r["file"]: r for r in document["files"]}
+        print(f"  alone {index + 1:>2}/{len(paths)}: {seconds:6.1f} s  exit {code}  {path.name}",
+              flush=True)  # fmt: skip
+    batch = {r["file"]: r for r in batch_document["files"]}
     same = [p for p in map(str, paths) if _verdicts(batch[p]) == alone[p][2]]
     copies = [str(p) for p in paths if p.name.startswith("worker_copy_")]
     sequential = sum(seconds for seconds, _, _ in alone.values())
@@ -102,7 +107,7 @@ def _run(options: argparse.Namespace, work: Path) -> int:
     print(f"  in the batch, per file: median {statistics.median(in_pool):6.1f} s of its own"
           f" (copies {statistics.median(float(batch[p]['seconds']) for p in copies):.1f} s),"
           f" {total / len(paths):.1f} s of the batch's wall time each")  # fmt: skip
-    print(f"  sequential total {sequential:7.1f} s;  batch total {total:7.1f} s (exit {code});"
+    print(f"  sequential total {sequential:7.1f} s;  batch {total:7.1f} s (exit {batch_code});"
           f"  ratio {sequential / total:.2f}x")  # fmt: skip
     print(f"  same verdicts alone and in the batch: {len(same)} of {len(paths)} files")
     return 0 if len(same) == len(paths) else 1

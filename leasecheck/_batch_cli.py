@@ -158,7 +158,8 @@ def _why(result: BatchResult) -> str:
     parts += [f"not everything checked in {', '.join(incomplete)}"] if incomplete else []
     parts += [f"not run: {', '.join(missing)}"] if missing else []
     violated = sum(1 for r in result.records if r["exit_code"] == 1)
-    tail = f" (and {violated} files violated a property)" if violated else ""
+    files = "file" if violated == 1 else "files"
+    tail = f" (and {violated} {files} violated a property)" if violated else ""
     return "; ".join(parts) + tail
 
 

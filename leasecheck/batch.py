@@ -37,7 +37,7 @@ from leasecheck._preflight import check_scratch
 from leasecheck._processes import Tree, subreaper
 from leasecheck.adapters.servers import die_with_parent
 from leasecheck.runner import KILL_WITHIN, NOT_CHECKED, NOT_RUN, _Signals
-from leasecheck.targets.scratch import scratch_dir
+from leasecheck.targets.scratch import SCRATCH_ENV, scratch_dir
 
 __all__ = [
     "BatchResult",
@@ -137,7 +137,10 @@ def run_batch(
     try:
         with _Signals() as signals, scratch_dir("leasecheck-batch-") as work:
             wanted = [{"option": j.option, "path": str(j.path), **settings} for j in jobs]
-            records = _Pool(size, work, signals).run(wanted, on_record)
+            try:
+                records = _Pool(size, work, signals).run(wanted, on_record)
+            finally:  # before the scratch goes: nothing may still write in it
+                tree.kill_all(time.monotonic() + KILL_WITHIN)
     finally:
         tree.kill_all(time.monotonic() + KILL_WITHIN)
         subreaper(False)
@@ -167,12 +170,16 @@ class _Pool:
         self.size, self.work, self.signals = size, work, signals
 
     def _start(self, index: int) -> _Member:
-        log = self.work / f"pool-{index}.log"
+        log, scratch = self.work / f"pool-{index}.log", self.work / f"pool-{index}"
+        scratch.mkdir()
+        # Its runs' scratch lies inside the batch's, so a batch stopped by a signal
+        # (its pool SIGKILLed) still leaves nothing behind.
+        env = {**os.environ, SCRATCH_ENV: str(scratch)}
         with log.open("wb") as errors:
             process = subprocess.Popen(
                 [sys.executable, "-m", "leasecheck._batch_worker"], stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=errors, start_new_session=True,
-                preexec_fn=die_with_parent,
+                preexec_fn=die_with_parent, env=env,
             )  # fmt: skip
         return _Member(process, log)
 
