@@ -76,8 +76,9 @@ def _parser() -> argparse.ArgumentParser:
         "check", help="check a target against every property", epilog=HELP_BATCH
     )
     check.add_argument(
-        "--impl", metavar="PATH", type=Path, nargs="+", help=HELP_IMPL + "; several, or a directory: a batch"
-    )
+        "--impl", metavar="PATH", type=Path, nargs="+",
+        help=HELP_IMPL + "; several, or a directory: a batch",
+    )  # fmt: skip
     check.add_argument(
         "--jobs-impl", metavar="PATH", type=Path, nargs="+",
         help="a file defining JobQueue; several, or a directory: a batch",
