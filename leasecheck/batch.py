@@ -108,7 +108,8 @@ class BatchResult:
     pool: int = 1
 
     def record_of(self, job: Job) -> dict[str, Any] | None:
-        return next((r for r in self.records if r["file"] == str(job.path)), None)
+        key = (str(job.path), job.option)
+        return next((r for r in self.records if (r["file"], r["option"]) == key), None)
 
 
 def batch_exit_code(records: Sequence[dict[str, Any]], expected: int) -> int:
@@ -144,8 +145,8 @@ def run_batch(
     finally:
         tree.kill_all(time.monotonic() + KILL_WITHIN)
         subreaper(False)
-    order = {str(job.path): index for index, job in enumerate(jobs)}
-    records.sort(key=lambda record: order[record["file"]])
+    order = {(str(job.path), job.option): index for index, job in enumerate(jobs)}
+    records.sort(key=lambda record: order[record["file"], record["option"]])
     seconds = time.monotonic() - started
     if signals.received:
         return BatchResult(records, jobs, 128 + signals.received, seconds, signals.received, size)
