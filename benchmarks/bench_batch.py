@@ -13,6 +13,9 @@ the lease worker, half copies of the bundled worker), then
 Both read the same empty example database. It prints the medians per file, the two
 totals, their ratio, and whether every file got the same verdicts both ways (it
 exits 1 if not). Timings on a shared machine are noisy: quote medians and ratios.
+``--alone K`` runs only K of the files alone (a loaded machine may not have the time
+for 20 ci runs) and extrapolates the sequential total; ``--batch-json FILE
+--batch-seconds S`` reuses an earlier batch of the same files.
 """
 
 from __future__ import annotations
@@ -70,6 +73,9 @@ def main() -> int:
     parser.add_argument("--files", type=int, default=20)
     parser.add_argument("--profile", default="ci")
     parser.add_argument("-n", dest="workers", default="auto")
+    parser.add_argument("--alone", type=int, help=HELP_ALONE)
+    parser.add_argument("--batch-json", type=Path, help=HELP_BATCH_JSON)
+    parser.add_argument("--batch-seconds", type=float, help="with --batch-json: its wall time")
     options = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="batch-bench-", dir="/tmp"))
     try:
@@ -78,39 +84,65 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
 
 
+HELP_ALONE = (
+    "run only this many of the files alone, alternately mutants and copies; the "
+    "sequential total is then extrapolated (sum x files / alone), and says so"
+)
+HELP_BATCH_JSON = "reuse the --json of an earlier batch of the same files instead of running it"
+
+
+def _alternate(paths: list[Path], count: int) -> list[Path]:
+    mutants = [p for p in paths if not p.name.startswith("worker_copy_")]
+    copies = [p for p in paths if p.name.startswith("worker_copy_")]
+    mixed = [p for pair in zip(mutants, copies, strict=False) for p in pair]
+    rest = [p for p in paths if p not in mixed]
+    return (mixed + rest)[:count]
+
+
+def _batch(
+    options: argparse.Namespace, folder: Path, common: list[str], work: Path, env: dict[str, str]
+) -> tuple[float, int, dict[str, dict[str, Any]]]:
+    if options.batch_json:
+        document = json.loads(options.batch_json.read_text())
+        total, code = options.batch_seconds or document["seconds"], document["exit_code"]
+    else:
+        total, code, document = _check(["--impl", str(folder), *common], work / "b.json", env)
+    print(f"  batch: {total:6.1f} s  exit {code}  ({len(document['files'])} files)", flush=True)
+    return total, code, {Path(r["file"]).name: r for r in document["files"]}
+
+
 def _run(options: argparse.Namespace, work: Path) -> int:
     folder = work / "class"
     folder.mkdir()
     paths = write_class(folder, options.files)
     env = {**os.environ, "LEASECHECK_EXAMPLES": str(work / "examples")}
     common = ["--profile", options.profile, "-n", options.workers]
-    total, batch_code, batch_document = _check(
-        ["--impl", str(folder), *common], work / "batch.json", env
-    )
-    print(f"  batch: {total:6.1f} s  exit {batch_code}  ({len(paths)} files)", flush=True)
+    total, batch_code, batch = _batch(options, folder, common, work, env)
     alone: dict[str, tuple[float, int, dict[str, str]]] = {}
-    for index, path in enumerate(paths):
+    chosen = _alternate(paths, options.alone or len(paths))
+    for index, path in enumerate(chosen):
         seconds, code, document = _check(["--impl", str(path), *common], work / "one.json", env)
-        alone[str(path)] = (seconds, code, _verdicts(document))
-        print(f"  alone {index + 1:>2}/{len(paths)}: {seconds:6.1f} s  exit {code}  {path.name}",
+        alone[path.name] = (seconds, code, _verdicts(document))
+        print(f"  alone {index + 1:>2}/{len(chosen)}: {seconds:6.1f} s  exit {code}  {path.name}",
               flush=True)  # fmt: skip
-    batch = {r["file"]: r for r in batch_document["files"]}
-    same = [p for p in map(str, paths) if _verdicts(batch[p]) == alone[p][2]]
-    copies = [str(p) for p in paths if p.name.startswith("worker_copy_")]
-    sequential = sum(seconds for seconds, _, _ in alone.values())
+    same = [name for name in alone if _verdicts(batch[name]) == alone[name][2]]
+    copies = [name for name in alone if name.startswith("worker_copy_")]
+    measured = sum(seconds for seconds, _, _ in alone.values())
+    sequential = measured * len(paths) / len(alone)
+    estimate = "" if len(alone) == len(paths) else f" (from {len(alone)} files measured)"
     print(f"\n{len(paths)} files, profile {options.profile}, -n {options.workers}, "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")  # fmt: skip
     median = statistics.median(seconds for seconds, _, _ in alone.values())
-    print(f"  alone, per file:     median {median:6.1f} s"
+    print(f"  alone, per file:        median {median:6.1f} s"
           f"  (bundled copies {statistics.median(alone[p][0] for p in copies):.1f} s)")  # fmt: skip
     in_pool = [float(r["seconds"]) for r in batch.values()]
     print(f"  in the batch, per file: median {statistics.median(in_pool):6.1f} s of its own"
           f" (copies {statistics.median(float(batch[p]['seconds']) for p in copies):.1f} s),"
           f" {total / len(paths):.1f} s of the batch's wall time each")  # fmt: skip
-    print(f"  sequential total {sequential:7.1f} s;  batch {total:7.1f} s (exit {batch_code});"
-          f"  ratio {sequential / total:.2f}x")  # fmt: skip
-    print(f"  same verdicts alone and in the batch: {len(same)} of {len(paths)} files")
-    return 0 if len(same) == len(paths) else 1
+    print(f"  sequential total {sequential:7.1f} s{estimate};  batch {total:7.1f} s "
+          f"(exit {batch_code});  ratio {sequential / total:.2f}x")  # fmt: skip
+    print(f"  same verdicts alone and in the batch: {len(same)} of {len(alone)} files")
+    return 0 if len(same) == len(alone) else 1
 
 
 if __name__ == "__main__":
