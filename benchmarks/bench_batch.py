@@ -142,6 +142,11 @@ def _run(options: argparse.Namespace, work: Path) -> int:
     print(f"  sequential total {sequential:7.1f} s{estimate};  batch {total:7.1f} s "
           f"(exit {batch_code});  ratio {sequential / total:.2f}x")  # fmt: skip
     print(f"  same verdicts alone and in the batch: {len(same)} of {len(alone)} files")
+    for name in (name for name in alone if name not in same):
+        mine, theirs = _verdicts(batch[name]), alone[name][2]
+        differ = {p: (theirs.get(p), mine.get(p)) for p in {*mine, *theirs}
+                  if mine.get(p) != theirs.get(p)}  # fmt: skip
+        print(f"    {name}: (alone, batch) {differ}")
     return 0 if len(same) == len(alone) else 1
 
 
