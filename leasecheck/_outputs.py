@@ -29,7 +29,7 @@ from leasecheck.runner import (
     PropertyResult,
 )
 
-__all__ = ["PHASES", "View", "write_json", "write_junit"]
+__all__ = ["PHASES", "View", "document", "write_json", "write_junit"]
 
 PHASES = ("setup", "call", "teardown")
 """The phases of a property's tests whose seconds ``--json`` records (``phases``)."""
@@ -104,9 +104,10 @@ def _record(prop: PropertyResult, replay: str) -> dict[str, object]:
     }
 
 
-def write_json(path: Path, result: CheckResult, replay: str) -> None:
-    """One record per property (verdict, figures, counterexample, replay command)."""
-    document = {
+def document(result: CheckResult, replay: str) -> dict[str, object]:
+    """The ``--json`` document of one run: one record per property (verdict, figures,
+    counterexample, replay command); a batch holds one of these per file."""
+    return {
         "leasecheck": __version__,
         "exit_code": result.exit_code,
         "interrupted": result.interrupted,
@@ -114,7 +115,11 @@ def write_json(path: Path, result: CheckResult, replay: str) -> None:
         "seconds": round(result.seconds, 3),
         "properties": [_record(p, replay) for p in sorted(result.properties.values(), key=_name)],
     }
-    path.write_text(json.dumps(document, indent=2, default=str) + "\n")
+
+
+def write_json(path: Path, result: CheckResult, replay: str) -> None:
+    """``--json FILE``: the run's ``document``."""
+    path.write_text(json.dumps(document(result, replay), indent=2, default=str) + "\n")
 
 
 def _name(prop: PropertyResult) -> str:

@@ -7,7 +7,10 @@ target hangs, exits or crashes while checked), 2 for a usage error or a target
 that cannot be loaded, and never 0 when something could not run. ``--adapter
 NAME|PATH`` (an addition) checks a real queue library: exit 1 only when a property
 the library promises is violated; one it does not promise is reported as "not
-promised" and changes the exit status only with ``--strict``.
+promised" and changes the exit status only with ``--strict``. Several files (or a
+directory) after ``--impl`` or ``--jobs-impl`` are a batch (``leasecheck.batch``): one
+grading table, exit 2 if any file could not be loaded or checked, else 1 if any file
+violated a property, else 0.
 """
 
 from __future__ import annotations
@@ -69,9 +72,17 @@ def _parser() -> argparse.ArgumentParser:
         dest="command", metavar="{check,mutants,explore,hunt,adapters}"
     )
     commands.required = True
-    check = commands.add_parser("check", help="check a target against every property")
-    check.add_argument("--impl", metavar="PATH", type=Path, help="a lease worker file (worker.py)")
-    check.add_argument("--jobs-impl", metavar="PATH", type=Path, help="a file defining JobQueue")
+    check = commands.add_parser(
+        "check", help="check a target against every property", epilog=HELP_BATCH
+    )
+    check.add_argument(
+        "--impl", metavar="PATH", type=Path, nargs="+",
+        help=HELP_IMPL + "; several, or a directory: a batch",
+    )  # fmt: skip
+    check.add_argument(
+        "--jobs-impl", metavar="PATH", type=Path, nargs="+",
+        help="a file defining JobQueue; several, or a directory: a batch",
+    )  # fmt: skip
     _add_adapter_options(check)
     _add_run_options(check)
     check.add_argument("--export", metavar="DIR", type=Path, help="write counterexamples here")
@@ -110,6 +121,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+HELP_IMPL = "a lease worker file (worker.py)"
+HELP_BATCH = (
+    "batch mode (for a class): several files or a directory after --impl or --jobs-impl "
+    "(every *.py in it but __init__.py and conftest.py) are checked in one run, -n files at "
+    "a time, each as it would be alone, and printed as one grading table (file, verdict per "
+    "property, each failing file's first counterexample and replay command); --json writes "
+    "one record per file. Exit status of a batch: 2 if any file could not be loaded or "
+    "anything was not checked, else 1 if any file violated a property, else 0; 130 on "
+    "Ctrl-C, with nothing left running."
+)
 HELP_HUNT_PROFILE = "the check profile whose programs to generate (its check replays every find)"
 HELP_DB = "shared example database, redis://HOST:PORT/N (replayed first; read-only in ci)"
 
@@ -118,7 +139,7 @@ def _add_hunt_parser(commands: Any) -> argparse.ArgumentParser:
     hunt: argparse.ArgumentParser = commands.add_parser(
         "hunt", help="long bug hunt under HypoFuzz, sharing finds through --db"
     )
-    hunt.add_argument("--impl", metavar="PATH", type=Path, help="a lease worker file (worker.py)")
+    hunt.add_argument("--impl", metavar="PATH", type=Path, help=HELP_IMPL)
     hunt.add_argument("--jobs-impl", metavar="PATH", type=Path, help="a file defining JobQueue")
     hunt.add_argument("--adapter", metavar="NAME|PATH", help="a queue library adapter (to pytest)")
     hunt.add_argument("--db", metavar="URL", help="shared example database, redis://HOST:PORT/N")
@@ -321,6 +342,15 @@ _ADAPTER_SEEN: dict[str, str] = {}
 
 
 def _check(args: argparse.Namespace) -> int:
+    from leasecheck.batch import is_batch
+
+    if is_batch(args.impl or [], args.jobs_impl or []):
+        from leasecheck._batch_cli import check_batch
+
+        return check_batch(args)
+    # One file for each option at most: the single check, exactly as before the batch.
+    args.impl = args.impl[0] if args.impl else None
+    args.jobs_impl = args.jobs_impl[0] if args.jobs_impl else None
     options = _options(args)
     _print_header(options)
     view = View(sys.stdout)

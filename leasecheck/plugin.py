@@ -46,6 +46,10 @@ HELP_PROFILE = "how hard to try: quick (seconds), ci (deterministic gate), deep 
 HELP_SEED = "seed for every random choice outside Hypothesis (default 0)"
 HELP_DB = "shared example database, redis://HOST:PORT/N (default: $LEASECHECK_DB)"
 HELP_EXAMPLES = "example database directory (default: $LEASECHECK_EXAMPLES, .leasecheck/examples)"
+HELP_READ_ONLY = (
+    "replay the example database but write nothing to it, in every profile (a batch: one "
+    "file's counterexample is never replayed on another)"
+)
 HELP_ADAPTER = (
     "a queue library to check through its adapter: a bundled name (leasecheck adapters "
     "lists them) or the path of your adapter file; only the queue.* properties run"
@@ -67,7 +71,8 @@ IMPL, JOBS_IMPL, PROFILE = "--leasecheck-impl", "--leasecheck-jobs-impl", "--lea
 SEED, EXAMPLES, DB = "--leasecheck-seed", "--leasecheck-examples", "--leasecheck-db"
 SERVERS, ADAPTER = "--leasecheck-servers", "--leasecheck-adapter"
 STRICT = "--leasecheck-strict-promises"
-OPTIONS = (IMPL, JOBS_IMPL, PROFILE, SEED, EXAMPLES, DB, SERVERS, ADAPTER, STRICT)
+READ_ONLY = "--leasecheck-read-only-examples"
+OPTIONS = (IMPL, JOBS_IMPL, PROFILE, SEED, EXAMPLES, DB, SERVERS, ADAPTER, STRICT, READ_ONLY)
 """Every option of the plugin: each starts with ``--leasecheck-`` (suite.md), and giving
 any of them activates the plugin."""
 PROPERTIES_DIR = Path(__file__).with_name("properties")
@@ -84,6 +89,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(SERVERS, action="store_true", default=False, help=HELP_SERVERS)
     group.addoption(ADAPTER, metavar="NAME|PATH", default=None, help=HELP_ADAPTER)
     group.addoption(STRICT, action="store_true", default=False, help=HELP_STRICT)
+    group.addoption(READ_ONLY, action="store_true", default=False, help=HELP_READ_ONLY)
 
 
 @dataclass(frozen=True)
@@ -97,6 +103,8 @@ class RunSettings:
     examples: Path
     db: str | None
     """A shared example database (``--leasecheck-db``, ``$LEASECHECK_DB``), or None."""
+    read_only: bool = False
+    """The example database is only replayed (``--leasecheck-read-only-examples``)."""
 
 
 RUN_SETTINGS = pytest.StashKey[RunSettings]()
@@ -119,6 +127,7 @@ def _run_settings(config: pytest.Config) -> RunSettings:
         seed=profiles.current_seed(seed),
         seeded=seed is not None or profiles.SEED_ENV in os.environ,
         examples=profiles.examples_path(config.getoption(EXAMPLES)),
+        read_only=bool(config.getoption(READ_ONLY)),
     )
 
 
@@ -149,7 +158,7 @@ def activate(config: pytest.Config) -> RunSettings:
         return config.stash[RUN_SETTINGS]
     try:
         run = _run_settings(config)
-        chosen = profiles.hypothesis_settings(run.profile, run.examples, run.db)
+        chosen = profiles.hypothesis_settings(run.profile, run.examples, run.db, run.read_only)
     except (SharedDatabaseError, ValueError) as error:  # a bad option or LEASECHECK_* variable
         pytest.exit(str(error), returncode=pytest.ExitCode.USAGE_ERROR)
     config.stash[RUN_SETTINGS] = _ACTIVE["run"] = run

@@ -150,9 +150,12 @@ def hunting() -> bool:
 
 
 def hypothesis_settings(
-    profile: Profile, examples: Path | None = None, url: str | None = None
-) -> settings:
-    """The Hypothesis settings of ``profile`` (never time-based: no deadline)."""
+    profile: Profile, examples: Path | None = None, url: str | None = None,
+    read_only: bool = False,
+) -> settings:  # fmt: skip
+    """The Hypothesis settings of ``profile`` (never time-based: no deadline). The example
+    database is only read in ``ci`` and with ``read_only`` (a batch: one file's finds are
+    never replayed on another file)."""
     return settings(
         max_examples=profile.max_examples,
         stateful_step_count=profile.step_count,
@@ -161,7 +164,9 @@ def hypothesis_settings(
         # derandomize on, which would ignore the seed and change the verdict under CI.
         derandomize=False,
         database=example_database(
-            read_only=profile.name == "ci" and not hunting(), path=examples, url=url
+            read_only=read_only or (profile.name == "ci" and not hunting()),
+            path=examples,
+            url=url,
         ),
         # Every health check but nested_given: no property nests @given, and HypoFuzz
         # refuses to fuzz a test whose settings suppress it (``leasecheck hunt``).

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Protocol
 
 import leasecheck.properties
 from leasecheck._events import EVENTS_ENV, FAILURE_KEY, RESOURCE_KEY, STACKS_ENV
@@ -37,6 +37,7 @@ from leasecheck.plugin import (
     IMPL,
     JOBS_IMPL,
     NOT_CHECKED_KEY,
+    READ_ONLY,
     SERVERS,
     STRICT,
 )
@@ -47,6 +48,8 @@ __all__ = [
     "PROPERTIES_DIR",
     "CheckOptions",
     "CheckResult",
+    "Child",
+    "Launch",
     "PropertyResult",
     "SetupError",
     "pytest_command",
@@ -90,6 +93,9 @@ class CheckOptions:
     """With ``adapter``: a property the library does not promise fails too (exit 1)."""
     properties: tuple[str, ...] = ()
     """Only these properties (``--property NAME``); empty: every selected one."""
+    read_only_examples: bool = False
+    """Replay the example database but write nothing to it (a batch: no file's find is
+    replayed on another file, so each verdict is the file's alone)."""
     servers: bool = False
     """Also the properties that start real servers (``--servers``): with ``adapter``, the
     server faults queue.server-crash, queue.zombie-pause and queue.clock-skew on it."""
@@ -183,6 +189,8 @@ def pytest_command(options: CheckOptions) -> list[str]:
         command += ["--leasecheck-examples", str(options.examples)]
     if options.db is not None:
         command += ["--leasecheck-db", options.db]
+    if options.read_only_examples:
+        command += [READ_ONLY]
     return command
 
 
@@ -368,6 +376,31 @@ class _Run:
         )
 
 
+class Child(Protocol):
+    """The test process of a run, as the watch needs it (``subprocess.Popen`` is one)."""
+
+    pid: int
+    returncode: Any
+
+    def poll(self) -> int | None: ...
+
+    def wait(self) -> int: ...
+
+
+Launch = Callable[[list[str], IO[bytes], dict[str, str]], Child]
+"""Starts the test process: (the pytest command, its output file, its environment). It
+must run in a session of its own and die with the runner."""
+
+
+def _popen(command: list[str], output: IO[bytes], env: dict[str, str]) -> Child:
+    # Its own session (a Ctrl-C reaches only us, and we stop it), and SIGKILLed
+    # if we are: a CLI killed outright must not leave a 45 s run going.
+    return subprocess.Popen(
+        command, stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        env=env, start_new_session=True, preexec_fn=die_with_parent,
+    )  # fmt: skip
+
+
 _STOPPING = (signal.SIGINT, signal.SIGTERM)
 KILL_WITHIN = 2.0
 """Seconds from SIGINT/SIGTERM until nothing of the run is left (suite.md)."""
@@ -400,17 +433,20 @@ def run_check(
     options: CheckOptions,
     on_event: Callable[[str, PropertyResult], None] = lambda nodeid, result: None,
     on_tick: Callable[[Progress], None] = lambda progress: None,
+    launch: Launch = _popen,
 ) -> CheckResult:
     """Run every selected property; ``on_event`` is told each time a property test ends,
     ``on_tick`` what is running about ten times a second. Raises ``SetupError`` before
-    the run when leasecheck cannot work here (no room or no write access in scratch)."""
+    the run when leasecheck cannot work here (no room or no write access in scratch).
+    ``launch`` starts the test process (default: a new interpreter running pytest; the
+    batch mode forks one from a process that has imported everything already)."""
     budget = options.budget or _budget_from_env() or PROPERTY_BUDGET[options.profile]
     check_scratch()
     tree, run = Tree(), _Run(on_event)
     subreaper(True)
     try:
         with _Signals() as signals, scratch_dir("leasecheck-run-") as work:
-            watch = _Watch(run, tree, signals, budget, options, on_tick)
+            watch = _Watch(run, tree, signals, budget, options, on_tick, launch)
             problem, returncode, text = watch.follow(work)
     finally:
         tree.kill_all(time.monotonic() + KILL_WITHIN)
@@ -440,10 +476,10 @@ class _Watch:
 
     def __init__(
         self, run: _Run, tree: Tree, signals: _Signals, budget: float,
-        options: CheckOptions, on_tick: Callable[[Progress], None],
+        options: CheckOptions, on_tick: Callable[[Progress], None], launch: Launch = _popen,
     ) -> None:  # fmt: skip
         self.run, self.tree, self.signals, self.budget = run, tree, signals, budget
-        self.options, self.on_tick = options, on_tick
+        self.options, self.on_tick, self.launch = options, on_tick, launch
 
     def follow(self, work: Path) -> tuple[str, int, str]:
         """(problem, pytest's return code, pytest's output)."""
@@ -455,13 +491,7 @@ class _Watch:
         }  # fmt: skip
         tail = _Tail(events)
         with log.open("wb") as output:
-            # Its own session (a Ctrl-C reaches only us, and we stop it), and SIGKILLed
-            # if we are: a CLI killed outright must not leave a 45 s run going.
-            process = subprocess.Popen(
-                pytest_command(self.options), stdout=output, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, env=env, start_new_session=True,
-                preexec_fn=die_with_parent,
-            )  # fmt: skip
+            process = self.launch(pytest_command(self.options), output, env)
             try:
                 problem = self._loop(process, tail, stacks)
             finally:
@@ -473,7 +503,7 @@ class _Watch:
             problem = problem or _ended_early(process.returncode, self.run) or self.run.exit_reason
         return problem, process.returncode, log.read_text(errors="replace")
 
-    def _loop(self, process: subprocess.Popen[bytes], tail: _Tail, stacks: Path) -> str:
+    def _loop(self, process: Child, tail: _Tail, stacks: Path) -> str:
         last_scan = time.monotonic()
         while process.poll() is None:
             if self.signals.received:
@@ -503,7 +533,7 @@ class _Watch:
             return ""
         return self.run.left_running(left)
 
-    def _hung(self, process: subprocess.Popen[bytes], stuck: str, stacks: Path) -> str:
+    def _hung(self, process: Child, stuck: str, stacks: Path) -> str:
         operation = _operation(self._stacks(stuck, stacks), self.options.targets())
         _kill_group(process)
         name = self.run.name_of(stuck)
@@ -541,7 +571,7 @@ def _operation(threads: list[list[list[Any]]], targets: tuple[Path, ...]) -> str
     return ""
 
 
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
+def _kill_group(process: Child) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
