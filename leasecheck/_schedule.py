@@ -71,7 +71,7 @@ def auto_workers() -> int:
     return (os.cpu_count() or 1) + WAITING_WORKERS
 
 
-class LongestFirst(LoadScheduling):
+class LongestFirst(LoadScheduling):  # type: ignore[misc]  # xdist ships no types
     """xdist's load scheduling, handing tests out one at a time in collection order.
 
     A worker runs a test only once it holds the next one (pytest needs ``nextitem``),
@@ -81,11 +81,13 @@ class LongestFirst(LoadScheduling):
     """
 
     def schedule(self) -> None:
-        if self.collection is not None or not self._check_nodes_have_same_collection():
+        started: list[str] | None = self.collection
+        if started is not None or not self._check_nodes_have_same_collection():
             super().schedule()
             return
-        self.collection = next(iter(self.node2collection.values()))
-        self.pending[:] = range(len(self.collection))
+        collection: list[str] = next(iter(self.node2collection.values()))
+        self.collection = collection
+        self.pending[:] = range(len(collection))
         for _ in range(2):
             for node in self.nodes:
                 self._send_tests(node, 1)
