@@ -80,9 +80,11 @@ class LongestFirst(LoadScheduling):  # type: ignore[misc]  # xdist ships no type
     tests land on different workers.
     """
 
+    collection: list[str] | None
+    pending: list[int]
+
     def schedule(self) -> None:
-        started: list[str] | None = self.collection
-        if started is not None or not self._check_nodes_have_same_collection():
+        if self.collection is not None or not self._check_nodes_have_same_collection():
             super().schedule()
             return
         collection: list[str] = next(iter(self.node2collection.values()))
