@@ -33,6 +33,7 @@ __all__ = [
     "op_body",
     "read_stored",
     "sequence_body",
+    "session_body",
     "side_by_side",
 ]
 
@@ -75,6 +76,32 @@ def _run_op(
     finally:
         con.set_trace_callback(None)
         con.close()
+
+
+def session_body(module: ModuleType) -> Callable[[Channel], Any]:
+    """A child body that serves commands: one fork for a claim and the next kill.
+
+    ``("claim", path, op)`` runs ``op`` without hooks on the queue at ``path`` (opened
+    and closed with the target's ``open_queue``) and reports its ``Outcome`` as the event
+    ``("claimed", outcome)``; ``("op", path, op)`` runs ``op`` hooked, like ``op_body``,
+    and is the body's last command (the harness kills it in a hook); ``("stop", None,
+    None)`` ends the body.
+    """
+    return Task(_run_session, (module,))
+
+
+def _run_session(module: ModuleType, channel: Channel) -> Any:
+    while True:
+        command, path, op = channel.receive()
+        if command == "op":
+            return _run_op(module, path, op, True, False, channel)
+        if command == "stop":
+            return None
+        try:
+            outcome = Outcome(_run_op(module, path, op, False, False, channel))
+        except Exception as error:
+            outcome = Outcome(error=ErrorInfo.from_exception(error))
+        channel.send("event", ("claimed", outcome))
 
 
 def sequence_body(module: ModuleType, path: Path, ops: list[Op]) -> Callable[[Channel], Any]:
