@@ -533,7 +533,10 @@ class Child:
             self._kill_group()
             if self._wait_exit(time.monotonic() + self.deadline_s):
                 if self.status is None:
-                    self.status = self._waitpid()
+                    try:
+                        self.status = self._waitpid()
+                    except HarnessError as error:  # its zygote is gone: say so, end the rest
+                        problem = str(error)
             else:
                 problem = f"child {self.name!r} (pid {self.pid}) survived SIGKILL"
         self._close("events", "commands", "pidfd")

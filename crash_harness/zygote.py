@@ -24,7 +24,9 @@ is one-way from the harness, so no request waits for the zygote's answer:
   zombie's wait status from ``/proc/PID/stat`` (``exit_code``, as ``waitpid`` gives it)
   once its pidfd says it exited.
 - ``("stop",)``, or the end of the socket: the zygote SIGKILLs every child's process
-  group, reaps them, answers ``("stopped", count)`` and exits.
+  group, reaps them, sends ``("stopped", {pid: wait status})`` and exits. It sends
+  the same record when SIGINT or SIGTERM stops it, so a child it reaped then still
+  has its status.
 
 Every child dies with the zygote (``PR_SET_PDEATHSIG``) and the zygote with the
 process that started it; SIGINT and SIGTERM make it kill and reap its children and
@@ -167,6 +169,8 @@ class Zygote:
         self.lock = threading.Lock()
         self.started = False
         self.spare: _Spare | None = None
+        self.final: dict[int, int] | None = None
+        """The wait statuses the zygote reported when it stopped (SIGTERM, SIGINT)."""
         engine._PARENT_SIDE_FDS.add(ours.fileno())  # a child the engine forks drops it
 
     @property
@@ -219,11 +223,28 @@ class Zygote:
         return {self.pid} | ({pid} if pid is not None else set())
 
     def reap(self, pid: int) -> int:
-        """The wait status of an exited child (a zombie until now), which the zygote reaps."""
-        status = exit_status(pid)
+        """The wait status of an exited child (a zombie until now), which the zygote reaps;
+        of a child the zygote reaped as it stopped, the status it reported then."""
+        try:
+            status = exit_status(pid)
+        except ZygoteError:
+            final = self._final_statuses()
+            if pid not in final:
+                raise
+            return final[pid]
         with self.lock, contextlib.suppress(OSError):
             self._send(("release", pid))
         return status
+
+    def _final_statuses(self) -> dict[int, int]:
+        """The record ``("stopped", {pid: status})`` the zygote sent as it stopped."""
+        with self.lock:
+            if self.final is None:
+                ready, _, _ = select.select([self.socket], [], [], ANSWER_DEADLINE_S)
+                data = self.socket.recv(_PACKET) if ready else b""
+                record = pickle.loads(data) if data else ("stopped", {})
+                self.final = dict(record[1]) if record[0] == "stopped" else {}
+            return self.final
 
     def stop(self) -> None:
         """Stop the zygote and every child it still has; wait (bounded) for it to exit."""
@@ -279,7 +300,9 @@ def exit_status(pid: int) -> int:
             fields = stream.read().rsplit(")", 1)[1].split()
         return int(fields[_EXIT_CODE_FIELD - 3])
     except (OSError, IndexError, ValueError) as error:
-        raise ZygoteError(f"the wait status of pid {pid} is not readable: {error}") from error
+        raise ZygoteError(
+            f"the wait status of pid {pid} is gone ({error}): the zygote reaped it"
+        ) from error
 
 
 _STATE: dict[str, Zygote | None] = {}
@@ -403,19 +426,21 @@ def _run_task(channel: engine.Channel) -> Any:
     return task(channel)
 
 
-def _end_all(children: set[int]) -> int:
-    """SIGKILL every child's group and reap them all (bounded); how many were alive."""
+def _end_all(children: set[int]) -> dict[int, int]:
+    """SIGKILL every child's group and reap them all (bounded); their wait statuses."""
     for pid in children:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
     deadline = time.monotonic() + engine.DEFAULT_DEADLINE_S
-    left = set(children)
+    left, statuses = set(children), {}
     while left and time.monotonic() < deadline:
         for pid in list(left):
             with contextlib.suppress(ChildProcessError):
-                if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                reaped, status = os.waitpid(pid, os.WNOHANG)
+                if reaped == 0:
                     continue
+                statuses[pid] = status
             left.discard(pid)
         if left:
             time.sleep(0.005)
-    return len(children)
+    return statuses
