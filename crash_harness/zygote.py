@@ -11,13 +11,15 @@ of the body, and then forks a child per request.
 The protocol, over a ``SOCK_SEQPACKET`` Unix socket pair (one pickle per packet),
 is one-way from the harness, so no request waits for the zygote's answer:
 
-- ``("fork", name, task)`` with the child's two pipe ends attached
-  (``socket.send_fds``): the zygote forks, and the child, set up exactly like a child
-  the engine forks itself (``_become_child``), writes ``("pid", pid)`` as its first
-  frame and then runs ``task(channel)`` on those pipes. The harness talks to the
-  child directly; nothing is relayed. A task the zygote cannot load (a target file
-  changed on disk, a body that does not unpickle) gets the frame ``("refused", why)``
-  instead, and the engine forks that child itself.
+- ``("fork", warm)`` with a future child's two pipe ends attached
+  (``socket.send_fds``): the zygote forks a *spare*, set up exactly like a child the
+  engine forks itself (``_become_child``), which writes ``("pid", pid)`` as its first
+  frame and waits. ``Engine.fork`` of a ``Task`` takes the spare, writes it the task
+  (and the test's node id) and asks for the next spare at once, with the task as
+  ``warm``: the zygote imports what it needs (the target file, the body's module)
+  before forking, so no spare imports anything. The harness talks to the child
+  directly; nothing is relayed. A task that cannot load in the child (a target file
+  changed on disk since) raises there, a named error.
 - ``("release", pid)``: the engine has the child's wait status and lets the zygote
   reap it. The zygote never reaps a child before, so the child stays a zombie and its
   pid cannot be reused while the engine may still ``killpg`` it; the engine reads the
@@ -63,7 +65,8 @@ __all__ = ["DISABLE_ENV", "Task", "Zygote", "ZygoteError", "current", "helper_pi
 DISABLE_ENV: Final = "LEASECHECK_ZYGOTE"
 """Set to ``0`` to fork every child from the test process itself (as before the zygote)."""
 NODEID_ENV: Final = "LEASECHECK_NODEID"
-"""``leasecheck._processes.NODEID_ENV``: the zygote is the run's, never one test's."""
+"""``leasecheck._processes.NODEID_ENV``: the zygote is the run's, never one test's; each
+child gets the node id of the test that forked it."""
 START_DEADLINE_S: Final = 30.0
 """How long the first request waits for the zygote's interpreter to start."""
 ANSWER_DEADLINE_S: Final = engine.DEFAULT_DEADLINE_S
@@ -207,7 +210,7 @@ class Zygote:
                 _close_spare(spare)
                 return None
             self.started = True
-            write_frame(spare.commands, task)
+            write_frame(spare.commands, (task, os.environ.get(NODEID_ENV)))
             self._ask_for_spare(task)
         return pid, spare.events, spare.commands, spare.reader
 
@@ -421,8 +424,13 @@ def _fork(warm: bytes | None, fds: list[int], channel: socket.socket, children: 
 
 
 def _run_task(channel: engine.Channel) -> Any:
-    """The spare's body: wait for the task (a pickle of a ``Task``) and run it."""
-    task: Task = pickle.loads(channel.receive())
+    """The spare's body: wait for the task (a pickle of a ``Task``) and run it, with the
+    node id of the test that forked it, which every process the target starts inherits
+    (``leasecheck._processes`` names the property that left one running)."""
+    data, nodeid = channel.receive()
+    if nodeid is not None:
+        os.environ[NODEID_ENV] = nodeid
+    task: Task = pickle.loads(data)
     return task(channel)
 
 
