@@ -349,8 +349,9 @@ def helper_pids() -> set[int]:
 # --- the zygote side -----------------------------------------------------------------------
 
 
-class _Stop(Exception):
-    """SIGINT or SIGTERM reached the zygote."""
+class _Stop(BaseException):
+    """SIGINT or SIGTERM reached the zygote (a BaseException: no ``except Exception`` on
+    the way, such as the warm-up's, may swallow it)."""
 
 
 def _on_signal(signum: int, frame: object) -> None:
