@@ -548,10 +548,21 @@ def _outcome(message: Message) -> Outcome:
 
 
 def _sweep(groups: set[int]) -> list[int]:
-    """psutil: kill and wait for any process below this one still in one of ``groups``."""
+    """psutil: kill and wait for any process below this one still in one of ``groups``.
+
+    The zygote and its spare are not ours to sweep: on a busy machine the pids wrap
+    (``pid_max`` may be 32768), and a spare can lead a group whose number an ended
+    child of this engine once had. Nor is a zombie: a child of the zygote that the
+    engine has reaped stays one until the zygote reads its release.
+    """
+    from leasecheck.crash_harness import zygote
+
+    helpers = zygote.helper_pids()
     found = []
     for process in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error, OSError):
+            if process.pid in helpers or process.status() == psutil.STATUS_ZOMBIE:
+                continue  # a zombie has ended: a zygote's child waits there for its release
             if os.getpgid(process.pid) in groups:
                 process.kill()
                 found.append(process)
