@@ -354,7 +354,13 @@ class _Stop(BaseException):
     the way, such as the warm-up's, may swallow it)."""
 
 
+_STOPPING: list[int] = []
+
+
 def _on_signal(signum: int, frame: object) -> None:
+    # Also remembered: a handler that runs inside an at-fork hook (logging has one) has
+    # its exception swallowed, so the loop checks the flag after every request.
+    _STOPPING.append(signum)
     raise _Stop(signum)
 
 
@@ -371,7 +377,7 @@ def serve(fd: int, owner: int) -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _on_signal)
     try:
-        while _serve_one(channel, children):
+        while _serve_one(channel, children) and not _STOPPING:
             pass
     except _Stop:
         pass
