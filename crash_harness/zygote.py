@@ -172,6 +172,8 @@ class Zygote:
         self.lock = threading.Lock()
         self.started = False
         self.spare: _Spare | None = None
+        self.ended = False
+        """The zygote has gone: every later child is forked by the harness itself."""
         self.final: dict[int, int] | None = None
         """The wait statuses the zygote reported when it stopped (SIGTERM, SIGINT)."""
         engine._PARENT_SIDE_FDS.add(ours.fileno())  # a child the engine forks drops it
@@ -200,18 +202,27 @@ class Zygote:
         """A child running ``task``: (pid, events fd, commands fd, the frames read so far);
         None if the zygote has ended."""
         with self.lock:
-            if self.spare is None:
-                self._ask_for_spare(None)
-            spare, self.spare = self.spare, None
-            assert spare is not None
-            budget = ANSWER_DEADLINE_S if self.started else START_DEADLINE_S
-            pid = _spare_pid(spare, budget, f"fork child {name!r}", self.pid)
-            if pid is None:
-                _close_spare(spare)
+            if self.ended:
                 return None
-            self.started = True
-            write_frame(spare.commands, (task, os.environ.get(NODEID_ENV)))
-            self._ask_for_spare(task)
+            spare, pid = None, None
+            try:
+                if self.spare is None:
+                    self._ask_for_spare(None)
+                spare, self.spare = self.spare, None
+                assert spare is not None
+                budget = ANSWER_DEADLINE_S if self.started else START_DEADLINE_S
+                pid = _spare_pid(spare, budget, f"fork child {name!r}", self.pid)
+                if pid is not None:
+                    self.started = True
+                    write_frame(spare.commands, (task, os.environ.get(NODEID_ENV)))
+                    self._ask_for_spare(task)
+            except OSError:  # the zygote is gone (a target's import ended it, say)
+                pid = None
+            if spare is None or pid is None:
+                if spare is not None:
+                    _close_spare(spare)
+                self.ended = True
+                return None
         return pid, spare.events, spare.commands, spare.reader
 
     def pids(self) -> set[int]:

@@ -124,3 +124,15 @@ def _running(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def test_without_its_zygote_the_engine_forks_tasks_itself(no_leaked_children: None) -> None:
+    with Engine() as engine:
+        engine.fork("first", Task(parent_and_size)).outcome("its result")
+        helper = zygote.current()
+        assert helper is not None
+        helper.process.kill()  # as a target's import that ends the process would
+        helper.process.wait(timeout=10)
+        parent, _ = engine.fork("after", Task(parent_and_size)).outcome("its parent").value
+        assert parent == os.getpid()
+    zygote.stop()
