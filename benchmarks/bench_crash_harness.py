@@ -11,7 +11,12 @@ run in the same process, one after the other, on tmpfs:
   tells the parent over a pipe; the parent SIGKILLs it, reaps it and reopens the file
   (rolling back the hot journal). The least a kill cycle can cost.
 
-It prints both rates and their ratio (how much of a raw cycle's speed the checks keep).
+It prints the rates and their ratios (how much of a raw cycle's speed the checks
+keep), the harness measured twice in the same run: *before*, every child forked from
+the benchmark process (``LEASECHECK_ZYGOTE=0``), and *after*, forked by the zygote
+(``crash_harness.zygote``). ``--ballast MB`` first grows the benchmark process by that
+many MB of small Python objects, the way an xdist worker grows after the Hypothesis
+machines (278 MB in the gate): the raw loop and the *before* harness fork from it.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import statistics
 import time
 from pathlib import Path
 
+from leasecheck.crash_harness import zygote
 from leasecheck.crash_harness.atomicity import POINT_CASES, check_every_point
 from leasecheck.targets.loader import load_worker
 from leasecheck.targets.scratch import scratch_dir
@@ -61,30 +67,45 @@ def raw_cycles(directory: Path, kills: int) -> float:
     return kills / (time.perf_counter() - started)
 
 
-def harness_cycles(directory: Path, kills: int) -> float:
+def harness_cycles(directory: Path, kills: int, with_zygote: bool) -> float:
     """Kill cycles per second of lease.crash-points on the bundled worker."""
     per_point = max(1, kills // len(POINT_CASES))
     module = load_worker()
-    started = time.perf_counter()
-    table = check_every_point(module, directory, per_point, seed=0)
-    return table.total / (time.perf_counter() - started)
+    os.environ[zygote.DISABLE_ENV] = "1" if with_zygote else "0"
+    try:
+        started = time.perf_counter()
+        table = check_every_point(module, directory, per_point, seed=0)
+        return table.total / (time.perf_counter() - started)
+    finally:
+        del os.environ[zygote.DISABLE_ENV]
+
+
+def grow(megabytes: int) -> list[list[int]]:
+    """Small tracked objects, about ``megabytes`` MB (a list of one int is about 88 bytes)."""
+    return [[n] for n in range(megabytes * 1_000_000 // 88)]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=220, help="kills per measurement")
     parser.add_argument("--repeat", type=int, default=3, help="measurements (median taken)")
+    parser.add_argument("--ballast", type=int, default=0, help="MB to grow this process by")
     args = parser.parse_args()
-    harness, raw = [], []
+    ballast = grow(args.ballast)
+    rates: dict[str, list[float]] = {"raw": [], "before": [], "after": []}
     for _ in range(args.repeat):
         with scratch_dir("leasecheck-bench-") as directory:
-            raw.append(raw_cycles(directory, args.kills))
-        with scratch_dir("leasecheck-bench-") as directory:
-            harness.append(harness_cycles(directory, args.kills))
-    h, r = statistics.median(harness), statistics.median(raw)
-    print(f"raw fork + SIGKILL + reopen: {r:8.1f} kill cycles/s (median of {args.repeat})")
-    print(f"crash harness (crash-points): {h:8.1f} kill cycles/s (median of {args.repeat})")
-    print(f"ratio harness/raw: {h / r:.2f}")
+            rates["raw"].append(raw_cycles(directory, args.kills))
+        for name, with_zygote in (("before", False), ("after", True)):
+            with scratch_dir("leasecheck-bench-") as directory:
+                rates[name].append(harness_cycles(directory, args.kills, with_zygote))
+    zygote.stop()
+    r, b, a = (statistics.median(rates[name]) for name in ("raw", "before", "after"))
+    size = f"a process grown by {args.ballast} MB ({len(ballast)} objects)"
+    print(f"forking from {size}; medians of {args.repeat}")
+    print(f"raw fork + SIGKILL + reopen:           {r:8.1f} kill cycles/s")
+    print(f"harness before (forks from this one):  {b:8.1f} kill cycles/s  ratio {b / r:.2f}")
+    print(f"harness after (forks from the zygote): {a:8.1f} kill cycles/s  ratio {a / r:.2f}")
 
 
 if __name__ == "__main__":

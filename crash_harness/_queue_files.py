@@ -21,6 +21,7 @@ from typing import Any
 
 from leasecheck.crash_harness._ops import Op
 from leasecheck.crash_harness.engine import Channel, Engine, ErrorInfo, Outcome
+from leasecheck.crash_harness.zygote import Task
 from leasecheck.models.contracts import Snapshot
 from leasecheck.targets.lease_target import read_snapshot, write_snapshot
 
@@ -32,6 +33,7 @@ __all__ = [
     "op_body",
     "read_stored",
     "sequence_body",
+    "session_body",
     "side_by_side",
 ]
 
@@ -54,23 +56,52 @@ def op_body(
 
     Right after opening it reports the rows it found (event ``("opened", snapshot)``),
     so a harness can tell an ``open_queue`` that touched existing rows from the op.
+    A ``Task``: the zygote forks it.
     """
+    return Task(_run_op, (module, path, op, hooked, traced))
 
-    def body(channel: Channel) -> Any:
-        con = module.open_queue(str(path))
+
+def _run_op(
+    module: ModuleType, path: Path, op: Op, hooked: bool, traced: bool, channel: Channel
+) -> Any:
+    con = module.open_queue(str(path))
+    try:
+        channel.send("event", ("opened", read_snapshot(con)))
+        if traced:
+            con.set_trace_callback(channel.trace)
+        value = op.call(module, con, channel.fault if hooked else None)
+        if con.in_transaction:
+            raise LeftOpen(f"{op.describe()} returned {value!r} with a transaction open")
+        return value
+    finally:
+        con.set_trace_callback(None)
+        con.close()
+
+
+def session_body(module: ModuleType) -> Callable[[Channel], Any]:
+    """A child body that serves commands: one fork for a claim and the next kill.
+
+    ``("claim", path, op)`` runs ``op`` without hooks on the queue at ``path`` (opened
+    and closed with the target's ``open_queue``) and reports its ``Outcome`` as the event
+    ``("claimed", outcome)``; ``("op", path, op)`` runs ``op`` hooked, like ``op_body``,
+    and is the body's last command (the harness kills it in a hook); ``("stop", None,
+    None)`` ends the body.
+    """
+    return Task(_run_session, (module,))
+
+
+def _run_session(module: ModuleType, channel: Channel) -> Any:
+    while True:
+        command, path, op = channel.receive()
+        if command == "op":
+            return _run_op(module, path, op, True, False, channel)
+        if command == "stop":
+            return None
         try:
-            channel.send("event", ("opened", read_snapshot(con)))
-            if traced:
-                con.set_trace_callback(channel.trace)
-            value = op.call(module, con, channel.fault if hooked else None)
-            if con.in_transaction:
-                raise LeftOpen(f"{op.describe()} returned {value!r} with a transaction open")
-            return value
-        finally:
-            con.set_trace_callback(None)
-            con.close()
-
-    return body
+            outcome = Outcome(_run_op(module, path, op, False, False, channel))
+        except Exception as error:
+            outcome = Outcome(error=ErrorInfo.from_exception(error))
+        channel.send("event", ("claimed", outcome))
 
 
 def sequence_body(module: ModuleType, path: Path, ops: list[Op]) -> Callable[[Channel], Any]:
@@ -78,21 +109,21 @@ def sequence_body(module: ModuleType, path: Path, ops: list[Op]) -> Callable[[Ch
 
     Returns one ``Outcome`` per op, so a raising op does not hide the ones after it.
     """
+    return Task(_run_sequence, (module, path, ops))
 
-    def body(channel: Channel) -> list[Outcome]:
-        con = module.open_queue(str(path))
-        try:
-            outcomes = []
-            for op in ops:
-                try:
-                    outcomes.append(Outcome(op.call(module, con)))
-                except Exception as error:
-                    outcomes.append(Outcome(error=ErrorInfo.from_exception(error)))
-            return outcomes
-        finally:
-            con.close()
 
-    return body
+def _run_sequence(module: ModuleType, path: Path, ops: list[Op], channel: Channel) -> Any:
+    con = module.open_queue(str(path))
+    try:
+        outcomes = []
+        for op in ops:
+            try:
+                outcomes.append(Outcome(op.call(module, con)))
+            except Exception as error:
+                outcomes.append(Outcome(error=ErrorInfo.from_exception(error)))
+        return outcomes
+    finally:
+        con.close()
 
 
 @dataclass
@@ -136,10 +167,11 @@ class QueueFiles:
 
 
 def _open_only(module: ModuleType, path: Path) -> Callable[[Channel], None]:
-    def body(channel: Channel) -> None:
-        module.open_queue(str(path)).close()
+    return Task(_run_open, (module, path))
 
-    return body
+
+def _run_open(module: ModuleType, path: Path, channel: Channel) -> None:
+    module.open_queue(str(path)).close()
 
 
 def read_stored(path: Path, after: str) -> Snapshot:

@@ -14,6 +14,9 @@ reopens the file and checks, against the model:
 - the hooks before the point were called in the spec's order;
 - the next ``claim`` on the reopened file (a new process, the target's
   ``open_queue``) returns what the model says and leaves the model's state.
+
+One fork per kill: the process that reopens a killed case's file and claims is the
+one the next case then kills (it never had that file open before the kill).
 """
 
 from __future__ import annotations
@@ -30,12 +33,12 @@ from leasecheck.crash_harness._queue_files import (
     QueueFiles,
     Scenario,
     check_opened,
-    op_body,
     read_stored,
+    session_body,
     side_by_side,
 )
 from leasecheck.crash_harness._states import World, prepare, random_history
-from leasecheck.crash_harness.engine import DEFAULT_DEADLINE_S, Child, Engine
+from leasecheck.crash_harness.engine import DEFAULT_DEADLINE_S, Child, Engine, Outcome
 from leasecheck.models.contracts import Snapshot
 from leasecheck.models.evidence import attach
 
@@ -88,32 +91,48 @@ def check_every_point(
     """Run every case of ``POINT_CASES`` from ``states_per_point`` generated states.
 
     ``deadline_s`` bounds every wait for a child (a target that hangs is named after it).
+    One fork per kill: the child that is killed in case *k* first makes the next claim
+    on the file of case *k - 1*, which it has never opened (``session_body``).
     """
     rng = random.Random(f"{PROPERTY}:{seed}")
     table = KillTable()
     with Engine(deadline_s) as engine:
         files = QueueFiles(engine, module, directory)
+        pending: _NextClaim | None = None
         for name, outcome, point in POINT_CASES:
             for _ in range(states_per_point):
                 world, op = prepare(
                     rng, random_history(rng, rng.randint(0, 14), seeded=True), name, outcome
                 )
-                scenario = Scenario(PROPERTY, seed)
-                _kill_case(engine, files, module, world, op, point, scenario)
+                child = engine.fork(f"{op.name}@{point}", session_body(module))
+                if pending is not None:
+                    child = _next_claim(engine, files, child, pending)
+                pending = _kill_case(files, child, world, op, point, Scenario(PROPERTY, seed))
                 table.kills[KillTable.label(name, outcome, point)] += 1
+        if pending is not None:
+            last = _next_claim(
+                engine, files, engine.fork("next-claim", session_body(module)), pending
+            )
+            last.answer(("stop", None, None))
+            last.outcome("the end of the last next-claim child")
         table.forks = engine.forks
     return table
 
 
+@dataclass(frozen=True)
+class _NextClaim:
+    """A case killed and checked, whose reopened file waits for the next claim."""
+
+    path: Path
+    now: int
+    state: Snapshot
+    scenario: Scenario
+    record: HistoryRecorder
+
+
 def _kill_case(
-    engine: Engine,
-    files: QueueFiles,
-    module: ModuleType,
-    world: World,
-    op: Op,
-    point: str,
-    scenario: Scenario,
-) -> None:
+    files: QueueFiles, child: Child, world: World, op: Op, point: str, scenario: Scenario
+) -> _NextClaim:
     before = world.state
     expected = expect(op, before)
     assert point in expected.points, f"model: {op.describe()} never passes {point!r}"
@@ -132,7 +151,7 @@ def _kill_case(
     kept = f"kept: the state after {op.name}" if committed else f"the state before {op.name}"
     record.answered(f"SIGKILLed in fault({point!r})", kept)
     try:
-        child = engine.fork(f"{op.name}@{point}", op_body(module, path, op))
+        child.answer(("op", path, op))
         passed = _run_to(child, point, op, before)
         if tuple(passed) != expected.points[:index]:
             raise AssertionError(
@@ -147,11 +166,10 @@ def _kill_case(
         record.rows("model", wanted.jobs, at_of(op))
         record.stored(stored, at_of(op))
         _check_stored(op, point, committed, before, wanted, stored)
-        _check_next_claim(engine, module, path, world.now, wanted, scenario, record)
     except AssertionError as error:
         evidence = record.evidence(str(error).splitlines()[0])
         raise attach(scenario.fail(str(error)), evidence) from error
-    files.remove(path)
+    return _NextClaim(path, world.now, wanted, scenario, record)
 
 
 def _run_to(child: Child, point: str, op: Op, before: Snapshot) -> list[str]:
@@ -189,30 +207,41 @@ def _check_stored(
         )
 
 
-def _check_next_claim(
-    engine: Engine,
-    module: ModuleType,
-    path: Path,
-    now: int,
-    state: Snapshot,
-    scenario: Scenario,
-    record: HistoryRecorder,
-) -> None:
-    """A new process reopens the file and claims: the result and state the model gives."""
-    claim = Op("claim", ("next", now, 1000))
-    scenario.add(f"a new process reopens the file with open_queue and calls {claim.describe()}")
-    expected = expect(claim, state)
-    child = engine.fork("next-claim", op_body(module, path, claim, hooked=False))
-    outcome = child.outcome(f"{claim.describe()} on the reopened file")
-    record.ran(claim, outcome, expected=expected)
+def _next_claim(engine: Engine, files: QueueFiles, child: Child, case: _NextClaim) -> Child:
+    """A new process reopens the killed case's file and claims: the result and state the
+    model gives. The child that is ready for the next kill (a fresh one if the claim
+    ended the first)."""
+    try:
+        ended = _check_next_claim(child, case)
+    except AssertionError as error:
+        evidence = case.record.evidence(str(error).splitlines()[0])
+        raise attach(case.scenario.fail(str(error)), evidence) from error
+    files.remove(case.path)
+    return engine.fork(child.name, session_body(files.module)) if ended else child
+
+
+def _check_next_claim(child: Child, case: _NextClaim) -> bool:
+    """Check the next claim on ``case``'s file, made by ``child``; True if that ended it."""
+    claim = Op("claim", ("next", case.now, 1000))
+    case.scenario.add(
+        f"a new process reopens the file with open_queue and calls {claim.describe()}"
+    )
+    expected = expect(claim, case.state)
+    child.answer(("claim", case.path, claim))
+    waiting_for = f"{claim.describe()} on the reopened file"
+    claimed = child.run_until(lambda m: m.kind == "event" and m.value[0] == "claimed", waiting_for)
+    child.events.clear()  # what it saw opening that file is not the next case's concern
+    outcome = claimed if isinstance(claimed, Outcome) else claimed.value[1]
+    case.record.ran(claim, outcome, expected=expected)
     if not agrees(outcome, expected):
         raise AssertionError(
             f"the next {claim.describe()} on the reopened file {outcome.describe()} "
-            f"but the model {expected.describe()}; the state before it:\n" + state.describe()
+            f"but the model {expected.describe()}; the state before it:\n" + case.state.describe()
         )
-    stored = read_stored(path, "after the next claim")
+    stored = read_stored(case.path, "after the next claim")
     if stored != expected.state:
         raise AssertionError(
             f"after the next {claim.describe()} the stored state is not the model's\n"
             + side_by_side("model", expected.state, "stored", stored)
         )
+    return isinstance(claimed, Outcome)

@@ -1,7 +1,7 @@
 """The fork engine: real child processes that stop where the harness says, and real SIGKILL.
 
 Every process-level property of leasecheck runs its target code through this one
-engine. ``Engine.fork(name, body)`` forks a child from the warm test process (no
+engine. ``Engine.fork(name, body)`` forks a child from a warm process (no
 interpreter start per kill); the child runs ``body(channel)`` and never returns into
 pytest: whatever happens it ends with ``os._exit``. The child talks to the harness
 over two pipes:
@@ -14,6 +14,13 @@ over two pipes:
 - ``channel.send`` reports an event without waiting (e.g. each acknowledged
   operation in a random history), ``channel.receive`` waits for a command;
 - the body's return value, or the exception it raised, is the child's last frame.
+
+Children are forked by the zygote (``crash_harness.zygote``), a small helper process,
+when the body is a ``zygote.Task`` (a module-level function and picklable arguments):
+a fork from a small process is cheap however large the test process has grown.
+The harness still talks to the child over the same pipes, SIGKILLs it by pid and
+group, and gets its wait status from the zygote. Any other body (a closure) is
+forked from the test process itself.
 
 The harness side (``Child``) only ever waits through a poll with a deadline. A wait
 that runs out raises ``HarnessTimeout`` naming what it waited for; a child that
@@ -264,7 +271,16 @@ def _become_child(parent_pid: int, own_fds: Iterable[int]) -> None:
 class Child:
     """A forked child, seen from the harness."""
 
-    def __init__(self, name: str, pid: int, events_fd: int, commands_fd: int, deadline_s: float):
+    def __init__(
+        self,
+        name: str,
+        pid: int,
+        events_fd: int,
+        commands_fd: int,
+        deadline_s: float,
+        reaper: Callable[[int], int] | None = None,
+        reader: FrameReader | None = None,
+    ):
         self.name = name
         self.pid = pid
         self.deadline_s = deadline_s
@@ -277,8 +293,10 @@ class Child:
         if pidfd is not None:
             self._fds["pidfd"] = pidfd
         _PARENT_SIDE_FDS.update(self._fds.values())
-        self._reader = FrameReader()
+        self._reader = reader or FrameReader()
         self._eof = False
+        self._reaper = reaper
+        """Who collects the wait status: the zygote that forked the child, or waitpid here."""
 
     def __repr__(self) -> str:
         return f"<Child {self.name!r} pid={self.pid} status={self.status}>"
@@ -463,7 +481,7 @@ class Child:
             )
         self._kill_group()  # the leader is a zombie at worst, so the group id is still ours
         if self.status is None:
-            _, self.status = os.waitpid(self.pid, 0)
+            self.status = self._waitpid()
         self._close("commands", "pidfd")
 
     def _kill_group(self) -> None:
@@ -478,9 +496,23 @@ class Child:
         except PermissionError:  # the group was not set up (setpgid raced): the child alone
             os.kill(self.pid, signal.SIGKILL)
 
+    def _waitpid(self) -> int:
+        """The wait status of the exited child (its zygote reaps it, or this process)."""
+        if self._reaper is not None:
+            return self._reaper(self.pid)
+        return os.waitpid(self.pid, 0)[1]
+
     def _wait_exit(self, deadline: float) -> bool:
         """Wait (bounded) until the process has exited; True once it has."""
         pidfd = self._fds.get("pidfd")
+        if pidfd is None and self._reaper is not None:  # a zygote's child: watch it turn zombie
+            while time.monotonic() < deadline:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    if psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE:
+                        time.sleep(0.001)
+                        continue
+                return True
+            return False
         if pidfd is None:  # no pidfd (old kernel): poll waitpid until the deadline
             while time.monotonic() < deadline:
                 pid, status = os.waitpid(self.pid, os.WNOHANG)
@@ -501,7 +533,10 @@ class Child:
             self._kill_group()
             if self._wait_exit(time.monotonic() + self.deadline_s):
                 if self.status is None:
-                    _, self.status = os.waitpid(self.pid, 0)
+                    try:
+                        self.status = self._waitpid()
+                    except HarnessError as error:  # its zygote is gone: say so, end the rest
+                        problem = str(error)
             else:
                 problem = f"child {self.name!r} (pid {self.pid}) survived SIGKILL"
         self._close("events", "commands", "pidfd")
@@ -513,10 +548,21 @@ def _outcome(message: Message) -> Outcome:
 
 
 def _sweep(groups: set[int]) -> list[int]:
-    """psutil: kill and wait for any process below this one still in one of ``groups``."""
+    """psutil: kill and wait for any process below this one still in one of ``groups``.
+
+    The zygote and its spare are not ours to sweep: on a busy machine the pids wrap
+    (``pid_max`` may be 32768), and a spare can lead a group whose number an ended
+    child of this engine once had. Nor is a zombie: a child of the zygote that the
+    engine has reaped stays one until the zygote reads its release.
+    """
+    from leasecheck.crash_harness import zygote
+
+    helpers = zygote.helper_pids()
     found = []
     for process in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error, OSError):
+            if process.pid in helpers or process.status() == psutil.STATUS_ZOMBIE:
+                continue  # a zombie has ended: a zygote's child waits there for its release
             if os.getpgid(process.pid) in groups:
                 process.kill()
                 found.append(process)
@@ -533,22 +579,22 @@ class Engine:
         self.forks = 0
 
     def fork(self, name: str, body: Callable[[Channel], Any]) -> Child:
-        """Fork a child running ``body(channel)``; it starts at once."""
-        to_child_r, to_child_w = os.pipe()
-        to_parent_r, to_parent_w = os.pipe()
-        parent = os.getpid()
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the child; coverage never sees os._exit
-            try:
-                _become_child(parent, (to_child_w, to_parent_r))
-                _child_main(body, Channel(to_child_r, to_parent_w))
-            finally:
-                os._exit(EXIT_UNREPORTED)
-        os.close(to_child_r)
-        os.close(to_parent_w)
-        with contextlib.suppress(OSError):  # the child does it too; whoever is first wins
-            os.setpgid(pid, pid)
-        child = Child(name, pid, to_parent_r, to_child_w, self.deadline_s)
+        """Start a child running ``body(channel)``; it starts at once.
+
+        A ``zygote.Task`` body is forked by the zygote (a small process, so the fork is
+        cheap however large this one has grown); any other body, or a task the zygote
+        refuses, is forked from this process.
+        """
+        started = _start_in_zygote(name, body, self.deadline_s)
+        if started is None:
+            to_child_r, to_child_w = os.pipe()
+            to_parent_r, to_parent_w = os.pipe()
+            pid = _fork_here(body, (to_child_r, to_parent_w), (to_child_w, to_parent_r))
+            os.close(to_child_r)
+            os.close(to_parent_w)
+            child = Child(name, pid, to_parent_r, to_child_w, self.deadline_s)
+        else:
+            child = started
         self.children.append(child)
         self.forks += 1
         return child
@@ -607,6 +653,41 @@ class Engine:
         except HarnessError:
             if exc is None:  # never hide the error that is already on its way out
                 raise
+
+
+def _fork_here(
+    body: Callable[[Channel], Any], child_ends: tuple[int, int], parent_ends: tuple[int, int]
+) -> int:
+    """Fork the child from this process; its pid."""
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child; coverage never sees os._exit
+        try:
+            _become_child(parent, parent_ends)
+            _child_main(body, Channel(*child_ends))
+        finally:
+            os._exit(EXIT_UNREPORTED)
+    with contextlib.suppress(OSError):  # the child does it too; whoever is first wins
+        os.setpgid(pid, pid)
+    return pid
+
+
+def _start_in_zygote(name: str, body: Callable[[Channel], Any], deadline_s: float) -> Child | None:
+    """The child, if the zygote started ``body``; None if it is for this process to fork."""
+    from leasecheck.crash_harness import zygote
+
+    travels: object = body  # a Task is a callable too; mypy does not narrow the Callable
+    if not isinstance(travels, zygote.Task):
+        return None
+    helper = zygote.current()
+    task = zygote.encode_task(travels) if helper is not None else None
+    if helper is None or task is None:
+        return None
+    started = helper.start(name, task)
+    if started is None:
+        return None
+    pid, events_fd, commands_fd, reader = started
+    return Child(name, pid, events_fd, commands_fd, deadline_s, helper.reap, reader)
 
 
 def _pidfd_open(pid: int) -> int | None:

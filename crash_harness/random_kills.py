@@ -36,6 +36,7 @@ from leasecheck.crash_harness._queue_files import (
 )
 from leasecheck.crash_harness._states import World, random_op, step
 from leasecheck.crash_harness.engine import FINAL_KINDS, Channel, Child, Engine, ErrorInfo, Outcome
+from leasecheck.crash_harness.zygote import Task
 from leasecheck.models.contracts import Snapshot
 from leasecheck.models.evidence import Evidence, attach, evidence_of, shrunk_evidence
 from leasecheck.models.shrinking import Budget, Shrunk, shrink
@@ -90,21 +91,23 @@ def _expected_of(op: Op, world: World) -> Expected:
 
 
 def _history_body(module: ModuleType, path: Path, ops: list[Op]) -> Callable[[Channel], None]:
-    """Run ``ops`` in order, acknowledging each result without waiting; then wait to die."""
+    """Run ``ops`` in order, acknowledging each result without waiting; then wait to die.
 
-    def body(channel: Channel) -> None:
-        con = module.open_queue(str(path))
-        channel.send("event", ("opened", read_snapshot(con)))
-        for index, op in enumerate(ops):
-            try:
-                outcome = Outcome(op.call(module, con))
-            except Exception as error:
-                outcome = Outcome(error=ErrorInfo.from_exception(error))
-            channel.send("event", ("ack", index, outcome))
-        channel.send("event", ("done", None))
-        channel.receive()  # blocks until the SIGKILL: the kill always finds a live process
+    A ``Task``: the zygote forks it."""
+    return Task(_run_history, (module, path, ops))
 
-    return body
+
+def _run_history(module: ModuleType, path: Path, ops: list[Op], channel: Channel) -> None:
+    con = module.open_queue(str(path))
+    channel.send("event", ("opened", read_snapshot(con)))
+    for index, op in enumerate(ops):
+        try:
+            outcome = Outcome(op.call(module, con))
+        except Exception as error:
+            outcome = Outcome(error=ErrorInfo.from_exception(error))
+        channel.send("event", ("ack", index, outcome))
+    channel.send("event", ("done", None))
+    channel.receive()  # blocks until the SIGKILL: the kill always finds a live process
 
 
 def check_random_kills(

@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from leasecheck import _schedule
 from leasecheck._preflight import MORE_SPACE, resource_problem
 from leasecheck._processes import NODEID_ENV
 from leasecheck.counterexample import Counterexample
@@ -93,6 +94,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _schedule.order(items, property_name)
     first = config.getoption(FIRST_OPTION)
     if first:
         items.sort(key=lambda item: property_name(item) != first)
@@ -104,6 +106,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             items[:] = [item for item in items if item not in dropped]
     names = {item.nodeid: property_name(item) or item.nodeid for item in items}
     _write({"event": "collected", "items": names}, every_process=True)
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Longest properties first, one test per worker at a time (``_schedule``)."""
+    if config.getvalue("dist") == "load":
+        return _schedule.LongestFirst(config, log)
+    return None
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: the cores plus workers for the properties that wait (``_schedule``)."""
+    return _schedule.auto_workers()
 
 
 @pytest.hookimpl(hookwrapper=True)

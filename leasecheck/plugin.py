@@ -35,6 +35,7 @@ from leasecheck import profiles
 from leasecheck.adapters import servers
 from leasecheck.adapters.protocol import AdapterError, QueueLibrary
 from leasecheck.adapters.registry import load_library
+from leasecheck.crash_harness import zygote
 from leasecheck.promises import judge
 from leasecheck.shared_db import SharedDatabaseError
 from leasecheck.targets.loader import TargetError, load_jobs_target, load_worker
@@ -341,7 +342,12 @@ def no_leaked_children() -> Iterator[None]:
     a server started for the whole run, ``queue_server``, is not the test's)."""
     before = {child.pid for child in psutil.Process().children(recursive=True)}
     yield
-    left = [c for c in psutil.Process().children(recursive=True) if _started_by_test(c, before)]
+    helpers = zygote.helper_pids()  # the fork engine's zygote and its spare: the run's
+    left = [
+        c
+        for c in psutil.Process().children(recursive=True)
+        if _started_by_test(c, before) and c.pid not in helpers
+    ]
     for child in left:
         child.kill()
     psutil.wait_procs(left, timeout=5)

@@ -1,0 +1,106 @@
+"""The order and spread of a ``leasecheck check`` run: longest properties first, one at a time.
+
+The gate is about twenty tests of very unequal length (the agreement machines take
+tens of seconds, the edge sweeps under one). Its wall time is set by the worker that
+finishes last, so the long ones must start first: ``order`` sorts the collection by a
+recorded cost (``COSTS``, seconds of the ci profile on 2 cores), and ``LongestFirst``
+hands the tests out in that order, one per worker at a time, instead of xdist's
+contiguous chunks (which gave the two longest properties to the same worker).
+
+Some properties mostly wait (a scheduler's silences, parallel histories' stalls,
+children that block on a lock), so ``auto`` starts ``WAITING_WORKERS`` more workers
+than there are cores: a waiting property then does not hold a core's worth of work
+back. Only ``leasecheck check`` loads this (through ``leasecheck._events``); a plain
+``pytest -n auto`` keeps xdist's own scheduling.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Final
+
+import pytest
+from xdist.scheduler import LoadScheduling
+from xdist.workermanage import WorkerController
+
+__all__ = ["COSTS", "DEFAULT_COST", "WAITING_WORKERS", "LongestFirst", "auto_workers", "order"]
+
+COSTS: Final[dict[str, float]] = {
+    "jobs.agreement": 9.0,
+    "lease.agreement": 7.0,
+    "lease.schedules": 6.5,
+    "lease.linearizable": 6.0,
+    "lease.power-loss": 4.0,
+    "jobs.model-check": 4.0,
+    "jobs.linearizable": 3.0,
+    "lease.model-check": 2.5,
+    "lease.crash-points": 2.0,
+    "lease.crash-random": 2.0,
+    "lease.single-winner": 1.5,
+    "lease.interleavings": 1.0,
+    "jobs.interleavings": 0.8,
+    "lease.duplicate-send": 0.4,
+    "jobs.threads": 0.3,
+    "lease.configuration": 0.3,
+    "lease.races": 0.2,
+    "lease.edges": 0.1,
+    "jobs.edges": 0.05,
+}
+"""Recorded seconds of each property in the ci profile (bundled targets, 2 cores): only
+their order matters. A property not listed counts ``DEFAULT_COST``."""
+DEFAULT_COST: Final = 3.0
+"""A new property's guess: the middle of the table, neither first nor last."""
+WAITING_WORKERS: Final = 2
+"""Workers beyond the cores under ``-n auto``, for the properties that wait."""
+
+
+def cost(name: str | None) -> float:
+    return COSTS.get(name or "", DEFAULT_COST)
+
+
+def order(items: list[pytest.Item], name_of: Callable[[pytest.Item], str | None]) -> None:
+    """Sort ``items`` in place, longest recorded cost first (stable among equals)."""
+    items.sort(key=lambda item: -cost(name_of(item)))
+
+
+def auto_workers() -> int:
+    """``-n auto`` for a check: the cores this process may use plus ``WAITING_WORKERS``."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) + WAITING_WORKERS
+    return (os.cpu_count() or 1) + WAITING_WORKERS
+
+
+class LongestFirst(LoadScheduling):  # type: ignore[misc]  # xdist ships no types
+    """xdist's load scheduling, handing tests out one at a time in collection order.
+
+    A worker runs a test only once it holds the next one (pytest needs ``nextitem``),
+    so each worker is kept at two pending tests: the one it runs and the one after.
+    The first round gives each worker one test, the second one more, so the longest
+    tests land on different workers.
+    """
+
+    collection: list[str] | None
+    pending: list[int]
+
+    def schedule(self) -> None:
+        if self.collection is not None or not self._check_nodes_have_same_collection():
+            super().schedule()
+            return
+        collection: list[str] = next(iter(self.node2collection.values()))
+        self.collection = collection
+        self.pending[:] = range(len(collection))
+        for _ in range(2):
+            for node in self.nodes:
+                self._send_tests(node, 1)
+        if not self.pending:
+            for node in self.nodes:
+                node.shutdown()
+
+    def check_schedule(self, node: WorkerController, duration: float = 0) -> None:
+        if node.shutting_down:
+            return
+        if not self.pending:
+            node.shutdown()
+        elif len(self.node2pending[node]) < 2:
+            self._send_tests(node, 1)

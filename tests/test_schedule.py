@@ -1,0 +1,72 @@
+"""The order of a check: longest recorded properties first, handed out one at a time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from leasecheck import _schedule
+from leasecheck.selection import known_properties
+
+
+class Node:
+    """The part of an xdist worker controller a scheduler talks to."""
+
+    def __init__(self, name: str) -> None:
+        self.gateway = type("Gateway", (), {"id": name})()
+        self.sent: list[int] = []
+        self.shutting_down = False
+
+    def send_runtest_some(self, indices: list[int]) -> None:
+        self.sent += indices
+
+    def shutdown(self) -> None:
+        self.shutting_down = True
+
+
+class Config:
+    """The options xdist's load scheduling reads: ``-n`` (as ``--tx``) and its chunk size."""
+
+    def __init__(self, workers: int) -> None:
+        self.options = {"tx": [f"{workers}*popen"], "maxschedchunk": None}
+
+    def getvalue(self, name: str) -> Any:
+        return self.options[name]
+
+    getoption = getvalue
+
+
+def scheduler(nodes: list[Node], collection: list[str]) -> _schedule.LongestFirst:
+    scheduling = _schedule.LongestFirst(Config(len(nodes)))
+    for node in nodes:
+        scheduling.add_node(node)
+        scheduling.add_node_collection(node, collection)
+    scheduling.schedule()
+    return scheduling
+
+
+def test_every_shipped_property_has_a_recorded_cost() -> None:
+    shipped = {name for name in known_properties() if name.startswith(("lease.", "jobs."))}
+    assert shipped - set(_schedule.COSTS) == set(), "record a cost for a new ci property"
+
+
+def test_the_longest_tests_go_to_different_workers_first() -> None:
+    a, b = Node("gw0"), Node("gw1")
+    scheduling = scheduler([a, b], [f"t{n}" for n in range(6)])
+    assert (a.sent, b.sent) == ([0, 2], [1, 3])
+    scheduling.mark_test_complete(b, 1)  # b finished its first: it gets the next one
+    assert b.sent == [1, 3, 4]
+    scheduling.mark_test_complete(a, 0)
+    assert a.sent == [0, 2, 5]
+    scheduling.mark_test_complete(a, 2)
+    assert a.shutting_down and not b.shutting_down
+
+
+def test_more_workers_than_tests_are_shut_down_at_once() -> None:
+    nodes = [Node(f"gw{n}") for n in range(4)]
+    scheduler(nodes, ["only"])
+    assert [node.sent for node in nodes] == [[0], [], [], []]
+    assert all(node.shutting_down for node in nodes)
+
+
+def test_auto_gives_the_waiting_properties_workers_of_their_own() -> None:
+    assert _schedule.auto_workers() >= 1 + _schedule.WAITING_WORKERS

@@ -1,0 +1,138 @@
+"""The zygote: children of a small helper, still killed, reaped and never left behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+
+import psutil
+import pytest
+
+from leasecheck.crash_harness import zygote
+from leasecheck.crash_harness.engine import Channel, Engine
+from leasecheck.crash_harness.zygote import Task
+
+
+def parent_and_size(channel: Channel) -> tuple[int, int]:
+    """A Task body: who forked this child, and its resident size in bytes."""
+    return os.getppid(), psutil.Process().memory_info().rss
+
+
+def wait_forever(channel: Channel) -> None:
+    channel.send("event", "ready")
+    channel.receive()
+
+
+def exit_with(code: int, channel: Channel) -> None:
+    os._exit(code)
+
+
+@pytest.fixture
+def engine(no_leaked_children: None) -> Iterator[Engine]:
+    with Engine(deadline_s=10) as running:
+        yield running
+
+
+def test_a_task_is_forked_by_the_zygote_and_a_closure_here(engine: Engine) -> None:
+    helper = zygote.current()
+    assert helper is not None
+    parent, size = engine.fork("task", Task(parent_and_size)).outcome("its parent").value
+    assert parent == helper.pid
+    local = engine.fork("closure", lambda channel: os.getppid()).outcome("its parent")
+    assert local.value == os.getpid()
+    assert size < 100 * 2**20, f"a zygote child is {size} bytes: the zygote is not small"
+
+
+def test_a_zygote_child_is_sigkilled_and_reaped_with_its_status(engine: Engine) -> None:
+    child = engine.fork("waiter", Task(wait_forever))
+    assert child.next("its ready event").value == "ready"
+    child.kill()  # checks that SIGKILL is what ended it
+    assert child.status is not None and os.WTERMSIG(child.status) == signal.SIGKILL
+    assert not _running(child.pid)
+
+
+def test_a_zygote_child_that_exits_is_named_with_its_exit_status(engine: Engine) -> None:
+    child = engine.fork("exits", Task(exit_with, (3,)))
+    with pytest.raises(AssertionError, match="exited with status 3"):
+        child.outcome("its result")
+
+
+def test_stop_ends_the_zygote_and_its_spare(no_leaked_children: None) -> None:
+    with Engine() as engine:
+        engine.fork("task", Task(parent_and_size)).outcome("its result")
+    helpers = zygote.helper_pids()
+    assert len(helpers) == 2, helpers  # the zygote and the spare it forked ahead
+    processes = [psutil.Process(pid) for pid in helpers]
+    zygote.stop()
+    _, alive = psutil.wait_procs(processes, timeout=5)
+    assert not alive, f"still running after stop: {alive}"
+    assert zygote.helper_pids() == set()
+
+
+def test_sigterm_makes_the_zygote_end_its_children(no_leaked_children: None) -> None:
+    with Engine() as engine:
+        child = engine.fork("waiter", Task(wait_forever))
+        child.next("its ready event")
+        helper = zygote.current()
+        assert helper is not None
+        os.kill(helper.pid, signal.SIGTERM)
+        assert helper.process.wait(timeout=10) == 0
+        with pytest.raises(AssertionError, match="killed by SIGKILL"):
+            child.outcome("its result after the zygote's SIGTERM")
+    zygote.stop()
+
+
+HARNESS = textwrap.dedent(
+    """
+    import sys
+    from leasecheck.crash_harness import zygote
+    from leasecheck.crash_harness.engine import Engine
+    from tests.test_zygote import wait_forever
+    engine = Engine()
+    child = engine.fork("waiter", zygote.Task(wait_forever))
+    child.next("its ready event")
+    print(zygote.current().pid, child.pid, flush=True)
+    sys.stdin.read()
+    """
+)
+
+
+def test_the_zygote_and_its_children_die_with_a_sigkilled_harness() -> None:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with subprocess.Popen(
+        [sys.executable, "-c", HARNESS], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        text=True,
+    ) as harness:  # fmt: skip
+        assert harness.stdout is not None
+        pids = [int(word) for word in harness.stdout.readline().split()]
+        assert len(pids) == 2, pids
+        harness.kill()
+        harness.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while any(_running(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not [pid for pid in pids if _running(pid)], "the zygote or its child outlived it"
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_without_its_zygote_the_engine_forks_tasks_itself(no_leaked_children: None) -> None:
+    with Engine() as engine:
+        engine.fork("first", Task(parent_and_size)).outcome("its result")
+        helper = zygote.current()
+        assert helper is not None
+        helper.process.kill()  # as a target's import that ends the process would
+        helper.process.wait(timeout=10)
+        parent, _ = engine.fork("after", Task(parent_and_size)).outcome("its parent").value
+        assert parent == os.getpid()
+    zygote.stop()
