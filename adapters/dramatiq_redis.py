@@ -64,10 +64,13 @@ _DOCS = "https://dramatiq.io/cookbook.html"
 PROMISES = Promises(
     properties={
         "queue.ack-final": Promise(
-            True,
-            f"{_SRC}/dispatch.lua:191 (ack)",
-            "ack removes the id from the worker's acks set and deletes the message; "
-            "nothing requeues a deleted message",
+            False,
+            f"{_SRC}/dispatch.lua:191 (ack) and :110 (maintenance); {_DOCS}",
+            "ack deletes the message only 'if redis.call(\"srem\", queue_acks, message_id) > 0': "
+            "once maintenance has moved a dead worker's unacked messages back to their "
+            "queue (and deleted its acks set) a late ack does nothing and returns as usual, "
+            "and the message is delivered again; Dramatiq promises at-least-once delivery, "
+            "not a final late ack",
         ),
         "queue.no-loss": Promise(
             True,

@@ -14,7 +14,7 @@ import pytest
 
 from leasecheck.adapters.protocol import QueueLibrary
 from leasecheck.adapters.registry import load_library
-from leasecheck.runner import HOLDS, NOT_CHECKED, NOT_PROMISED, CheckOptions, run_check
+from leasecheck.runner import HOLDS, NOT_CHECKED, NOT_PROMISED, VIOLATED, CheckOptions, run_check
 
 
 def _orphaned_servers() -> set[int]:
@@ -27,15 +27,23 @@ def _orphaned_servers() -> set[int]:
     }  # fmt: skip
 
 
+# What leasecheck found (docs/findings.md, "Scheduling points inside server libraries"):
+# rq's recovery sweep re-queues a job acknowledged while it ran, in the same schedule on
+# every run (queue.interleavings, scenario sweep-ack, queue.ack-final).
+FINDINGS: dict[str, dict[str, tuple[str, ...]]] = {"rq": {"queue.interleavings": (VIOLATED,)}}
+
+
 @pytest.mark.parametrize("name", ["rq", "pgqueuer"])
 def test_a_server_library_gets_the_generic_properties_on_its_own_server(name: str) -> None:
     before = _orphaned_servers()
     result = run_check(CheckOptions(adapter=name, profile="quick", workers="0"))
     library = load_library(name)
     verdicts = {n: p.verdict for n, p in result.properties.items()}
+    found = FINDINGS.get(name, {})
     for prop, verdict in verdicts.items():
-        assert verdict in _allowed(library, prop), (prop, verdicts)
-    assert result.exit_code == (2 if NOT_CHECKED in verdicts.values() else 0), verdicts
+        assert verdict in found.get(prop, _allowed(library, prop)), (prop, verdicts)
+    broken = 1 if VIOLATED in verdicts.values() else 0
+    assert result.exit_code == (2 if NOT_CHECKED in verdicts.values() else broken), verdicts
     assert _orphaned_servers() <= before, "the run left its server running"
 
 

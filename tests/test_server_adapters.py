@@ -27,6 +27,7 @@ from leasecheck.adapters import servers
 from leasecheck.adapters.protocol import Claim, QueueAdapter, QueueLibrary, SharedClock
 from leasecheck.adapters.server_adapters import SERVER_ADAPTERS
 from leasecheck.adapters.server_plants import FencedPgqueuer, OverpromisingRq, VolatilePgqueuer
+from leasecheck.crash_harness import zygote
 from leasecheck.crash_harness._server_agent import load_library
 from leasecheck.crash_harness.server_agents import Agent
 from leasecheck.crash_harness.server_faults import CLOCK_SKEW, SERVER_CRASH, ZOMBIE_PAUSE, run_fault
@@ -75,9 +76,11 @@ def _is_server(process: psutil.Process) -> bool:
 @pytest.fixture(autouse=True)
 def no_stray_workers() -> Iterator[None]:
     """Fails a test that leaves a worker process of its own running (the module's servers,
-    direct children of this process, are the only ones allowed to stay)."""
+    direct children of this process, and the fork engine's zygote are the only ones allowed
+    to stay)."""
     yield
-    stray = [p for p in psutil.Process().children() if not _is_server(p)]
+    helpers = zygote.helper_pids()  # the fork engine's zygote and its spare live on
+    stray = [p for p in psutil.Process().children() if not _is_server(p) and p.pid not in helpers]
     for process in stray:
         process.kill()
     psutil.wait_procs(stray, timeout=5)
