@@ -163,7 +163,19 @@ class Server:
         if self.process is None:
             return
         _kill_tree(self.process)
+        self._gone(self.process.pid)
         self.process = None
+
+    def _gone(self, pid: int) -> None:
+        """After the server process ``pid`` has ended: remove what it leaves in /dev/shm.
+        libfaketime (preloaded for a driven clock) makes a shared-memory segment and a
+        semaphore named by the pid and unlinks them only at a normal exit, which a
+        SIGTERMed or SIGKILLed beanstalkd never reaches."""
+        if "faketime" not in (self.env or {}).get("LD_PRELOAD", ""):
+            return
+        for name in (f"faketime_shm_{pid}", f"sem.faketime_sem_{pid}"):
+            with contextlib.suppress(FileNotFoundError):
+                (Path("/dev/shm") / name).unlink()
 
     def stop(self) -> None:
         """Stop the server: a fast shutdown (PostgreSQL's SIGINT disconnects its clients;
@@ -176,6 +188,7 @@ class Server:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=10)
         _kill_tree(self.process)
+        self._gone(self.process.pid)
         self.process = None
 
     def restart(self) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
+from pathlib import Path
 
 import psutil
 import pytest
@@ -71,6 +72,22 @@ def test_beanstalkd_binlog_survives_a_kill(no_leftovers: None) -> None:
         server.kill()
         server.restart()
         assert _beanstalk(server.port, b"peek-ready\r\n").startswith(b"FOUND")
+
+
+def test_a_driven_clock_leaves_nothing_in_dev_shm(tmp_path: Path, no_leftovers: None) -> None:
+    """libfaketime names a shared-memory segment and a semaphore after the server's pid and
+    unlinks them only at a normal exit: after a kill and after a stop both are gone."""
+    clock = tmp_path / "clock"
+    clock.write_text("2026-01-01 00:00:00")
+    pids = []
+    with _started(lambda: servers.beanstalkd(clock_file=clock)) as server:
+        pids.append(server.pid)
+        assert Path(f"/dev/shm/faketime_shm_{server.pid}").exists()  # what is cleaned up
+        server.kill()
+        server.restart()
+        pids.append(server.pid)
+    left = [p for pid in pids for p in Path("/dev/shm").glob(f"*faketime_*_{pid}")]
+    assert left == [], left
 
 
 def _beanstalk(port: int, command: bytes) -> bytes:
