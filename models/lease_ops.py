@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal, cast
@@ -92,7 +92,7 @@ def _run_once(state: Snapshot, owner: object, now_ms: object, lease_ms: object =
     done = lm.finish(claimed.state, ticket, "ok", now_ms, 0)
     status = "stale" if done.result is False else done.result
     result = {"id": ticket["id"], "token": ticket["token"], "status": status}
-    return lm.Step(done.state, result, claimed.before_commit, done.after_commit)
+    return replace(done, result=result)
 
 
 _MODEL: Mapping[str, Callable[..., lm.Step]] = {
