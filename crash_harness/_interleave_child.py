@@ -31,16 +31,6 @@ HELD = Held()
 """A ``finish`` ticket argument meaning: the ticket this process's last claim returned."""
 
 
-def _resolve(op: LeaseOp, held: list[dict[str, Any]]) -> LeaseOp | None:
-    """The call with concrete arguments; None when it needs a ticket the process lacks."""
-    ticket = op.arguments().get("ticket")
-    if not isinstance(ticket, Held):
-        return op
-    if len(held) <= ticket.back:
-        return None
-    return LeaseOp.of(op.kind, **(op.arguments() | {"ticket": dict(held[-1 - ticket.back])}))
-
-
 def _outcome(module: ModuleType, con: sqlite3.Connection, run: Callable[[], Any]) -> Any:
     try:
         value = run()
@@ -87,7 +77,7 @@ def _run_call(
     where: tuple[str, int], call: LeaseOp, held: list[dict[str, Any]],
 ) -> None:  # fmt: skip
     """Run one call, reporting ``invoke`` before and the ``Operation`` after it."""
-    op = _resolve(call, held)
+    op = call.resolve(held)
     if op is None:
         return
     channel.send("invoke", where[1])

@@ -185,7 +185,7 @@ class JobQueueSpec(SequentialSpec[jm.JobState]):
         try:
             if op.name == "submit":
                 state, job_id = jm.submit(
-                    state, a["type"], a["payload"], a["priority"], a["run_at"]
+                    state, a["type"], a["payload"], a["priority"], a["run_at_millis"]
                 )
                 return [state], Returned(job_id)
             if op.name == "poll":

@@ -16,14 +16,14 @@ model's method and the target's, which the contract fixes).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from leasecheck.models import job_model as jm
 from leasecheck.models._values import Held, Kind, bind, from_json_value, to_json_value
 from leasecheck.models.contracts import JobQueueLike, same
-from leasecheck.queue_impl.jobs import IllegalStateError, RetryPolicy
+from leasecheck.queue_impl.jobs import IllegalStateError, Lease, RetryPolicy
 
 __all__ = ["JOB_ERRORS", "JOB_KINDS", "Held", "JobKind", "JobOp", "JobOutcome"]
 
@@ -78,6 +78,19 @@ class JobOp:
 
     def positional(self) -> tuple[Any, ...]:
         return tuple(value for _, value in self.args)
+
+    def resolve(self, held: Sequence[Lease]) -> JobOp | None:
+        """This call with ``Held`` arguments replaced by the job id and token of the lease
+        the thread holds; None when it holds too few."""
+        marks = [value for _, value in self.args if isinstance(value, Held)]
+        if not marks:
+            return self
+        if marks[0].back >= len(held):
+            return None
+        lease = held[-1 - marks[0].back]
+        real = {"job_id": lease.job_id, "token": lease.token}
+        args = tuple((n, real[n] if isinstance(v, Held) else v) for n, v in self.args)
+        return JobOp(self.kind, args, self.now)
 
     def apply(self, queue: JobQueueLike) -> Any:
         """Call the method on ``queue`` (a target or ``JobQueueModel``). The caller has set

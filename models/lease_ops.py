@@ -24,7 +24,7 @@ JSON form and ``describe`` read the table.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
@@ -140,6 +140,18 @@ class LeaseOp:
     def positional(self) -> tuple[Any, ...]:
         """The given arguments in call order (they are always a prefix of the parameters)."""
         return tuple(value for _, value in self.args)
+
+    def resolve(self, held: Sequence[Mapping[str, Any]]) -> LeaseOp | None:
+        """This call with a ``Held`` ticket replaced by the one the process holds (a
+        copy); None when it holds too few."""
+        ticket = self.arguments().get("ticket")
+        if not isinstance(ticket, Held):
+            return self
+        if ticket.back >= len(held):
+            return None
+        real = dict(held[-1 - ticket.back])
+        return LeaseOp(self.kind, tuple((n, real if n == "ticket" else v) for n, v in self.args),
+                       self.fault)  # fmt: skip
 
     # -- the two sides ---------------------------------------------------------------------
 
