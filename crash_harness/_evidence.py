@@ -77,7 +77,7 @@ class HistoryRecorder(Recorder):
         self.step(
             actor, op.describe(), op.kind, at, job, token,
             target=got.describe() if got is not None else "no answer (killed)",
-            model=expected.describe(),
+            model=expected.describe(), call=op.to_json(),
         )  # fmt: skip
         if got is not None and got.error is None:
             self._target_lease(op, actor, got.value, at)

@@ -213,3 +213,19 @@ def test_explorer_moves_become_records() -> None:
     for move, op in moves.items():
         assert LeaseOp.from_move(move) == op
     assert LeaseOp.from_move(("tick", 130)) is None
+
+
+def test_crash_evidence_steps_carry_the_record() -> None:
+    """A crash property's evidence step holds the operation as its record's JSON, and the
+    counterexample's JSON keeps it (the report reads ``operation``, a tool the record)."""
+    from leasecheck.crash_harness._evidence import HistoryRecorder
+    from leasecheck.crash_harness.engine import ChildResult
+    from leasecheck.models.evidence import Evidence
+
+    recorder = HistoryRecorder(Snapshot(), 0)
+    op = PROGRAM[0]
+    recorder.ran(op, ChildResult(True))
+    evidence = Evidence.from_json(json.loads(json.dumps(recorder.evidence("x").to_json())))
+    [step] = evidence.steps
+    assert step.call is not None and LeaseOp.from_json(step.call) == op
+    assert step.operation == op.describe()
