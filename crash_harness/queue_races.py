@@ -55,6 +55,7 @@ from leasecheck.crash_harness.engine import Channel, Child, Engine
 from leasecheck.models._history import Operation, Raised, Returned
 from leasecheck.models.evidence import Evidence, Recorder, attach
 from leasecheck.models.evidence import Lease as Held
+from leasecheck.models.queue_ops import QueueOp
 from leasecheck.models.shrinking import Budget, Shrunk, shrink
 
 __all__ = [
@@ -89,38 +90,40 @@ REAL = RaceTime(lease=80, short=15, past=95)
 PROBE_REAL_MS = 1000
 """On real time, the lease of the stale-nack probe's claims (``_stale_nack_probe``)."""
 
-Command = tuple[str, str, int]
-"""(verb, claim id, lease ms): ``("claim", "P1#3", 10050)``, ``("ack", "P1#3", 0)``,
+RaceCommand = tuple[str, str, int]
+"""A racer's program entry, before its claim's job is known (``_record`` makes the
+``QueueOp``): (verb, claim id, lease ms): ``("claim", "P1#3", 10050)``, ``("ack", "P1#3", 0)``,
 ``("extend", "P1#3", 10050)``."""
 
 
 def _run(
-    queue: QueueAdapter, held: dict[str, Claim], who: str, command: Command
+    queue: QueueAdapter, held: dict[str, Claim], who: str, command: RaceCommand
 ) -> Operation | None:
     """Run one command; None for an ack / nack / extend of a claim that got no job."""
     verb, cid, lease_ms = command
     if verb != "claim" and cid not in held:
         return None
     index = int(cid.rsplit("#", 1)[1])
+    op = _record(verb, cid, lease_ms, held)
     started = time.monotonic_ns()
-    args: dict[str, Any] = {"cid": cid}
-    try:
-        if verb == "claim":
-            args["lease_ms"] = lease_ms
-            got = queue.claim(who, lease_ms / 1000)
-            if got is not None:
-                held[cid] = got
-            outcome: Returned | Raised = Returned(None if got is None else got.job)
-        elif verb == "extend":
-            args |= {"job": held[cid].job, "lease_ms": lease_ms}
-            outcome = Returned(queue.extend(held[cid], lease_ms / 1000) is True)
-        else:
-            args["job"] = held[cid].job
-            call = queue.ack if verb == "ack" else queue.nack
-            outcome = Returned(call(held[cid]) is True)
-    except Exception as error:
-        outcome = Raised(type(error).__name__, str(error))
-    return Operation(who, index, verb, args, started, time.monotonic_ns(), outcome)
+    value, got = op.run(queue, held, worker=who)
+    if verb == "claim" and value is not None:
+        held[cid] = value
+    outcome: Returned | Raised = (
+        Raised(got.error, got.detail)
+        if got.error
+        else Returned(got.result if verb == "claim" else got.result is True)
+    )
+    return Operation(who, index, verb, op.arguments(), started, time.monotonic_ns(), outcome)
+
+
+def _record(verb: str, cid: str, lease_ms: int, held: dict[str, Claim]) -> QueueOp:
+    """The command as the generic queue's record, once the claim's job is known."""
+    if verb == "claim":
+        return QueueOp.of("claim", cid, lease_ms)
+    if verb == "extend":
+        return QueueOp.of("extend", cid, held[cid].job, lease_ms)
+    return QueueOp.of(verb, cid, held[cid].job)
 
 
 def _racer_body(
@@ -205,7 +208,7 @@ class Racers:
             if op.name == "claim" and _job(op) is not None:
                 pacer.leased(*self.window(op), int(op.args["lease_ms"]))
 
-    def step(self, commands: list[list[Command]]) -> list[Operation]:
+    def step(self, commands: list[list[RaceCommand]]) -> list[Operation]:
         """Release every racer with its commands at once; their operations."""
         self.clear()
         for child, mine in zip(self.children, commands, strict=True):
@@ -345,7 +348,7 @@ def _stale_nack_probe(racers: Racers, live: dict[str, Lease], taken: Taken) -> i
     last = len(racers.children) - 1
 
     def alone(racer: int, verb: str, cid: str) -> list[Operation]:
-        commands: list[list[Command]] = [[] for _ in racers.children]
+        commands: list[list[RaceCommand]] = [[] for _ in racers.children]
         commands[racer] = [(verb, cid, lease if verb == "claim" else 0)]
         return racers.step(commands)
 
@@ -449,7 +452,7 @@ def _between(
 ) -> int:
     """Ack some wins (their jobs are done, not leased) while stale claims send a nack or
     an extend, then maybe let leases run out; how many stale calls were sent."""
-    calls: list[list[Command]] = [[] for _ in racers.children]
+    calls: list[list[RaceCommand]] = [[] for _ in racers.children]
     for op in made:
         if _job(op) is not None and rng.random() < 0.5:
             calls[_racer(str(op.args["cid"]))].append(("ack", str(op.args["cid"]), 0))
@@ -649,9 +652,9 @@ def shrink_script(
     return _script(script, list(shrunk.items)), shrunk.failure, shrunk
 
 
-def _mixed(racers: Racers, rng: random.Random, racer: int, held: list[str]) -> list[Command]:
+def _mixed(racers: Racers, rng: random.Random, racer: int, held: list[str]) -> list[RaceCommand]:
     """One or two calls: a claim, or an ack / nack of a claim this racer made."""
-    commands: list[Command] = []
+    commands: list[RaceCommand] = []
     for _ in range(rng.randint(1, 2)):
         if held and rng.random() < 0.5:
             verb = "nack" if racers.library.capabilities.nack and rng.random() < 0.3 else "ack"
