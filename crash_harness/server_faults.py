@@ -34,7 +34,7 @@ from leasecheck.adapters.servers import Server, owned_temp_dir
 from leasecheck.crash_harness.server_agents import Agent, AgentRefused
 from leasecheck.models.evidence import Evidence, Lease, Recorder
 
-__all__ = ["FAULTS", "FaultResult", "Scenario", "run_fault", "run_server_faults"]
+__all__ = ["FAULTS", "FaultResult", "Scenario", "restart_problem", "run_fault", "run_server_faults"]
 
 SERVER_CRASH, ZOMBIE_PAUSE, CLOCK_SKEW = (
     "queue.server-crash",
@@ -173,13 +173,29 @@ def _scenario(library: QueueLibrary, server: Server, spec: str | None) -> Iterat
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def _lost(state: str | None, library: QueueLibrary) -> bool:
-    """Not known to the store, or ``gone`` where the library keeps finished jobs."""
-    return state is None or (state == "gone" and not library.capabilities.ack_deletes)
+def _state(states: dict[str, str], job: str) -> str:
+    """A job's observed state; one the store no longer lists is ``gone`` (``observe``
+    returns "every job the store knows", so a deleted job may simply be absent)."""
+    return states.get(job, "gone")
 
 
-def _done(state: str | None, library: QueueLibrary) -> bool:
+def _done(state: str, library: QueueLibrary) -> bool:
     return state == "done" or (state == "gone" and library.capabilities.ack_deletes)
+
+
+def restart_problem(
+    jobs: list[str], acked: list[str], states: dict[str, str], library: QueueLibrary
+) -> str:
+    """What the store lost in a server restart, judged from ``observe`` after it: an
+    enqueued job that was not acknowledged must still be known; an acknowledged one must
+    be done (``gone`` counts as done only where ``Capabilities.ack_deletes`` says so)."""
+    lost = [job for job in jobs if job not in acked and _state(states, job) == "gone"]
+    if lost:
+        return f"enqueued jobs {lost} are gone after the restart (states: {states})"
+    undone = [job for job in acked if not _done(_state(states, job), library)]
+    if undone:
+        return f"acknowledged jobs {undone} are not done after the restart: {states}"
+    return ""
 
 
 def server_crash(s: Scenario, rng: random.Random) -> str:
@@ -204,13 +220,9 @@ def server_crash(s: Scenario, rng: random.Random) -> str:
 
 def _after_restart(s: Scenario, jobs: list[str], acked: list[str]) -> str:
     with s.agent("w2") as w2:
-        states = s.states(w2)
-        lost = [job for job in jobs if _lost(states.get(job), s.library)]
-        if lost:
-            return f"enqueued jobs {lost} are gone after the restart (states: {states})"
-        undone = [job for job in acked if not _done(states.get(job), s.library)]
-        if undone:
-            return f"acknowledged jobs {undone} are not done after the restart: {states}"
+        problem = restart_problem(jobs, acked, s.states(w2), s.library)
+        if problem:
+            return problem
         s.advance(s.lease * 1.5)
         s.do(w2, "recover")
         again = _drain(s, w2, len(jobs) + 1)
@@ -261,11 +273,11 @@ def _zombie_acks(s: Scenario, w1: Agent, w2: Agent, started: float) -> str:
         raise TimeoutError(
             f"w2's {s.lease} s lease ran out before the check; rerun on an idle machine"
         )
-    if accepted and _done(states.get("a"), s.library):
+    if accepted and _done(_state(states, "a"), s.library):
         with contextlib.suppress(AgentRefused):
             s.do(w2, "ack", job="a")
         return (f"the zombie w1's ack was accepted while w2 held a live lease on 'a': "
-                f"'a' became {states['a']!r} under w2's feet")  # fmt: skip
+                f"'a' became {_state(states, 'a')!r} under w2's feet")  # fmt: skip
     return ""
 
 
