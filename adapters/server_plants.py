@@ -15,6 +15,9 @@ fail and to hold (the server-side counterpart of ``leasecheck/mutants``).
   ``ack_deletes`` (a library that deletes on ack, seen the way ``observe`` allows: "every
   job the store knows"). Every fault must judge it as it judges rq: an acknowledged job
   that is simply absent is done, an unacknowledged one absent is lost.
+- ``SweeplessRq``: rq that delivers each job once: a claim of a job claimed before gets
+  nothing, so an expired claim's job never reaches a second worker and
+  ``queue.zombie-pause`` meets no zombie: it must say "not checked", not "holds".
 """
 
 from __future__ import annotations
@@ -36,7 +39,14 @@ from leasecheck.adapters.protocol import (
 )
 from leasecheck.adapters.rq import Rq, RqAdapter
 
-__all__ = ["FencedPgqueuer", "FencedRq", "ForgetfulRq", "OverpromisingRq", "VolatilePgqueuer"]
+__all__ = [
+    "FencedPgqueuer",
+    "FencedRq",
+    "ForgetfulRq",
+    "OverpromisingRq",
+    "SweeplessRq",
+    "VolatilePgqueuer",
+]
 
 
 class VolatilePgqueuer(Pgqueuer):
@@ -125,3 +135,21 @@ class ForgetfulRq(Rq):
 class _ForgetfulRqAdapter(RqAdapter):
     def observe(self) -> list[JobView]:
         return [view for view in super().observe() if view.state not in ("done", "gone")]
+
+
+class SweeplessRq(Rq):
+    """rq whose expired claims are never delivered again."""
+
+    name: ClassVar[str] = "rq-sweepless"
+
+    def connect(self, location: str, clock: Clock) -> QueueAdapter:
+        return _SweeplessRqAdapter(location, clock)
+
+
+class _SweeplessRqAdapter(RqAdapter):
+    def claim(self, worker: str, lease: float) -> Claim | None:
+        got = super().claim(worker, lease)
+        first = got is not None and self.redis.set(
+            f"leasecheck:{self.prefix}:claimed:{got.job}", 1, nx=True
+        )
+        return got if first else None

@@ -67,9 +67,13 @@ class FaultResult:
     checked: str = ""
     evidence: Evidence | None = None
     """The failing round as data (its commands on each worker's lane)."""
+    unexercised: str = ""
+    """Why the fault met nothing to judge (the property then reads "not checked")."""
 
     @property
     def verdict(self) -> str:
+        if self.unexercised:
+            return "not checked"
         if self.holds:
             return "holds"
         return "VIOLATED" if self.promise.promised else "not promised"
@@ -100,6 +104,10 @@ class Scenario:
 
     def __post_init__(self) -> None:
         self.began, self.advanced = time.monotonic(), 0.0
+        self.unexercised = ""
+        """Set by a fault that met nothing to judge: why."""
+        self.outcome = ""
+        """What a holding run saw, for the ``checked`` column (e.g. the zombie's answer)."""
         self.real = self.library.capabilities.real_time
         self.lease = REAL_LEASE if self.real else PATCHED_LEASE
         self.location = self.library.create(self.directory, self.server.url)
@@ -254,6 +262,10 @@ def zombie_pause(s: Scenario, rng: random.Random) -> str:
         started = time.monotonic()
         if taken is None:
             s.note("# nobody else got the job while w1 was frozen: nothing stale to ack")
+            s.unexercised = (
+                f"w2 got no job after w1 was frozen {s.lease * 1.5:g} s past its "
+                f"{s.lease:g} s lease and a sweep ran: no zombie ack was sent"
+            )
             w1.resume()
             return ""
         return _zombie_acks(s, w1, w2, started)
@@ -273,6 +285,7 @@ def _zombie_acks(s: Scenario, w1: Agent, w2: Agent, started: float) -> str:
         raise TimeoutError(
             f"w2's {s.lease} s lease ran out before the check; rerun on an idle machine"
         )
+    s.outcome = f"w1's zombie ack answered {accepted!r}; 'a' then read {_state(states, 'a')!r}"
     if accepted and _done(_state(states, "a"), s.library):
         with contextlib.suppress(AgentRefused):
             s.do(w2, "ack", job="a")
@@ -317,10 +330,18 @@ def run_fault(
         raise ValueError(f"unknown fault {fault!r}; use one of {', '.join(FAULTS)}")
     rounds = ROUNDS.get(profile, 1) if fault == SERVER_CRASH else 1
     version, promise = library.version(), library.promises.of(PROMISE_OF[fault])
+    outcomes: list[str] = []
     for round_ in range(rounds):
         rng = random.Random(f"{seed}:{fault}:{round_}")
         with _scenario(library, server, spec) as scenario:
             problem = _FAULT_RUNS[fault](scenario, rng)
+            if scenario.unexercised:
+                steps, why = tuple(scenario.steps), scenario.unexercised
+                return FaultResult(
+                    fault, library.name, version, True, promise, steps, unexercised=why
+                )
+            if scenario.outcome:
+                outcomes.append(scenario.outcome)
             if problem:
                 steps = (f"# {fault}, seed {seed}, round {round_}", *scenario.steps)
                 evidence = scenario.record.evidence(problem)
@@ -328,8 +349,20 @@ def run_fault(
                     fault, library.name, version, False, promise, steps, problem,
                     evidence=evidence,
                 )  # fmt: skip
-    checked = f"{rounds} round{'s' if rounds > 1 else ''}"
+    checked = SCHEDULES.get(fault) or f"{rounds} round{'s' if rounds > 1 else ''}"
+    if outcomes:
+        checked += " (" + "; ".join(outcomes) + ")"
     return FaultResult(fault, library.name, version, True, promise, checked=checked)
+
+
+SCHEDULES = {
+    ZOMBIE_PAUSE: (
+        "1 schedule: w1 claims, is SIGSTOPped past its lease, w2 recovers and claims, "
+        "w1 resumes and acks"
+    ),
+    CLOCK_SKEW: "1 schedule: w1 claims, w2 with its clock 2 leases ahead recovers and claims",
+}
+"""What the one-schedule faults did, for the ``checked`` column of a run that holds."""
 
 
 def run_server_faults(

@@ -28,8 +28,10 @@ from leasecheck.adapters.protocol import Claim, QueueAdapter, QueueLibrary, Shar
 from leasecheck.adapters.server_adapters import SERVER_ADAPTERS
 from leasecheck.adapters.server_plants import (
     FencedPgqueuer,
+    FencedRq,
     ForgetfulRq,
     OverpromisingRq,
+    SweeplessRq,
     VolatilePgqueuer,
 )
 from leasecheck.crash_harness import zygote
@@ -218,6 +220,15 @@ def test_faults_judge_a_deleting_library_as_the_keeping_one(redis_server: server
     zombie = run_fault(ZOMBIE_PAUSE, ForgetfulRq(), redis_server, "quick", 0)
     assert zombie.verdict == "not promised", zombie.report()
     assert "became 'gone' under w2's feet" in zombie.problem
+
+
+def test_a_zombie_pause_that_meets_no_zombie_is_not_checked(redis_server: servers.Server) -> None:
+    """No second claim, no stale ack: the fault exercised nothing and must not read holds."""
+    result = run_fault(ZOMBIE_PAUSE, SweeplessRq(), redis_server, "quick", 0)
+    assert result.verdict == "not checked", result
+    assert "no zombie ack was sent" in result.unexercised
+    plain = run_fault(ZOMBIE_PAUSE, FencedRq(), redis_server, "quick", 0)
+    assert plain.holds and "w1's zombie ack answered False" in plain.checked, plain
 
 
 def test_zombie_ack_is_refused_when_fenced(postgres_server: servers.Server) -> None:
