@@ -166,6 +166,25 @@ class ExtendAfterExpiry(LeaseWorkerAdapter):
         ]
 
 
+class ExtendSetsById(LeaseWorkerAdapter):
+    """extend sets the job's lease to now + lease by its id alone, whoever holds it now (a
+    visibility change by message id): a stale claim's short extend cuts the holder's lease."""
+
+    def extend(self, claim: Claim, lease: float) -> bool:
+        ticket = claim.handle
+        assert isinstance(ticket, dict), f"a lease-worker claim's handle is its ticket: {ticket!r}"
+        until = now_ms(self.clock) + lease_ms(lease)
+        row = self.con.execute(
+            "SELECT token FROM jobs WHERE id = ? AND status = 'leased'", (claim.job,)
+        ).fetchone()
+        if row is None:
+            return False
+        self.con.execute("UPDATE jobs SET lease_until = ? WHERE id = ?", (until, claim.job))
+        if row[0] == ticket["token"]:
+            ticket["lease_until"] = until  # the holder's own extend keeps its ticket current
+        return True
+
+
 DELETES_ON_ACK = replace(LeaseWorker.capabilities, ack_deletes=True)
 EXTENDS = replace(LeaseWorker.capabilities, extend=True)
 
@@ -249,6 +268,16 @@ PLANTED: tuple[PlantedBug, ...] = (
         "the next poller gets it while that worker still holds a live lease",
         "queue.exclusive",
         NackIgnoresLease,
+    ),
+    PlantedBug(
+        "extend-sets-by-id",
+        "extend sets the job's lease to now + lease by its id, whoever holds it now",
+        "a visibility change by message id (changeMessageVisibility without a receipt): a "
+        "worker back from a pause 'extends' by a short lease and cuts its successor's "
+        "lease, so a third worker takes the job while the second still runs it",
+        "queue.exclusive",
+        ExtendSetsById,
+        EXTENDS,
     ),
     PlantedBug(
         "ack-after-expiry-dropped",

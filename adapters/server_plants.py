@@ -11,6 +11,13 @@ fail and to hold (the server-side counterpart of ``leasecheck/mutants``).
   the job's current one in rq's ``StartedJobRegistry`` (``job_id:execution_id``): a
   recovered claim's late ack is refused, so ``queue.stale-ack`` holds (the fixed library
   an exported replay of ``OverpromisingRq``'s counterexample passes on).
+- ``ForgetfulRq``: rq whose ``observe`` lists only jobs not yet acknowledged, declaring
+  ``ack_deletes`` (a library that deletes on ack, seen the way ``observe`` allows: "every
+  job the store knows"). Every fault must judge it as it judges rq: an acknowledged job
+  that is simply absent is done, an unacknowledged one absent is lost.
+- ``SweeplessRq``: rq that delivers each job once: a claim of a job claimed before gets
+  nothing, so an expired claim's job never reaches a second worker and
+  ``queue.zombie-pause`` meets no zombie: it must say "not checked", not "holds".
 """
 
 from __future__ import annotations
@@ -21,10 +28,25 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from leasecheck.adapters.pgqueuer import Pgqueuer, PgqueuerAdapter
-from leasecheck.adapters.protocol import Claim, Promise, Promises, QueueAdapter, QueueClock
+from leasecheck.adapters.protocol import (
+    Capabilities,
+    Claim,
+    Promise,
+    Promises,
+    QueueAdapter,
+    QueueClock,
+    StoredJob,
+)
 from leasecheck.adapters.rq import Rq, RqAdapter
 
-__all__ = ["FencedPgqueuer", "FencedRq", "OverpromisingRq", "VolatilePgqueuer"]
+__all__ = [
+    "FencedPgqueuer",
+    "FencedRq",
+    "ForgetfulRq",
+    "OverpromisingRq",
+    "SweeplessRq",
+    "VolatilePgqueuer",
+]
 
 
 class VolatilePgqueuer(Pgqueuer):
@@ -98,3 +120,36 @@ class _FencedRqAdapter(RqAdapter):
 
     def nack(self, claim: Claim) -> bool:
         return self._current(claim) and super().nack(claim)
+
+
+class ForgetfulRq(Rq):
+    """rq whose finished jobs are absent from ``observe`` (``ack_deletes``)."""
+
+    name: ClassVar[str] = "rq-forgetful"
+    capabilities: ClassVar[Capabilities] = dataclasses.replace(Rq.capabilities, ack_deletes=True)
+
+    def connect(self, location: str, clock: QueueClock) -> QueueAdapter:
+        return _ForgetfulRqAdapter(location, clock)
+
+
+class _ForgetfulRqAdapter(RqAdapter):
+    def observe(self) -> list[StoredJob]:
+        return [view for view in super().observe() if view.state not in ("done", "gone")]
+
+
+class SweeplessRq(Rq):
+    """rq whose expired claims are never delivered again."""
+
+    name: ClassVar[str] = "rq-sweepless"
+
+    def connect(self, location: str, clock: QueueClock) -> QueueAdapter:
+        return _SweeplessRqAdapter(location, clock)
+
+
+class _SweeplessRqAdapter(RqAdapter):
+    def claim(self, worker: str, lease: float) -> Claim | None:
+        got = super().claim(worker, lease)
+        first = got is not None and self.redis.set(
+            f"leasecheck:{self.prefix}:claimed:{got.job}", 1, nx=True
+        )
+        return got if first else None

@@ -88,7 +88,7 @@ moves between steps); times are stretched by the library's ``time_scale``."""
 REAL = RaceTime(lease=80, short=15, past=95)
 """On real time: a step takes a few ms, so an 80 ms lease outlives it."""
 PROBE_REAL_MS = 1000
-"""On real time, the lease of the stale-nack probe's claims (``_stale_nack_probe``)."""
+"""On real time, the lease of the stale-call probes' claims (``_stale_probe``)."""
 
 RaceCommand = tuple[str, str, int]
 """A racer's program entry, before its claim's job is known (``_record`` makes the
@@ -312,65 +312,104 @@ def check_exclusive(
             live: dict[str, Lease] = {}
             stale: list[str] = []
             taken: Taken = {}
-            report.stale += _stale_nack_probe(racers, live, taken)
+            first_breach: StaleCallBreach | None = None
+            for verb, job in STALE_PROBES:
+                try:
+                    report.stale += _stale_probe(racers, live, taken, verb, job)
+                except StaleCallBreach as breach:
+                    # The races still run: they are what queue.exclusive promises even
+                    # where stale calls are not fenced, and a breach of theirs decides.
+                    first_breach = first_breach or breach
+                    _forget(live, taken, stale)
             for number in range(rounds):
                 for index in range(rng.randint(1, max(1, processes - 1))):
                     racers.enqueue(f"r{number}j{index}")
                 claims = [[("claim", racers.cid(i), racers.time.lease)] for i in range(processes)]
                 made = racers.step(claims)
-                stale += _check_claims(racers, made, live, taken)
+                try:
+                    stale += _check_claims(racers, made, live, taken)
+                except StaleCallBreach as breach:
+                    # Kept for the verdict; the races go on knowing no lease (forgetting
+                    # can only hide a breach, never invent one) so claims alone are judged.
+                    first_breach = first_breach or breach
+                    _forget(live, taken, stale)
                 report.claims += len(made)
                 report.wins += sum(_job(op) is not None for op in made)
                 report.raced += len(made) >= 2
                 report.overlapped += _overlapping(made)
                 report.stale += _between(racers, rng, made, live, stale, taken)
                 report.rounds += 1
+            if first_breach is not None:
+                held = (f"\nThe {report.rounds} race rounds ran on and found no job held twice "
+                        f"through claims alone: {report.render()}.")  # fmt: skip
+                first_breach.args = (f"{first_breach.args[0]}{held}", *first_breach.args[1:])
+                raise first_breach
         finally:
             racers.close()
     return report
 
 
-def _stale_nack_probe(racers: Racers, live: dict[str, Lease], taken: Taken) -> int:
-    """The stale-call path, driven one racer at a time so that it runs the same way on
-    every run: P1 claims job ``stale``, its lease runs out, a sweep, P2 claims it again,
-    P1's stale claim nacks, and another claim follows. Whether a race round meets this
-    depends on which racer won what; here it does not, so a library whose stale nack
-    re-readies a job another claim holds is found on every run (judged, as in the rounds,
-    by its ``queue.stale-ack`` promise). The holders then ack. Stale calls sent: 0 or 1."""
-    if not racers.library.capabilities.nack:
+def _forget(live: dict[str, Lease], taken: Taken, stale: list[str]) -> None:
+    """Know no lease, stale call or stale claim any more (after a breach was kept)."""
+    live.clear()
+    taken.clear()
+    stale.clear()
+
+
+STALE_PROBES = (("nack", "stale"), ("extend", "stale-extend"))
+"""The stale calls driven one racer at a time before the races, each on its own job."""
+
+
+def _stale_probe(racers: Racers, live: dict[str, Lease], taken: Taken, verb: str, job: str) -> int:
+    """One stale-call path, driven one racer at a time so that it runs the same way on
+    every run: P1 claims ``job``, its lease runs out, a sweep, P2 claims it again, and
+    P1's stale claim sends ``verb``, as a worker back from a pause would: a ``nack``, or
+    an ``extend`` by a short lease (which must not shorten P2's: the time then moves past
+    that short lease, still inside P2's). Another claim follows. Whether a race round
+    meets this depends on which racer won what; here it does not, so a library whose
+    stale call frees a job another claim holds is found on every run (judged, as in the
+    rounds, by its ``queue.stale-ack`` promise). The holder then acks. Stale calls sent:
+    0 or 1."""
+    capabilities = racers.library.capabilities
+    if not (capabilities.nack if verb == "nack" else capabilities.extend):
         return 0
-    racers.enqueue("stale")
+    racers.enqueue(job)
     # On real time a race round's lease (80 ms) may run out while the probe's steps run
     # one after another on a loaded machine: the probe's leases last PROBE_REAL_MS.
     real = racers.pacer is not None
     lease = PROBE_REAL_MS if real else racers.time.lease
-    past = lease + REAL.past - REAL.lease if real else racers.time.past
+    margin = REAL.past - REAL.lease if real else racers.time.past - racers.time.lease
+    short = lease // 4 if real else racers.time.short
     last = len(racers.children) - 1
 
-    def alone(racer: int, verb: str, cid: str) -> list[Operation]:
+    def alone(racer: int, call: str, cid: str, ms: int = 0) -> list[Operation]:
         commands: list[list[RaceCommand]] = [[] for _ in racers.children]
-        commands[racer] = [(verb, cid, lease if verb == "claim" else 0)]
+        commands[racer] = [(call, cid, lease if call == "claim" else ms)]
         return racers.step(commands)
 
     first, other = racers.cid(0), min(1, last)
     claimed = alone(0, "claim", first)
     _check_claims(racers, claimed, live, taken, lease)
-    if [_job(op) for op in claimed] != ["stale"]:
+    if [_job(op) for op in claimed] != [job]:
         return 0  # the store's oldest job is not the one just enqueued: no probe
-    racers.advance(past)
+    racers.advance(lease + margin)
     racers.recover()
     second = racers.cid(other)
     again = alone(other, "claim", second)
     if first not in _check_claims(racers, again, live, taken, lease):
         return 0  # not delivered again: nothing is stale
-    (nack,) = alone(0, "nack", first)
-    if nack.outcome == Returned(True):
-        said = f"at t={racers.window(nack)[1]} ms P1 sent nack of job 'stale' as stale claim"
-        taken["stale"] = (f"{said} {first} -> True",)
+    (stale,) = alone(0, verb, first, short)
+    if stale.outcome == Returned(True):
+        by = f" by {short} ms" if verb == "extend" else ""
+        said = f"at t={racers.window(stale)[1]} ms P1 sent {verb}{by} of job {job!r} as stale claim"
+        taken[job] = (f"{said} {first} -> True",)
+        if verb == "extend":
+            racers.advance(short + margin)
+            racers.recover()
         third = alone(last, "claim", racers.cid(last))
         _check_claims(racers, third, live, taken, lease)  # raises on a breach
     alone(other, "ack", second)
-    live.pop("stale", None)
+    live.pop(job, None)
     return 1
 
 

@@ -34,7 +34,7 @@ from leasecheck.adapters.servers import Server, owned_temp_dir
 from leasecheck.crash_harness.server_agents import Agent, AgentRefused
 from leasecheck.models.evidence import Evidence, Lease, Recorder
 
-__all__ = ["FAULTS", "FaultResult", "Scenario", "run_fault", "run_server_faults"]
+__all__ = ["FAULTS", "FaultResult", "Scenario", "restart_problem", "run_fault", "run_server_faults"]
 
 SERVER_CRASH, ZOMBIE_PAUSE, CLOCK_SKEW = (
     "queue.server-crash",
@@ -67,9 +67,13 @@ class FaultResult:
     checked: str = ""
     evidence: Evidence | None = None
     """The failing round as data (its commands on each worker's lane)."""
+    unexercised: str = ""
+    """Why the fault met nothing to judge (the property then reads "not checked")."""
 
     @property
     def verdict(self) -> str:
+        if self.unexercised:
+            return "not checked"
         if self.holds:
             return "holds"
         return "VIOLATED" if self.promise.promised else "not promised"
@@ -100,6 +104,10 @@ class Scenario:
 
     def __post_init__(self) -> None:
         self.began, self.advanced = time.monotonic(), 0.0
+        self.unexercised = ""
+        """Set by a fault that met nothing to judge: why."""
+        self.outcome = ""
+        """What a holding run saw, for the ``checked`` column (e.g. the zombie's answer)."""
         self.real = self.library.capabilities.real_time
         self.lease = REAL_LEASE if self.real else PATCHED_LEASE
         self.location = self.library.create(self.directory, self.server.url)
@@ -173,13 +181,29 @@ def _scenario(library: QueueLibrary, server: Server, spec: str | None) -> Iterat
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def _lost(state: str | None, library: QueueLibrary) -> bool:
-    """Not known to the store, or ``gone`` where the library keeps finished jobs."""
-    return state is None or (state == "gone" and not library.capabilities.ack_deletes)
+def _state(states: dict[str, str], job: str) -> str:
+    """A job's observed state; one the store no longer lists is ``gone`` (``observe``
+    returns "every job the store knows", so a deleted job may simply be absent)."""
+    return states.get(job, "gone")
 
 
-def _done(state: str | None, library: QueueLibrary) -> bool:
+def _done(state: str, library: QueueLibrary) -> bool:
     return state == "done" or (state == "gone" and library.capabilities.ack_deletes)
+
+
+def restart_problem(
+    jobs: list[str], acked: list[str], states: dict[str, str], library: QueueLibrary
+) -> str:
+    """What the store lost in a server restart, judged from ``observe`` after it: an
+    enqueued job that was not acknowledged must still be known; an acknowledged one must
+    be done (``gone`` counts as done only where ``Capabilities.ack_deletes`` says so)."""
+    lost = [job for job in jobs if job not in acked and _state(states, job) == "gone"]
+    if lost:
+        return f"enqueued jobs {lost} are gone after the restart (states: {states})"
+    undone = [job for job in acked if not _done(_state(states, job), library)]
+    if undone:
+        return f"acknowledged jobs {undone} are not done after the restart: {states}"
+    return ""
 
 
 def server_crash(s: Scenario, rng: random.Random) -> str:
@@ -204,13 +228,9 @@ def server_crash(s: Scenario, rng: random.Random) -> str:
 
 def _after_restart(s: Scenario, jobs: list[str], acked: list[str]) -> str:
     with s.agent("w2") as w2:
-        states = s.states(w2)
-        lost = [job for job in jobs if _lost(states.get(job), s.library)]
-        if lost:
-            return f"enqueued jobs {lost} are gone after the restart (states: {states})"
-        undone = [job for job in acked if not _done(states.get(job), s.library)]
-        if undone:
-            return f"acknowledged jobs {undone} are not done after the restart: {states}"
+        problem = restart_problem(jobs, acked, s.states(w2), s.library)
+        if problem:
+            return problem
         s.advance(s.lease * 1.5)
         s.do(w2, "recover")
         again = _drain(s, w2, len(jobs) + 1)
@@ -242,6 +262,10 @@ def zombie_pause(s: Scenario, rng: random.Random) -> str:
         started = time.monotonic()
         if taken is None:
             s.note("# nobody else got the job while w1 was frozen: nothing stale to ack")
+            s.unexercised = (
+                f"w2 got no job after w1 was frozen {s.lease * 1.5:g} s past its "
+                f"{s.lease:g} s lease and a sweep ran: no zombie ack was sent"
+            )
             w1.resume()
             return ""
         return _zombie_acks(s, w1, w2, started)
@@ -261,11 +285,12 @@ def _zombie_acks(s: Scenario, w1: Agent, w2: Agent, started: float) -> str:
         raise TimeoutError(
             f"w2's {s.lease} s lease ran out before the check; rerun on an idle machine"
         )
-    if accepted and _done(states.get("a"), s.library):
+    s.outcome = f"w1's zombie ack answered {accepted!r}; 'a' then read {_state(states, 'a')!r}"
+    if accepted and _done(_state(states, "a"), s.library):
         with contextlib.suppress(AgentRefused):
             s.do(w2, "ack", job="a")
         return (f"the zombie w1's ack was accepted while w2 held a live lease on 'a': "
-                f"'a' became {states['a']!r} under w2's feet")  # fmt: skip
+                f"'a' became {_state(states, 'a')!r} under w2's feet")  # fmt: skip
     return ""
 
 
@@ -305,10 +330,18 @@ def run_fault(
         raise ValueError(f"unknown fault {fault!r}; use one of {', '.join(FAULTS)}")
     rounds = ROUNDS.get(profile, 1) if fault == SERVER_CRASH else 1
     version, promise = library.version(), library.promises.of(PROMISE_OF[fault])
+    outcomes: list[str] = []
     for round_ in range(rounds):
         rng = random.Random(f"{seed}:{fault}:{round_}")
         with _scenario(library, server, spec) as scenario:
             problem = _FAULT_RUNS[fault](scenario, rng)
+            if scenario.unexercised:
+                steps, why = tuple(scenario.steps), scenario.unexercised
+                return FaultResult(
+                    fault, library.name, version, True, promise, steps, unexercised=why
+                )
+            if scenario.outcome:
+                outcomes.append(scenario.outcome)
             if problem:
                 steps = (f"# {fault}, seed {seed}, round {round_}", *scenario.steps)
                 evidence = scenario.record.evidence(problem)
@@ -316,8 +349,20 @@ def run_fault(
                     fault, library.name, version, False, promise, steps, problem,
                     evidence=evidence,
                 )  # fmt: skip
-    checked = f"{rounds} round{'s' if rounds > 1 else ''}"
+    checked = SCHEDULES.get(fault) or f"{rounds} round{'s' if rounds > 1 else ''}"
+    if outcomes:
+        checked += " (" + "; ".join(outcomes) + ")"
     return FaultResult(fault, library.name, version, True, promise, checked=checked)
+
+
+SCHEDULES = {
+    ZOMBIE_PAUSE: (
+        "1 schedule: w1 claims, is SIGSTOPped past its lease, w2 recovers and claims, "
+        "w1 resumes and acks"
+    ),
+    CLOCK_SKEW: "1 schedule: w1 claims, w2 with its clock 2 leases ahead recovers and claims",
+}
+"""What the one-schedule faults did, for the ``checked`` column of a run that holds."""
 
 
 def run_server_faults(

@@ -368,6 +368,10 @@ def _check(args: argparse.Namespace) -> int:
     failed = [p for p in result.properties.values() if p.verdict not in ("holds", NOT_RUN)]
     for prop in sorted(failed, key=lambda prop: prop.verdict == NOT_PROMISED):
         _print_failure(prop, options, args.export)
+    if args.export is not None and not any(p.verdict == VIOLATED for p in failed):
+        unpromised = sum(p.verdict == NOT_PROMISED for p in failed)
+        print(f"--export {args.export}: nothing exported: only VIOLATED counterexamples are "
+              f"written ({unpromised} not promised; --strict makes those VIOLATED)\n")  # fmt: skip
     if args.report is not None:
         from leasecheck.report import write_report
 

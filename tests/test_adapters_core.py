@@ -121,6 +121,8 @@ def test_two_leases_through_a_stale_nack_are_judged_by_the_fencing_promise(
     assert (prop.verdict, result.exit_code) == (NOT_PROMISED, 0), result.log[-3000:]
     example = prop.counterexample
     assert example is not None and any("as stale claim" in line for line in example.message)
+    # The races, what queue.exclusive promises even without fencing, still ran after it.
+    assert any("found no job held twice" in line for line in example.message), example
 
 
 def test_an_ack_final_failure_tells_the_job_story_as_numbered_steps(tmp_path: Path) -> None:

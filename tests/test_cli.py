@@ -214,3 +214,18 @@ def test_a_queue_violation_exports_a_replay_that_fails_until_the_library_is_fixe
     for prop in ("queue.no-loss", "queue.linearizable"):
         section = page.split(f'data-property="{prop}" data-verdict')[1].split("</section>")[0]
         assert "<svg" in section and "lc-disagreement" in section, f"{prop}: no picture"
+
+
+def test_an_export_with_nothing_violated_says_why_the_directory_is_empty(scratch: Path) -> None:
+    """A stranger got an empty --export directory and no word: "not promised"
+    counterexamples are not exported unless --strict makes them VIOLATED."""
+    export = scratch / "export"
+    done = subprocess.run(
+        [sys.executable, "-m", "leasecheck", "check", "--adapter", "litequeue", "--profile",
+         "quick", "--property", "queue.stale-ack", "--export", str(export), "-n", "0"],
+        capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "not promised: queue.stale-ack" in done.stdout, done.stdout
+    assert f"--export {export}: nothing exported" in done.stdout, done.stdout
+    assert "1 not promised; --strict makes those VIOLATED" in done.stdout

@@ -26,11 +26,24 @@ import pytest
 from leasecheck.adapters import servers
 from leasecheck.adapters.protocol import Claim, QueueAdapter, QueueLibrary, SharedClock
 from leasecheck.adapters.server_adapters import SERVER_ADAPTERS
-from leasecheck.adapters.server_plants import FencedPgqueuer, OverpromisingRq, VolatilePgqueuer
+from leasecheck.adapters.server_plants import (
+    FencedPgqueuer,
+    FencedRq,
+    ForgetfulRq,
+    OverpromisingRq,
+    SweeplessRq,
+    VolatilePgqueuer,
+)
 from leasecheck.crash_harness import zygote
 from leasecheck.crash_harness._server_agent import load_library
 from leasecheck.crash_harness.server_agents import Agent
-from leasecheck.crash_harness.server_faults import CLOCK_SKEW, SERVER_CRASH, ZOMBIE_PAUSE, run_fault
+from leasecheck.crash_harness.server_faults import (
+    CLOCK_SKEW,
+    SERVER_CRASH,
+    ZOMBIE_PAUSE,
+    restart_problem,
+    run_fault,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 PROPERTY_FILE = REPO / "leasecheck" / "properties" / "test_server_faults.py"
@@ -169,7 +182,7 @@ def test_server_crash_catches_unlogged_tables(postgres_server: servers.Server) -
     """The planted crash-lossy store (UNLOGGED tables) must fail the property."""
     result = run_fault(SERVER_CRASH, VolatilePgqueuer(), postgres_server, "quick", 0)
     assert not result.holds and result.verdict == "VIOLATED"
-    assert "gone after the restart" in result.problem
+    assert "after the restart" in result.problem and "j0" in result.problem
     assert any("server.kill()" in step for step in result.steps)
 
 
@@ -178,7 +191,44 @@ def test_server_crash_catches_redis_without_aof() -> None:
     with servers.redis(durable=False) as bare:
         result = run_fault(SERVER_CRASH, load_library(SERVER_ADAPTERS["rq"]), bare, "quick", 0)
     assert not result.holds and result.verdict == "not promised"
-    assert "gone after the restart" in result.problem
+    assert "after the restart" in result.problem and "j0" in result.problem
+
+
+def test_restart_judge_reads_an_absent_job_as_gone() -> None:
+    """``observe`` lists "every job the store knows": a job it leaves out is ``gone``, done
+    after an ack where acks delete, lost otherwise (a stranger's adapter got a false
+    "enqueued jobs are gone" for four acknowledged, deleted jobs)."""
+    deleting, keeping = ForgetfulRq(), load_library(SERVER_ADAPTERS["rq"])
+    jobs, acked = ["j0", "j1", "j2"], ["j0", "j1"]
+    assert restart_problem(jobs, acked, {"j2": "ready"}, deleting) == ""
+    deleted = {"j0": "gone", "j1": "gone", "j2": "leased"}
+    assert restart_problem(jobs, acked, deleted, deleting) == ""
+    assert "['j2'] are gone" in restart_problem(jobs, acked, {}, deleting)
+    assert "['j2'] are gone" in restart_problem(jobs, acked, {"j2": "gone"}, deleting)
+    assert "acknowledged jobs ['j0', 'j1'] are not done" in restart_problem(
+        jobs, acked, {"j2": "ready"}, keeping
+    )
+    assert restart_problem(jobs, acked, {"j0": "done", "j1": "done", "j2": "ready"}, keeping) == ""
+
+
+def test_faults_judge_a_deleting_library_as_the_keeping_one(redis_server: servers.Server) -> None:
+    """rq whose acked jobs vanish from ``observe`` gets rq's verdicts: the server crash
+    keeps its work, and the zombie's accepted ack (the job vanishes under w2's feet) is
+    the same counterexample, not a "holds"."""
+    crash = run_fault(SERVER_CRASH, ForgetfulRq(), redis_server, "quick", 0)
+    assert crash.holds, crash.report()
+    zombie = run_fault(ZOMBIE_PAUSE, ForgetfulRq(), redis_server, "quick", 0)
+    assert zombie.verdict == "not promised", zombie.report()
+    assert "became 'gone' under w2's feet" in zombie.problem
+
+
+def test_a_zombie_pause_that_meets_no_zombie_is_not_checked(redis_server: servers.Server) -> None:
+    """No second claim, no stale ack: the fault exercised nothing and must not read holds."""
+    result = run_fault(ZOMBIE_PAUSE, SweeplessRq(), redis_server, "quick", 0)
+    assert result.verdict == "not checked", result
+    assert "no zombie ack was sent" in result.unexercised
+    plain = run_fault(ZOMBIE_PAUSE, FencedRq(), redis_server, "quick", 0)
+    assert plain.holds and "w1's zombie ack answered False" in plain.checked, plain
 
 
 def test_zombie_ack_is_refused_when_fenced(postgres_server: servers.Server) -> None:

@@ -63,6 +63,11 @@ def _fault(fault: str, library: QueueLibrary, server: Server, profile: Profile, 
     """Run ``fault``; a failure is judged by the one judge (``leasecheck.promises``), by the
     library's promise of ``PROMISE_OF[fault]``, so ``--strict`` applies here as well."""
     result = run_fault(fault, library, server, profile.name, seed, _spec(request))
+    if result.unexercised:
+        not_checked = request.getfixturevalue("not_checked")
+        not_checked(f"{result.library}: {result.unexercised}",
+                    "run the fault again; check that recover or claim returns a job whose "
+                    "lease ran out (docs/writing-an-adapter.md, The verbs)")  # fmt: skip
     checked(f"{result.library}: {result.checked or 'a counterexample'}")
     if result.holds:
         return
