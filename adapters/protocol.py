@@ -52,6 +52,26 @@ __all__ = [
     "destroy_store",
 ]
 
+_RENAMED = {"JobView": "StoredJob", "Clock": "QueueClock"}
+"""Names an adapter written before 2026-12 imports: each is the renamed class itself
+(``JobView`` was one job of the store; ``Clock`` the shared clock's protocol), served
+with a DeprecationWarning so that those adapters keep working."""
+
+
+def __getattr__(name: str) -> object:
+    if name in _RENAMED:
+        import warnings
+
+        new = _RENAMED[name]
+        warnings.warn(
+            f"leasecheck.adapters.protocol.{name} is now {new}; import {new}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return globals()[new]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 JobState = Literal["ready", "leased", "done", "failed", "gone"]
 """``ready``: claimable now or after its delay; ``leased``: held by a live claim;
 ``done``: acknowledged; ``failed``: given up (dead letter); ``gone``: the library keeps

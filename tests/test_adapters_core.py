@@ -294,3 +294,18 @@ def test_a_single_process_library_is_not_run_and_never_passes(tmp_path: Path) ->
         "queue.interleavings",
     }
     assert result.exit_code == 2
+
+
+def test_an_adapter_written_before_the_renames_still_loads() -> None:
+    """``JobView`` and ``Clock`` became ``StoredJob`` and ``QueueClock``: an outside
+    adapter importing the old names keeps working, warned."""
+    from leasecheck.adapters import protocol
+
+    with pytest.warns(DeprecationWarning, match="JobView is now StoredJob"):
+        old = protocol.JobView
+    assert old is protocol.StoredJob
+    with pytest.warns(DeprecationWarning, match="Clock is now QueueClock"):
+        from leasecheck.adapters.protocol import Clock
+    assert Clock is protocol.QueueClock
+    with pytest.raises(AttributeError):
+        protocol.NoSuchName  # noqa: B018
