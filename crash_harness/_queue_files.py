@@ -62,14 +62,22 @@ def op_body(
 
 
 def _run_op(
-    module: ModuleType, path: Path, op: Op, hooked: bool, traced: bool, channel: Channel
+    module: ModuleType,
+    path: Path,
+    op: Op,
+    hooked: bool,
+    traced: bool,
+    channel: Channel,
+    stop: str | None = None,
 ) -> Any:
+    """``stop``: block only at that fault point (``Channel.fault_until``), else at every one."""
     con = module.open_queue(str(path))
     try:
         channel.send("event", ("opened", read_snapshot(con)))
         if traced:
             con.set_trace_callback(channel.trace)
-        value = op.call(module, con, channel.fault if hooked else None)
+        hook = channel.fault if stop is None else channel.fault_until(stop)
+        value = op.call(module, con, hook if hooked else None)
         if con.in_transaction:
             raise LeftOpen(f"{op.describe()} returned {value!r} with a transaction open")
         return value
@@ -83,18 +91,20 @@ def session_body(module: ModuleType) -> Callable[[Channel], Any]:
 
     ``("claim", path, op)`` runs ``op`` without hooks on the queue at ``path`` (opened
     and closed with the target's ``open_queue``) and reports its ``Outcome`` as the event
-    ``("claimed", outcome)``; ``("op", path, op)`` runs ``op`` hooked, like ``op_body``,
-    and is the body's last command (the harness kills it in a hook); ``("stop", None,
-    None)`` ends the body.
+    ``("claimed", outcome)``; ``("op", path, op, point)`` runs ``op`` hooked, like
+    ``op_body``, blocking only at ``point`` (every point before it is reported as passed,
+    ``Channel.fault_until``), and is the body's last command (the harness kills it
+    there); ``("stop", None, None)`` ends the body. The harness may send several
+    commands at once: the body reads the next one when it is done with the last.
     """
     return Task(_run_session, (module,))
 
 
 def _run_session(module: ModuleType, channel: Channel) -> Any:
     while True:
-        command, path, op = channel.receive()
+        command, path, op, *stop = channel.receive()
         if command == "op":
-            return _run_op(module, path, op, True, False, channel)
+            return _run_op(module, path, op, True, False, channel, *stop)
         if command == "stop":
             return None
         try:

@@ -16,7 +16,12 @@ reopens the file and checks, against the model:
   ``open_queue``) returns what the model says and leaves the model's state.
 
 One fork per kill: the process that reopens a killed case's file and claims is the
-one the next case then kills (it never had that file open before the kill).
+one the next case then kills (it never had that file open before the kill). Its
+commands travel with its task (the claim on case *k - 1*'s file, then case *k*'s
+operation on a file built before the fork), and it blocks only at the point it is
+killed in, reporting the points before it as passed: the harness reads the same
+messages and checks the same things as when it answered *go* at every point, with
+one wake-up of the child per kill instead of one per command and point.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from leasecheck.crash_harness._evidence import HistoryRecorder, at_of, owner_of
 from leasecheck.crash_harness._ops import Op, agrees, expect
@@ -104,16 +110,19 @@ def check_every_point(
                 world, op = prepare(
                     rng, random_history(rng, rng.randint(0, 14), seeded=True), name, outcome
                 )
-                child = engine.fork(f"{op.name}@{point}", session_body(module))
+                path = files.fresh(world.state)
+                run = ("op", path, op, point)
+                claim = [] if pending is None else [_claim_command(pending)]
+                child = engine.fork(f"{op.name}@{point}", session_body(module), [*claim, run])
                 if pending is not None:
-                    child = _next_claim(engine, files, child, pending)
-                pending = _kill_case(files, child, world, op, point, Scenario(PROPERTY, seed))
+                    child = _next_claim(engine, files, child, pending, run)
+                scenario = Scenario(PROPERTY, seed)
+                pending = _kill_case(path, child, world, op, point, scenario)
                 table.kills[KillTable.label(name, outcome, point)] += 1
         if pending is not None:
-            last = _next_claim(
-                engine, files, engine.fork("next-claim", session_body(module)), pending
-            )
-            last.answer(("stop", None, None))
+            stop = ("stop", None, None)
+            first = engine.fork("next-claim", session_body(module), [_claim_command(pending), stop])
+            last = _next_claim(engine, files, first, pending, stop)
             last.outcome("the end of the last next-claim child")
         table.forks = engine.forks
     return table
@@ -131,14 +140,15 @@ class _NextClaim:
 
 
 def _kill_case(
-    files: QueueFiles, child: Child, world: World, op: Op, point: str, scenario: Scenario
+    path: Path, child: Child, world: World, op: Op, point: str, scenario: Scenario
 ) -> _NextClaim:
+    """Check case ``op``@``point`` on ``path`` (holding ``world.state``): ``child`` has
+    been sent the command to run ``op`` there; it is killed at ``point``."""
     before = world.state
     expected = expect(op, before)
     assert point in expected.points, f"model: {op.describe()} never passes {point!r}"
     index = expected.points.index(point)
     committed = index >= expected.committed_at
-    path = files.fresh(before)
     scenario.add(
         f"the model ran {len(world.history)} operations from an empty queue: "
         + "; ".join(o.describe() for o in world.history)
@@ -151,7 +161,6 @@ def _kill_case(
     kept = f"kept: the state after {op.name}" if committed else f"the state before {op.name}"
     record.answered(f"SIGKILLed in fault({point!r})", kept)
     try:
-        child.answer(("op", path, op))
         passed = _run_to(child, point, op, before)
         if tuple(passed) != expected.points[:index]:
             raise AssertionError(
@@ -207,9 +216,21 @@ def _check_stored(
         )
 
 
-def _next_claim(engine: Engine, files: QueueFiles, child: Child, case: _NextClaim) -> Child:
-    """A new process reopens the killed case's file and claims: the result and state the
-    model gives. The child that is ready for the next kill (a fresh one if the claim
+def _claim_command(case: _NextClaim) -> tuple[str, Path, Op]:
+    """The session command for the next claim on ``case``'s reopened file."""
+    return ("claim", case.path, _claim_of(case))
+
+
+def _claim_of(case: _NextClaim) -> Op:
+    return Op("claim", ("next", case.now, 1000))
+
+
+def _next_claim(
+    engine: Engine, files: QueueFiles, child: Child, case: _NextClaim, then: tuple[Any, ...]
+) -> Child:
+    """A new process reopens the killed case's file and claims (``child``, sent
+    ``_claim_command(case)`` and then ``then``): the result and state the model gives.
+    The child that is ready for the next kill (a fresh one sent ``then``, if the claim
     ended the first)."""
     try:
         ended = _check_next_claim(child, case)
@@ -217,17 +238,16 @@ def _next_claim(engine: Engine, files: QueueFiles, child: Child, case: _NextClai
         evidence = case.record.evidence(str(error).splitlines()[0])
         raise attach(case.scenario.fail(str(error)), evidence) from error
     files.remove(case.path)
-    return engine.fork(child.name, session_body(files.module)) if ended else child
+    return engine.fork(child.name, session_body(files.module), [then]) if ended else child
 
 
 def _check_next_claim(child: Child, case: _NextClaim) -> bool:
     """Check the next claim on ``case``'s file, made by ``child``; True if that ended it."""
-    claim = Op("claim", ("next", case.now, 1000))
+    claim = _claim_of(case)
     case.scenario.add(
         f"a new process reopens the file with open_queue and calls {claim.describe()}"
     )
     expected = expect(claim, case.state)
-    child.answer(("claim", case.path, claim))
     waiting_for = f"{claim.describe()} on the reopened file"
     claimed = child.run_until(lambda m: m.kind == "event" and m.value[0] == "claimed", waiting_for)
     child.events.clear()  # what it saw opening that file is not the next case's concern
