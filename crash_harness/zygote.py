@@ -17,8 +17,9 @@ is one-way from the harness, so no request waits for the zygote's answer:
   frame and waits. ``Engine.fork`` of a ``Task`` takes the spare, writes it the task
   (and the test's node id) and asks for the next spare at once, with the task as
   ``warm``: the zygote imports what it needs (the target file, the body's module)
-  before forking, so no spare imports anything (and only once per task: the same
-  ``warm`` again imports nothing). The task and the child's first commands travel in
+  before forking, so no spare imports anything; the spare also inherits ``warm``
+  unpickled, and runs that copy when its task is the same bytes (a kill loop sends the
+  same task every time), so it unpickles nothing either. The task and the child's first commands travel in
   one write, so the child wakes once to start. The harness talks to the child
   directly; nothing is relayed. A task that cannot load in the child (a target file
   changed on disk since) raises there, a named error.
@@ -479,16 +480,18 @@ def _reap(pids: tuple[int, ...], children: set[int]) -> None:
             os.waitpid(pid, 0)
 
 
-_WARMED: list[bytes] = []
-"""The last task the zygote imported what it needs for."""
+_WARMED: list[tuple[bytes, Task | None]] = []
+"""The last task the zygote imported what it needs for, and its unpickled copy (None if
+it did not load: the child then unpickles it itself and reports the error)."""
 
 
 def _fork(warm: bytes | None, fds: list[int], channel: socket.socket, children: set[int]) -> None:
     """Fork a spare on ``fds``: it reports its pid, then waits for its task and runs it."""
-    if warm is not None and warm not in _WARMED:
-        _WARMED[:] = [warm]
+    if warm is not None and not (_WARMED and _WARMED[0][0] == warm):
+        loaded = None
         with contextlib.suppress(Exception):  # the child will say what fails, as its error
-            pickle.loads(warm)
+            loaded = pickle.loads(warm)
+        _WARMED[:] = [(warm, loaded if isinstance(loaded, Task) else None)]
     commands_r, events_w = fds
     me = os.getpid()
     pid = os.fork()
@@ -516,7 +519,8 @@ def _run_task(channel: engine.Channel) -> Any:
     data, nodeid = channel.receive()
     if nodeid is not None:
         os.environ[NODEID_ENV] = nodeid
-    task: Task = pickle.loads(data)
+    warmed = _WARMED[0] if _WARMED else (b"", None)
+    task: Task = warmed[1] if warmed[1] is not None and data == warmed[0] else pickle.loads(data)
     return task(channel)
 
 
