@@ -3,15 +3,17 @@
 Target code only ever runs in forked children, so a target that hangs or exits can
 not take the harness with it. The one exception would be building a file for a
 given state; instead a child runs the target's ``open_queue`` once on a template
-file, and each case copies the template and writes its state with plain SQLite
-(``targets.lease_target.write_snapshot``). Reading back also uses plain SQLite: the
+file, and each case writes its state with plain SQLite
+(``targets.lease_target.write_snapshot``) into an in-memory copy of the template's
+image (``Connection.deserialize``) and writes that image out as its file: the same
+database the template copied and written in place would hold, without a rollback
+journal created and deleted for every case. Reading back also uses plain SQLite: the
 first read of a file with a hot journal rolls the journal back, exactly as the
 target's next ``open_queue`` would.
 """
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -145,6 +147,7 @@ class QueueFiles:
     directory: Path
     _template: Path | None = None
     made: int = 0
+    _image: bytes | None = None
 
     def template(self) -> Path:
         if self._template is None:
@@ -160,13 +163,17 @@ class QueueFiles:
         return self._template
 
     def fresh(self, state: Snapshot) -> Path:
-        """A new queue file holding exactly ``state``."""
+        """A new queue file holding exactly ``state``: the template's image with ``state``
+        written into it (in memory), written out."""
         self.made += 1
         path = self.directory / f"queue-{self.made}.db"
-        shutil.copyfile(self.template(), path)
-        con = sqlite3.connect(path, isolation_level=None, timeout=READ_TIMEOUT_S)
+        if self._image is None:
+            self._image = self.template().read_bytes()
+        con = sqlite3.connect(":memory:", isolation_level=None)
         try:
+            con.deserialize(self._image)
             write_snapshot(con, state)
+            path.write_bytes(con.serialize())
         finally:
             con.close()
         return path

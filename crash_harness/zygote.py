@@ -19,10 +19,10 @@ is one-way from the harness, so no request waits for the zygote's answer:
   ``warm``: the zygote imports what it needs (the target file, the body's module)
   before forking, so no spare imports anything; the spare also inherits ``warm``
   unpickled, and runs that copy when its task is the same bytes (a kill loop sends the
-  same task every time), so it unpickles nothing either. The task and the child's first commands travel in
-  one write, so the child wakes once to start. The harness talks to the child
-  directly; nothing is relayed. A task that cannot load in the child (a target file
-  changed on disk since) raises there, a named error.
+  same task every time), so it unpickles nothing either. The task and the child's
+  first commands travel in one write, so the child wakes once to start. The harness
+  talks to the child directly; nothing is relayed. A task that cannot load in the
+  child (a target file changed on disk since) raises there, a named error.
 - ``released``, the pids of children whose wait status the engine has: the zygote
   reaps them (before it forks). The zygote never reaps a child before, so the child
   stays a zombie and its pid cannot be reused while the engine may still ``killpg``
