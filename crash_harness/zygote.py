@@ -9,7 +9,8 @@ engine and, on the first request that needs them, the target file and the module
 of the body, and then forks a child per request.
 
 The protocol, over a ``SOCK_SEQPACKET`` Unix socket pair (one pickle per packet),
-is one-way from the harness, so no request waits for the zygote's answer:
+is one-way from the harness, so no request waits for the zygote's answer (but the
+last release of an engine that closes):
 
 - ``("fork", warm, released)`` with a future child's two pipe ends attached
   (``socket.send_fds``): the zygote forks a *spare*, set up exactly like a child the
