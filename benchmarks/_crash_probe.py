@@ -4,7 +4,9 @@ Run as ``python _crash_probe.py TREE MODE KILLS BALLAST_MB`` (MODE: ``raw``,
 ``zygote`` or ``local``): it imports leasecheck from the source tree ``TREE`` (this
 checkout or an exported older commit), grows itself by ``BALLAST_MB`` MB of small
 Python objects (the way an xdist worker grows after the Hypothesis machines), and
-prints one JSON object: the kills, the seconds and the forks. ``zygote`` and ``local``
+prints one JSON object: the kills, the seconds, the forks and the CPU seconds of the
+timed loop (this process, its children and the zygote with its children: on a loaded
+machine the figure that moves least). ``zygote`` and ``local``
 time ``check_every_point`` (``lease.crash-points``' loop on the bundled worker, seed 0)
 with the zygote on or off (``LEASECHECK_ZYGOTE``), after one untimed warm-up pass (11
 kills: the zygote has started and the target is imported); ``raw`` times the bare loop.
@@ -30,7 +32,7 @@ def raw_cycles(directory: Path, kills: int) -> dict[str, Any]:
     con = sqlite3.connect(path, isolation_level=None)
     con.execute("CREATE TABLE IF NOT EXISTS t (x INTEGER)")
     con.close()
-    started = time.perf_counter()
+    cpu, started = cpu_seconds(), time.perf_counter()
     for _ in range(kills):
         ready_r, ready_w = os.pipe()
         pid = os.fork()
@@ -53,7 +55,8 @@ def raw_cycles(directory: Path, kills: int) -> dict[str, Any]:
         rows = reopened.execute("SELECT COUNT(*) FROM t").fetchone()[0]
         reopened.close()
         assert rows == 0, "the killed transaction must have been rolled back"
-    return {"kills": kills, "seconds": time.perf_counter() - started, "forks": kills}
+    seconds = time.perf_counter() - started
+    return {"kills": kills, "seconds": seconds, "forks": kills, "cpu": cpu_seconds() - cpu}
 
 
 def harness_cycles(directory: Path, kills: int, with_zygote: bool) -> dict[str, Any]:
@@ -67,12 +70,27 @@ def harness_cycles(directory: Path, kills: int, with_zygote: bool) -> dict[str, 
     try:
         check_every_point(module, directory / "warm-up", 1, seed=0)
         (directory / "timed").mkdir()
-        started = time.perf_counter()
+        helper = zygote._STATE.get("zygote")
+        helper_pid = helper.pid if helper is not None else None
+        cpu, started = cpu_seconds(helper_pid), time.perf_counter()
         table = check_every_point(module, directory / "timed", max(1, kills // len(POINT_CASES)), 0)
         seconds = time.perf_counter() - started
+        cpu = cpu_seconds(helper_pid) - cpu
     finally:
         zygote.stop()
-    return {"kills": table.total, "seconds": seconds, "forks": table.forks}
+    return {"kills": table.total, "seconds": seconds, "forks": table.forks, "cpu": cpu}
+
+
+def cpu_seconds(helper: int | None = None) -> float:
+    """CPU seconds so far of this process and its reaped children, and of ``helper`` (the
+    zygote) and its reaped children (``/proc/PID/stat`` utime, stime, cutime, cstime)."""
+    times = os.times()
+    total = times.user + times.system + times.children_user + times.children_system
+    if helper is not None:
+        with open(f"/proc/{helper}/stat", encoding="ascii") as stream:
+            fields = stream.read().rsplit(")", 1)[1].split()
+        total += sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def grow(megabytes: int) -> list[list[int]]:

@@ -17,7 +17,9 @@ tmpfs, in rounds that alternate the loops:
   ``git archive`` into a temporary directory; the repository is not touched).
 
 It prints each loop's median rate over the rounds and its share of the raw loop's
-median (how much of a raw cycle's speed the checks keep). ``--ballast MB`` first grows
+median (how much of a raw cycle's speed the checks keep), and the median CPU time per
+kill (the measuring process, its children, the zygote and its children), which a
+loaded machine moves less than the rates. ``--ballast MB`` first grows
 every measuring process by that many MB of small Python objects, the way an xdist
 worker grows after the Hypothesis machines (278 MB in the gate): the raw loop and the
 harness without the zygote fork from it. The machine may be shared: read the ratios,
@@ -98,19 +100,27 @@ def _run(args: argparse.Namespace, base: str, trees: dict[str, Path]) -> int:
         f"{args.kills} kills per measurement, {args.repeat} rounds, ballast {args.ballast} MB"
     )
     rates: dict[str, list[float]] = {row: [] for row, _, _ in LOOPS}
+    cpu: dict[str, list[float]] = {row: [] for row, _, _ in LOOPS}
     forks: dict[str, int] = {}
     for _ in range(args.repeat):
         for row, tree, mode in LOOPS:
             figures = probe(trees[tree], mode, args.kills, args.ballast)
             assert Path(figures["imported_from"]) == trees[tree].resolve(), figures
             rates[row].append(figures["kills"] / figures["seconds"])
+            cpu[row].append(1000 * figures["cpu"] / figures["kills"])
             forks[row] = figures["forks"] * 100 // figures["kills"]
     raw = statistics.median(rates["raw"])
-    print(f"{'loop':<16} {'kill cycles/s':>14} {'share of raw':>13} {'forks/100 kills':>16}")
+    print(
+        f"{'loop':<16} {'kill cycles/s':>14} {'share of raw':>13} {'CPU ms/kill':>12} "
+        f"{'forks/100 kills':>16}   (rates of the rounds)"
+    )
     for row, _, _ in LOOPS:
         rate = statistics.median(rates[row])
         spread = ", ".join(f"{r:.1f}" for r in rates[row])
-        print(f"{row:<16} {rate:14.1f} {rate / raw:13.2f} {forks[row]:16}   ({spread})")
+        used = statistics.median(cpu[row])
+        print(
+            f"{row:<16} {rate:14.1f} {rate / raw:13.2f} {used:12.1f} {forks[row]:16}   ({spread})"
+        )
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
     return 0
 
