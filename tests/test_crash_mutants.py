@@ -111,3 +111,29 @@ def test_two_lanes_kill_what_one_lane_kills(scratch: Path, no_leaked_children: N
     assert tables[0].kills == tables[1].kills
     # one fork per kill, one for the template file, one for the last claims
     assert tables[0].forks == tables[1].forks == tables[0].total + 2
+
+
+def test_two_lanes_report_a_failed_next_claim_before_a_later_failed_kill(
+    scratch: Path, no_leaked_children: None
+) -> None:
+    """Case 0 (claim@after-claim) holds but the next claim on its file fails; case 1
+    (claim@after-commit) fails at its kill, and its child runs while case 0's claim is
+    still to be checked. One child at a time meets the claim first: so must two."""
+    mutant = next(m for m in MUTANTS if m.name == "claim-commit-hook-before-commit")
+    path = materialize(mutant, scratch)
+    check = '    _check_identifier("claim", "owner", owner)\n'
+    source = path.read_text()
+    assert check in source
+    planted = (
+        check + '    if owner == "next":\n        return None  # the next claim finds nothing\n'
+    )
+    path.write_text(source.replace(check, planted, 1))
+    module = load_worker(path)
+    messages = []
+    for lanes in (1, 2):
+        (scratch / f"lanes-{lanes}").mkdir()
+        with pytest.raises(AssertionError) as caught:
+            check_every_point(module, scratch / f"lanes-{lanes}", 1, 0, lanes=lanes)
+        messages.append(str(caught.value))
+    assert "on the reopened file returned None" in messages[0]
+    assert messages[0] == messages[1]
