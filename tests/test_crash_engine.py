@@ -83,10 +83,19 @@ def points_until(stop: str, channel: Channel) -> list[str]:
     return ["done"]
 
 
+@pytest.fixture
+def task_engine(no_leaked_children: None) -> Iterator[Engine]:
+    """For Task bodies of this module: the first child of the zygote imports it (pytest
+    and all), which takes seconds on a loaded machine."""
+    with Engine(deadline_s=60.0) as running:
+        yield running
+
+
 @pytest.mark.parametrize("travels", [True, False], ids=["zygote", "here"])
 def test_fault_until_blocks_only_at_its_point_and_reports_the_others(
-    engine: Engine, travels: bool
+    task_engine: Engine, travels: bool
 ) -> None:
+    engine = task_engine
     body = Task(points_until, ("b",)) if travels else functools.partial(points_until, "b")
     child = engine.fork("until b", body)
     assert child.run_to_point("b", "the op") == ["a"]  # a was reported, not waited on
@@ -95,8 +104,8 @@ def test_fault_until_blocks_only_at_its_point_and_reports_the_others(
     assert child.status == 0
 
 
-def test_fault_until_raises_at_its_point_when_told_to(engine: Engine) -> None:
-    child = engine.fork("until c", Task(points_until, ("c",)))
+def test_fault_until_raises_at_its_point_when_told_to(task_engine: Engine) -> None:
+    child = task_engine.fork("until c", Task(points_until, ("c",)))
     assert child.run_to_point("c", "the op") == ["a", "b"]
     child.answer(RAISE)
     outcome = child.outcome("the op's result")
@@ -109,7 +118,10 @@ def echo_commands(count: int, channel: Channel) -> list[object]:
 
 
 @pytest.mark.parametrize("travels", [True, False], ids=["zygote", "here"])
-def test_commands_sent_with_the_fork_are_received_in_order(engine: Engine, travels: bool) -> None:
+def test_commands_sent_with_the_fork_are_received_in_order(
+    task_engine: Engine, travels: bool
+) -> None:
+    engine = task_engine
     body = Task(echo_commands, (4,)) if travels else functools.partial(echo_commands, 4)
     child = engine.fork("echo", body, [("claim", 1), ("op", 2), "three"])
     child.answer("four")  # a later command queues behind them
