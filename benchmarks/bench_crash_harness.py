@@ -1,112 +1,129 @@
 """Kill cycles per second: the crash harness next to a bare fork + SIGKILL + reopen loop.
 
-Not a test: run ``python benchmarks/bench_crash_harness.py [--kills N]``. Both loops
-run in the same process, one after the other, on tmpfs:
+Not a test: run ``python benchmarks/bench_crash_harness.py [--kills N] [--ballast MB]
+[--base REV]``. Every measurement runs in a fresh process (``_crash_probe.py``) on
+tmpfs, in rounds that alternate the loops:
 
-- *harness*: ``check_every_point`` — per kill a fresh queue file for a generated
-  state, a forked child running the target's op to its fault hook (pipe handshake),
-  SIGKILL, reap, verified death, integrity check, state compared with the model, and
-  a second child for the next claim;
 - *raw*: fork a child that opens SQLite, starts ``BEGIN IMMEDIATE``, writes a row and
   tells the parent over a pipe; the parent SIGKILLs it, reaps it and reopens the file
-  (rolling back the hot journal). The least a kill cycle can cost.
+  (rolling back the hot journal). The least a kill cycle can cost;
+- *harness*: ``check_every_point`` (``lease.crash-points``' loop, seed 0) — per kill a
+  fresh queue file for a generated state, a child running the target's op to its
+  fault hook, SIGKILL, reap, verified death, integrity check, state compared with the
+  model, and the next claim on the reopened file — measured with the zygote
+  (``crash_harness.zygote``) and without it (``LEASECHECK_ZYGOTE=0``, every child
+  forked from the measuring process), each from this checkout (*new*) and from an
+  older commit (*old*: the merge-base with ``main``, or ``--base REV``, exported with
+  ``git archive`` into a temporary directory; the repository is not touched).
 
-It prints the rates and their ratios (how much of a raw cycle's speed the checks
-keep), the harness measured twice in the same run: *before*, every child forked from
-the benchmark process (``LEASECHECK_ZYGOTE=0``), and *after*, forked by the zygote
-(``crash_harness.zygote``). ``--ballast MB`` first grows the benchmark process by that
-many MB of small Python objects, the way an xdist worker grows after the Hypothesis
-machines (278 MB in the gate): the raw loop and the *before* harness fork from it.
+It prints each loop's median rate over the rounds and its share of the raw loop's
+median (how much of a raw cycle's speed the checks keep), and the median CPU time per
+kill (the measuring process, its children, the zygote and its children), which a
+loaded machine moves less than the rates. ``--ballast MB`` first grows
+every measuring process by that many MB of small Python objects, the way an xdist
+worker grows after the Hypothesis machines (278 MB in the gate): the raw loop and the
+harness without the zygote fork from it. The machine may be shared: read the ratios,
+and the load average printed at the start and the end.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import signal
-import sqlite3
+import shutil
 import statistics
-import time
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
+from typing import Any
 
-from leasecheck.crash_harness import zygote
-from leasecheck.crash_harness.atomicity import POINT_CASES, check_every_point
-from leasecheck.targets.loader import load_worker
-from leasecheck.targets.scratch import scratch_dir
-
-
-def raw_cycles(directory: Path, kills: int) -> float:
-    """Bare kill cycles per second."""
-    path = directory / "raw.db"
-    con = sqlite3.connect(path, isolation_level=None)
-    con.execute("CREATE TABLE IF NOT EXISTS t (x INTEGER)")
-    con.close()
-    started = time.perf_counter()
-    for _ in range(kills):
-        ready_r, ready_w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                child = sqlite3.connect(path, isolation_level=None, timeout=1)
-                child.execute("BEGIN IMMEDIATE")
-                child.execute("INSERT INTO t VALUES (1)")
-                os.write(ready_w, b"k")
-                signal.pause()  # until the SIGKILL
-            finally:
-                os._exit(70)
-        os.close(ready_w)
-        os.read(ready_r, 1)
-        os.kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
-        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
-        os.close(ready_r)
-        reopened = sqlite3.connect(path, isolation_level=None)
-        rows = reopened.execute("SELECT COUNT(*) FROM t").fetchone()[0]
-        reopened.close()
-        assert rows == 0, "the killed transaction must have been rolled back"
-    return kills / (time.perf_counter() - started)
+REPO = Path(__file__).resolve().parents[1]
+PROBE = Path(__file__).with_name("_crash_probe.py")
+LOOPS = (
+    ("raw", "new", "raw"),
+    ("old, zygote", "old", "zygote"),
+    ("new, zygote", "new", "zygote"),
+    ("old, no zygote", "old", "local"),
+    ("new, no zygote", "new", "local"),
+)
+"""(row, tree, probe mode), in the order each round runs them."""
 
 
-def harness_cycles(directory: Path, kills: int, with_zygote: bool) -> float:
-    """Kill cycles per second of lease.crash-points on the bundled worker."""
-    per_point = max(1, kills // len(POINT_CASES))
-    module = load_worker()
-    os.environ[zygote.DISABLE_ENV] = "1" if with_zygote else "0"
-    try:
-        started = time.perf_counter()
-        table = check_every_point(module, directory, per_point, seed=0)
-        return table.total / (time.perf_counter() - started)
-    finally:
-        del os.environ[zygote.DISABLE_ENV]
+def probe(tree: Path, mode: str, kills: int, ballast: int) -> dict[str, Any]:
+    command = [sys.executable, str(PROBE), str(tree), mode, str(kills), str(ballast)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise RuntimeError(f"probe {mode} failed on {tree}:\n{done.stderr[-2000:]}")
+    figures: dict[str, Any] = json.loads(done.stdout)
+    return figures
 
 
-def grow(megabytes: int) -> list[list[int]]:
-    """Small tracked objects, about ``megabytes`` MB (a list of one int is about 88 bytes)."""
-    return [[n] for n in range(megabytes * 1_000_000 // 88)]
+def export(base: str) -> Path:
+    """``base`` exported with git archive into a fresh temporary directory."""
+    tree = Path(tempfile.mkdtemp(prefix="bench-crash-"))
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", base], capture_output=True, check=True, timeout=120
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True, timeout=120)
+    return tree
 
 
-def main() -> None:
+def merge_base() -> str:
+    done = subprocess.run(
+        ["git", "-C", str(REPO), "merge-base", "HEAD", "main"],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    return done.stdout.strip()
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=220, help="kills per measurement")
-    parser.add_argument("--repeat", type=int, default=3, help="measurements (median taken)")
-    parser.add_argument("--ballast", type=int, default=0, help="MB to grow this process by")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds (median taken)")
+    parser.add_argument("--ballast", type=int, default=0, help="MB to grow each process by")
+    parser.add_argument("--base", help="older commit (default: merge-base with main)")
     args = parser.parse_args()
-    ballast = grow(args.ballast)
-    rates: dict[str, list[float]] = {"raw": [], "before": [], "after": []}
+    base = args.base or merge_base()
+    old_tree = export(base)
+    try:
+        return _run(args, base, {"old": old_tree, "new": REPO})
+    finally:
+        shutil.rmtree(old_tree, ignore_errors=True)
+
+
+def _run(args: argparse.Namespace, base: str, trees: dict[str, Path]) -> int:
+    print(f"old = {base[:10]} (git archive in {trees['old']}), new = this checkout {REPO}")
+    print(
+        f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f} at the start; "
+        f"{args.kills} kills per measurement, {args.repeat} rounds, ballast {args.ballast} MB"
+    )
+    rates: dict[str, list[float]] = {row: [] for row, _, _ in LOOPS}
+    cpu: dict[str, list[float]] = {row: [] for row, _, _ in LOOPS}
+    forks: dict[str, int] = {}
     for _ in range(args.repeat):
-        with scratch_dir("leasecheck-bench-") as directory:
-            rates["raw"].append(raw_cycles(directory, args.kills))
-        for name, with_zygote in (("before", False), ("after", True)):
-            with scratch_dir("leasecheck-bench-") as directory:
-                rates[name].append(harness_cycles(directory, args.kills, with_zygote))
-    zygote.stop()
-    r, b, a = (statistics.median(rates[name]) for name in ("raw", "before", "after"))
-    size = f"a process grown by {args.ballast} MB ({len(ballast)} objects)"
-    print(f"forking from {size}; medians of {args.repeat}")
-    print(f"raw fork + SIGKILL + reopen:           {r:8.1f} kill cycles/s")
-    print(f"harness before (forks from this one):  {b:8.1f} kill cycles/s  ratio {b / r:.2f}")
-    print(f"harness after (forks from the zygote): {a:8.1f} kill cycles/s  ratio {a / r:.2f}")
+        for row, tree, mode in LOOPS:
+            figures = probe(trees[tree], mode, args.kills, args.ballast)
+            assert Path(figures["imported_from"]) == trees[tree].resolve(), figures
+            rates[row].append(figures["kills"] / figures["seconds"])
+            cpu[row].append(1000 * figures["cpu"] / figures["kills"])
+            forks[row] = figures["forks"] * 100 // figures["kills"]
+    raw = statistics.median(rates["raw"])
+    print(
+        f"{'loop':<16} {'kill cycles/s':>14} {'share of raw':>13} {'CPU ms/kill':>12} "
+        f"{'forks/100 kills':>16}   (rates of the rounds)"
+    )
+    for row, _, _ in LOOPS:
+        rate = statistics.median(rates[row])
+        spread = ", ".join(f"{r:.1f}" for r in rates[row])
+        used = statistics.median(cpu[row])
+        print(
+            f"{row:<16} {rate:14.1f} {rate / raw:13.2f} {used:12.1f} {forks[row]:16}   ({spread})"
+        )
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

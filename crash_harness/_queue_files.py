@@ -3,15 +3,17 @@
 Target code only ever runs in forked children, so a target that hangs or exits can
 not take the harness with it. The one exception would be building a file for a
 given state; instead a child runs the target's ``open_queue`` once on a template
-file, and each case copies the template and writes its state with plain SQLite
-(``targets.lease_target.write_snapshot``). Reading back also uses plain SQLite: the
+file, and each case writes its state with plain SQLite
+(``targets.lease_target.write_snapshot``) into an in-memory copy of the template's
+image (``Connection.deserialize``) and writes that image out as its file: the same
+database the template copied and written in place would hold, without a rollback
+journal created and deleted for every case. Reading back also uses plain SQLite: the
 first read of a file with a hot journal rolls the journal back, exactly as the
 target's next ``open_queue`` would.
 """
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -62,14 +64,22 @@ def op_body(
 
 
 def _run_op(
-    module: ModuleType, path: Path, op: LeaseOp, hooked: bool, traced: bool, channel: Channel
+    module: ModuleType,
+    path: Path,
+    op: LeaseOp,
+    hooked: bool,
+    traced: bool,
+    channel: Channel,
+    stop: str | None = None,
 ) -> Any:
+    """``stop``: block only at that fault point (``Channel.fault_until``), else at every one."""
     con = module.open_queue(str(path))
     try:
         channel.send("event", ("opened", read_snapshot(con)))
         if traced:
             con.set_trace_callback(channel.trace)
-        value = op.apply(module, con, channel.fault if hooked else None)
+        hook = channel.fault if stop is None else channel.fault_until(stop)
+        value = op.apply(module, con, hook if hooked else None)
         if con.in_transaction:
             raise LeftOpen(f"{op.describe()} returned {value!r} with a transaction open")
         return value
@@ -82,19 +92,21 @@ def session_body(module: ModuleType) -> Callable[[Channel], Any]:
     """A child body that serves commands: one fork for a claim and the next kill.
 
     ``("claim", path, op)`` runs ``op`` without hooks on the queue at ``path`` (opened
-    and closed with the target's ``open_queue``) and reports its ``ChildResult`` as the event
-    ``("claimed", outcome)``; ``("op", path, op)`` runs ``op`` hooked, like ``op_body``,
-    and is the body's last command (the harness kills it in a hook); ``("stop", None,
-    None)`` ends the body.
+    and closed with the target's ``open_queue``) and reports its ``ChildResult`` as the
+    event ``("claimed", outcome)``; ``("op", path, op, point)`` runs ``op`` hooked, like
+    ``op_body``, blocking only at ``point`` (every point before it is reported as passed,
+    ``Channel.fault_until``), and is the body's last command (the harness kills it
+    there); ``("stop", None, None)`` ends the body. The harness may send several
+    commands at once: the body reads the next one when it is done with the last.
     """
     return Task(_run_session, (module,))
 
 
 def _run_session(module: ModuleType, channel: Channel) -> Any:
     while True:
-        command, path, op = channel.receive()
+        command, path, op, *stop = channel.receive()
         if command == "op":
-            return _run_op(module, path, op, True, False, channel)
+            return _run_op(module, path, op, True, False, channel, *stop)
         if command == "stop":
             return None
         try:
@@ -135,6 +147,7 @@ class QueueFiles:
     directory: Path
     _template: Path | None = None
     made: int = 0
+    _image: bytes | None = None
 
     def template(self) -> Path:
         if self._template is None:
@@ -150,13 +163,17 @@ class QueueFiles:
         return self._template
 
     def fresh(self, state: Snapshot) -> Path:
-        """A new queue file holding exactly ``state``."""
+        """A new queue file holding exactly ``state``: the template's image with ``state``
+        written into it (in memory), written out."""
         self.made += 1
         path = self.directory / f"queue-{self.made}.db"
-        shutil.copyfile(self.template(), path)
-        con = sqlite3.connect(path, isolation_level=None, timeout=READ_TIMEOUT_S)
+        if self._image is None:
+            self._image = self.template().read_bytes()
+        con = sqlite3.connect(":memory:", isolation_level=None)
         try:
+            con.deserialize(self._image)
             write_snapshot(con, state)
+            path.write_bytes(con.serialize())
         finally:
             con.close()
         return path

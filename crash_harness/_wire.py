@@ -11,9 +11,10 @@ from __future__ import annotations
 import os
 import pickle
 import struct
+from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["FrameReader", "read_frame_blocking", "write_frame"]
+__all__ = ["FrameReader", "read_frame_blocking", "write_frame", "write_frames"]
 
 _HEADER = struct.Struct(">I")
 
@@ -25,7 +26,12 @@ def encode(value: Any) -> bytes:
 
 def write_frame(fd: int, value: Any) -> None:
     """Write one whole frame (blocking; a child's frames are small)."""
-    data = memoryview(encode(value))
+    write_frames(fd, (value,))
+
+
+def write_frames(fd: int, values: Iterable[Any]) -> None:
+    """Write several whole frames with one ``write``: the reader wakes once for all of them."""
+    data = memoryview(b"".join(encode(value) for value in values))
     while data:
         written = os.write(fd, data)
         data = data[written:]

@@ -16,16 +16,23 @@ reopens the file and checks, against the model:
   ``open_queue``) returns what the model says and leaves the model's state.
 
 One fork per kill: the process that reopens a killed case's file and claims is the
-one the next case then kills (it never had that file open before the kill).
+one the next case then kills (it never had that file open before the kill). Its
+commands travel with its task (the claim on case *k - 1*'s file, then case *k*'s
+operation on a file built before the fork), and it blocks only at the point it is
+killed in, reporting the points before it as passed: the harness reads the same
+messages and checks the same things as when it answered *go* at every point, with
+one wake-up of the child per kill instead of one per command and point.
 """
 
 from __future__ import annotations
 
 import random
-from collections import Counter
+from collections import Counter, deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
+from typing import Any, Final
 
 from leasecheck.crash_harness._evidence import HistoryRecorder, at_of, owner_of
 from leasecheck.crash_harness._ops import agrees, expect
@@ -82,42 +89,111 @@ class KillTable:
         return "\n".join([*rows, f"  {'total':<{width}}  {self.total}"])
 
 
+LANES: Final = 2
+"""Children at work at once: while the harness checks one case, the next case's child
+already runs (both cores busy). The child of case *k* makes the next claim on the file
+of case *k - LANES*, the last one killed and checked when it is forked."""
+
+
+@dataclass(frozen=True)
+class _Case:
+    """One generated case: the world before the op, the op, the point it is killed at."""
+
+    label: str
+    world: World
+    op: LeaseOp
+    point: str
+
+
+@dataclass
+class _Lane:
+    """A forked child: its case, the file holding that case's state, the next claim it
+    makes first (on an earlier case's file) and the command it runs then."""
+
+    child: Child
+    case: _Case
+    path: Path
+    claim: _NextClaim | None
+    run: tuple[Any, ...]
+
+
 def check_every_point(
     module: ModuleType,
     directory: Path,
     states_per_point: int,
     seed: int,
     deadline_s: float = DEFAULT_DEADLINE_S,
+    lanes: int = LANES,
 ) -> KillTable:
     """Run every case of ``POINT_CASES`` from ``states_per_point`` generated states.
 
     ``deadline_s`` bounds every wait for a child (a target that hangs is named after it).
     One fork per kill: the child that is killed in case *k* first makes the next claim
-    on the file of case *k - 1*, which it has never opened (``session_body``).
+    on the file of case *k - lanes*, which it has never opened (``session_body``).
+    ``lanes`` children run at once; the cases, and the order in which a failure is
+    found, are those of one child at a time (``lanes=1``): the same table, the same
+    first failure.
     """
     rng = random.Random(f"{PROPERTY}:{seed}")
     table = KillTable()
+    cases = _cases(rng, states_per_point)
     with Engine(deadline_s) as engine:
         files = QueueFiles(engine, module, directory)
-        pending: _NextClaim | None = None
-        for name, outcome, point in POINT_CASES:
-            for _ in range(states_per_point):
-                world, op = prepare(
-                    rng, random_history(rng, rng.randint(0, 14), seeded=True), name, outcome
-                )
-                child = engine.fork(f"{op.kind}@{point}", session_body(module))
-                if pending is not None:
-                    child = _next_claim(engine, files, child, pending)
-                pending = _kill_case(files, child, world, op, point, Scenario(PROPERTY, seed))
-                table.kills[KillTable.label(name, outcome, point)] += 1
-        if pending is not None:
-            last = _next_claim(
-                engine, files, engine.fork("next-claim", session_body(module)), pending
-            )
-            last.answer(("stop", None, None))
+        killed: deque[_NextClaim] = deque()  # checked, their next claim not yet sent
+        running: deque[_Lane] = deque()
+
+        def fork_next() -> None:
+            case = next(cases, None)
+            if case is None:
+                return
+            path = files.fresh(case.world.state)
+            run = ("op", path, case.op, case.point)
+            claim = killed.popleft() if killed else None
+            first = [] if claim is None else [_claim_command(claim)]
+            name = f"{case.op.kind}@{case.point}"
+            child = engine.fork(name, session_body(module), [*first, run])
+            running.append(_Lane(child, case, path, claim, run))
+
+        for _ in range(lanes):
+            fork_next()
+        while running:
+            lane = running.popleft()
+            case = lane.case
+            child = lane.child
+            if lane.claim is not None:
+                child = _next_claim(engine, files, child, lane.claim, [lane.run])
+            try:
+                scenario = Scenario(PROPERTY, seed)
+                done = _kill_case(lane.path, child, case.world, case.op, case.point, scenario)
+            except AssertionError:
+                # One child at a time checks the next claims on the files of the cases
+                # before this one first: a failure there is the one to report.
+                for later in running:
+                    if later.claim is not None:
+                        _next_claim(engine, files, later.child, later.claim, [later.run])
+                raise
+            killed.append(done)
+            table.kills[case.label] += 1
+            fork_next()
+        if killed:
+            stop = ("stop", None, None)
+            commands = [*map(_claim_command, killed), stop]
+            last = engine.fork("next-claim", session_body(module), commands)
+            for index, case_left in enumerate(killed, 1):
+                last = _next_claim(engine, files, last, case_left, commands[index:])
             last.outcome("the end of the last next-claim child")
         table.forks = engine.forks
     return table
+
+
+def _cases(rng: random.Random, states_per_point: int) -> Iterator[_Case]:
+    """Every (operation, point) of ``POINT_CASES``, ``states_per_point`` times, each from a
+    generated state (drawn in this order, whatever runs at once)."""
+    for name, outcome, point in POINT_CASES:
+        for _ in range(states_per_point):
+            history = random_history(rng, rng.randint(0, 14), seeded=True)
+            world, op = prepare(rng, history, name, outcome)
+            yield _Case(KillTable.label(name, outcome, point), world, op, point)
 
 
 @dataclass(frozen=True)
@@ -132,14 +208,15 @@ class _NextClaim:
 
 
 def _kill_case(
-    files: QueueFiles, child: Child, world: World, op: LeaseOp, point: str, scenario: Scenario
+    path: Path, child: Child, world: World, op: LeaseOp, point: str, scenario: Scenario
 ) -> _NextClaim:
+    """Check case ``op``@``point`` on ``path`` (holding ``world.state``): ``child`` has
+    been sent the command to run ``op`` there; it is killed at ``point``."""
     before = world.state
     expected = expect(op, before)
     assert point in expected.points, f"model: {op.describe()} never passes {point!r}"
     index = expected.points.index(point)
     committed = index >= expected.committed_at
-    path = files.fresh(before)
     scenario.add(
         f"the model ran {len(world.history)} operations from an empty queue: "
         + "; ".join(o.describe() for o in world.history)
@@ -152,7 +229,6 @@ def _kill_case(
     kept = f"kept: the state after {op.kind}" if committed else f"the state before {op.kind}"
     record.answered(f"SIGKILLed in fault({point!r})", kept)
     try:
-        child.answer(("op", path, op))
         passed = _run_to(child, point, op, before)
         if tuple(passed) != expected.points[:index]:
             raise AssertionError(
@@ -208,27 +284,38 @@ def _check_stored(
         )
 
 
-def _next_claim(engine: Engine, files: QueueFiles, child: Child, case: _NextClaim) -> Child:
-    """A new process reopens the killed case's file and claims: the result and state the
-    model gives. The child that is ready for the next kill (a fresh one if the claim
-    ended the first)."""
+def _claim_command(case: _NextClaim) -> tuple[str, Path, LeaseOp]:
+    """The session command for the next claim on ``case``'s reopened file."""
+    return ("claim", case.path, _claim_of(case))
+
+
+def _claim_of(case: _NextClaim) -> LeaseOp:
+    return LeaseOp.of("claim", "next", case.now, 1000)
+
+
+def _next_claim(
+    engine: Engine, files: QueueFiles, child: Child, case: _NextClaim, then: list[Any]
+) -> Child:
+    """A new process reopens the killed case's file and claims (``child``, sent
+    ``_claim_command(case)`` and then the commands ``then``): the result and state the
+    model gives. The child that is ready for its next command (a fresh one sent
+    ``then``, if the claim ended the first)."""
     try:
         ended = _check_next_claim(child, case)
     except AssertionError as error:
         evidence = case.record.evidence(str(error).splitlines()[0])
         raise attach(case.scenario.fail(str(error)), evidence) from error
     files.remove(case.path)
-    return engine.fork(child.name, session_body(files.module)) if ended else child
+    return engine.fork(child.name, session_body(files.module), then) if ended else child
 
 
 def _check_next_claim(child: Child, case: _NextClaim) -> bool:
     """Check the next claim on ``case``'s file, made by ``child``; True if that ended it."""
-    claim = LeaseOp.of("claim", "next", case.now, 1000)
+    claim = _claim_of(case)
     case.scenario.add(
         f"a new process reopens the file with open_queue and calls {claim.describe()}"
     )
     expected = expect(claim, case.state)
-    child.answer(("claim", case.path, claim))
     waiting_for = f"{claim.describe()} on the reopened file"
     claimed = child.run_until(lambda m: m.kind == "event" and m.value[0] == "claimed", waiting_for)
     child.events.clear()  # what it saw opening that file is not the next case's concern

@@ -11,6 +11,10 @@ over two pipes:
 - ``channel.trace`` can be installed with ``con.set_trace_callback`` and does the
   same for every SQL statement, so a scenario can hold a process just before its
   ``BEGIN``;
+- ``channel.fault_until(point)`` is a ``fault`` hook that blocks only at ``point``
+  and reports every other point it passes as a ``passed`` message without waiting
+  (what the harness sees is the same as answering *go* to each: one round trip less
+  per point passed);
 - ``channel.send`` reports an event without waiting (e.g. each acknowledged
   operation in a random history), ``channel.receive`` waits for a command;
 - the body's return value, or the exception it raised, is the child's last frame.
@@ -54,7 +58,12 @@ from typing import Any, Final
 
 import psutil
 
-from leasecheck.crash_harness._wire import FrameReader, read_frame_blocking, write_frame
+from leasecheck.crash_harness._wire import (
+    FrameReader,
+    read_frame_blocking,
+    write_frame,
+    write_frames,
+)
 from leasecheck.models.contracts import InjectedFault
 
 __all__ = [
@@ -176,7 +185,8 @@ class ChildResult:
 @dataclass(frozen=True)
 class Message:
     """One frame from a child: ``point``/``stmt`` (blocked, waits for an answer), ``event``
-    (no answer), ``return``/``raise`` (the last one)."""
+    and ``passed`` (a point passed without waiting, ``fault_until``; no answer),
+    ``return``/``raise`` (the last one)."""
 
     kind: str
     value: Any
@@ -227,6 +237,19 @@ class Channel:
         """The target's ``fault`` hook: report ``point``, block until the harness answers."""
         if self.ask("point", point) == RAISE:
             raise InjectedFault(f"fault injected by the harness at {point!r}")
+
+    def fault_until(self, stop: str) -> Callable[[str], None]:
+        """A ``fault`` hook that blocks (like ``fault``) only at ``stop``; any other point is
+        reported as ``("passed", point)`` and the call returns at once, as it would after
+        the harness's *go*."""
+
+        def hook(point: str) -> None:
+            if point == stop:
+                self.fault(point)
+            else:
+                self.send("passed", point)
+
+        return hook
 
     def trace(self, statement: str) -> None:
         """A ``set_trace_callback`` hook: report each SQL statement before it runs, and wait."""
@@ -382,6 +405,13 @@ class Child:
             raise HarnessError(f"child {self.name!r} (pid {self.pid}) has ended; cannot answer")
         write_frame(fd, reply)
 
+    def send_commands(self, commands: Iterable[Any]) -> None:
+        """Send several commands at once (one write): the child reads each when it asks."""
+        fd = self._fds.get("commands")
+        if fd is None:
+            raise HarnessError(f"child {self.name!r} (pid {self.pid}) has ended; cannot answer")
+        write_frames(fd, commands)
+
     def run_to_point(self, point: str, op: str) -> list[str]:
         """Let the child run (answering go) until it blocks at ``point``; the points passed.
 
@@ -416,7 +446,7 @@ class Child:
             self._pass(message, points)
 
     def _pass(self, message: Message, passed: list[str]) -> None:
-        if message.kind == "point":
+        if message.kind in ("point", "passed"):
             passed.append(message.value)
         elif message.kind == "event":
             self.events.append(message.value)
@@ -580,14 +610,18 @@ class Engine:
         self.children: list[Child] = []
         self.forks = 0
 
-    def fork(self, name: str, body: Callable[[Channel], Any]) -> Child:
+    def fork(
+        self, name: str, body: Callable[[Channel], Any], commands: Iterable[Any] = ()
+    ) -> Child:
         """Start a child running ``body(channel)``; it starts at once.
 
         A ``zygote.Task`` body is forked by the zygote (a small process, so the fork is
         cheap however large this one has grown); any other body, or a task the zygote
-        refuses, is forked from this process.
+        refuses, is forked from this process. ``commands`` are waiting in the child's
+        pipe when it starts (sent with its task in one write), for its ``receive``.
         """
-        started = _start_in_zygote(name, body, self.deadline_s)
+        commands = tuple(commands)
+        started = _start_in_zygote(name, body, self.deadline_s, commands)
         if started is None:
             to_child_r, to_child_w = os.pipe()
             to_parent_r, to_parent_w = os.pipe()
@@ -595,6 +629,8 @@ class Engine:
             os.close(to_child_r)
             os.close(to_parent_w)
             child = Child(name, pid, to_parent_r, to_child_w, self.deadline_s)
+            if commands:
+                child.send_commands(commands)
         else:
             child = started
         self.children.append(child)
@@ -633,7 +669,13 @@ class Engine:
         Each child leads its own process group, killed as a whole; a psutil sweep then
         catches anything of those groups still below this process.
         """
+        from leasecheck.crash_harness import zygote
+
         problems = [p for child in self.children if (p := child.force_end())]
+        try:  # the zygote reaps every child whose status this engine has: no zombie stays
+            zygote.release_reaped()
+        except HarnessError as error:
+            problems.append(str(error))
         stragglers = _sweep({child.pid for child in self.children})
         self.children.clear()
         if problems:
@@ -674,7 +716,9 @@ def _fork_here(
     return pid
 
 
-def _start_in_zygote(name: str, body: Callable[[Channel], Any], deadline_s: float) -> Child | None:
+def _start_in_zygote(
+    name: str, body: Callable[[Channel], Any], deadline_s: float, commands: tuple[Any, ...]
+) -> Child | None:
     """The child, if the zygote started ``body``; None if it is for this process to fork."""
     from leasecheck.crash_harness import zygote
 
@@ -685,7 +729,7 @@ def _start_in_zygote(name: str, body: Callable[[Channel], Any], deadline_s: floa
     task = zygote.encode_task(travels) if helper is not None else None
     if helper is None or task is None:
         return None
-    started = helper.start(name, task)
+    started = helper.start(name, task, commands)
     if started is None:
         return None
     pid, events_fd, commands_fd, reader = started

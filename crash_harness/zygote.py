@@ -9,22 +9,30 @@ engine and, on the first request that needs them, the target file and the module
 of the body, and then forks a child per request.
 
 The protocol, over a ``SOCK_SEQPACKET`` Unix socket pair (one pickle per packet),
-is one-way from the harness, so no request waits for the zygote's answer:
+is one-way from the harness, so no request waits for the zygote's answer (but the
+last release of an engine that closes):
 
-- ``("fork", warm)`` with a future child's two pipe ends attached
+- ``("fork", warm, released)`` with a future child's two pipe ends attached
   (``socket.send_fds``): the zygote forks a *spare*, set up exactly like a child the
   engine forks itself (``_become_child``), which writes ``("pid", pid)`` as its first
   frame and waits. ``Engine.fork`` of a ``Task`` takes the spare, writes it the task
   (and the test's node id) and asks for the next spare at once, with the task as
   ``warm``: the zygote imports what it needs (the target file, the body's module)
-  before forking, so no spare imports anything. The harness talks to the child
-  directly; nothing is relayed. A task that cannot load in the child (a target file
-  changed on disk since) raises there, a named error.
-- ``("release", pid)``: the engine has the child's wait status and lets the zygote
-  reap it. The zygote never reaps a child before, so the child stays a zombie and its
-  pid cannot be reused while the engine may still ``killpg`` it; the engine reads the
-  zombie's wait status from ``/proc/PID/stat`` (``exit_code``, as ``waitpid`` gives it)
-  once its pidfd says it exited.
+  before forking, so no spare imports anything; the spare also inherits ``warm``
+  unpickled, and runs that copy when its task is the same bytes (a kill loop sends the
+  same task every time), so it unpickles nothing either. The task and the child's
+  first commands travel in one write, so the child wakes once to start. The harness
+  talks to the child directly; nothing is relayed. A task that cannot load in the
+  child (a target file changed on disk since) raises there, a named error.
+- ``released``, the pids of children whose wait status the engine has: the zygote
+  reaps them (before it forks). The zygote never reaps a child before, so the child
+  stays a zombie and its pid cannot be reused while the engine may still ``killpg``
+  it; the engine reads the zombie's wait status from ``/proc/PID/stat``
+  (``exit_code``, as ``waitpid`` gives it) once its pidfd says it exited. The
+  releases ride on the next fork request (no wake-up of the zygote of their own);
+  ``("release", pids)`` sends the ones left when an engine closes, and the zygote
+  answers ``("released", pids)`` once it has reaped them, so a closed engine leaves
+  no zombie behind.
 - ``("stop",)``, or the end of the socket: the zygote SIGKILLs every child's process
   group, reaps them, sends ``("stopped", {pid: wait status})`` and exits. It sends
   the same record when SIGINT or SIGTERM stops it, so a child it reaped then still
@@ -58,9 +66,18 @@ from types import ModuleType
 from typing import Any, Final
 
 from leasecheck.crash_harness import engine
-from leasecheck.crash_harness._wire import FrameReader, write_frame
+from leasecheck.crash_harness._wire import FrameReader, write_frame, write_frames
 
-__all__ = ["DISABLE_ENV", "Task", "Zygote", "ZygoteError", "current", "helper_pids", "serve"]
+__all__ = [
+    "DISABLE_ENV",
+    "Task",
+    "Zygote",
+    "ZygoteError",
+    "current",
+    "helper_pids",
+    "release_reaped",
+    "serve",
+]
 
 DISABLE_ENV: Final = "LEASECHECK_ZYGOTE"
 """Set to ``0`` to fork every child from the test process itself (as before the zygote)."""
@@ -176,6 +193,8 @@ class Zygote:
         """The zygote has gone: every later child is forked by the harness itself."""
         self.final: dict[int, int] | None = None
         """The wait statuses the zygote reported when it stopped (SIGTERM, SIGINT)."""
+        self.released: list[int] = []
+        """Children whose wait status the engine has, for the zygote to reap."""
         engine._PARENT_SIDE_FDS.add(ours.fileno())  # a child the engine forks drops it
 
     @property
@@ -191,16 +210,19 @@ class Zygote:
         to_child_r, to_child_w = os.pipe()
         to_parent_r, to_parent_w = os.pipe()
         try:
-            self._send(("fork", warm), [to_child_r, to_parent_w])
+            self._send(("fork", warm, tuple(self.released)), [to_child_r, to_parent_w])
+            self.released.clear()
         finally:
             os.close(to_child_r)
             os.close(to_parent_w)
         engine._PARENT_SIDE_FDS.update((to_parent_r, to_child_w))
         self.spare = _Spare(to_parent_r, to_child_w, FrameReader())
 
-    def start(self, name: str, task: bytes) -> tuple[int, int, int, FrameReader] | None:
-        """A child running ``task``: (pid, events fd, commands fd, the frames read so far);
-        None if the zygote has ended."""
+    def start(
+        self, name: str, task: bytes, commands: tuple[Any, ...] = ()
+    ) -> tuple[int, int, int, FrameReader] | None:
+        """A child running ``task`` (``commands`` waiting in its pipe): (pid, events fd,
+        commands fd, the frames read so far); None if the zygote has ended."""
         with self.lock:
             if self.ended:
                 return None
@@ -214,7 +236,8 @@ class Zygote:
                 pid = _spare_pid(spare, budget, f"fork child {name!r}", self.pid)
                 if pid is not None:
                     self.started = True
-                    write_frame(spare.commands, (task, os.environ.get(NODEID_ENV)))
+                    first = (task, os.environ.get(NODEID_ENV))
+                    write_frames(spare.commands, (first, *commands))
                     self._ask_for_spare(task)
             except OSError:  # the zygote is gone (a target's import ended it, say)
                 pid = None
@@ -246,9 +269,34 @@ class Zygote:
             if pid not in final:
                 raise
             return final[pid]
-        with self.lock, contextlib.suppress(OSError):
-            self._send(("release", pid))
+        with self.lock:
+            self.released.append(pid)
         return status
+
+    def release_reaped(self) -> None:
+        """Have the zygote reap every child released so far, and wait (bounded) until it has."""
+        with self.lock:
+            if not self.released or self.ended:
+                return
+            pids, self.released = tuple(self.released), []
+            silent = False
+            try:
+                self._send(("release", pids))
+                ready, _, _ = select.select([self.socket], [], [], ANSWER_DEADLINE_S)
+                silent = not ready
+                data = self.socket.recv(_PACKET) if ready else b""
+            except OSError:  # the zygote is gone
+                data = b""
+            record: tuple[Any, ...] = pickle.loads(data) if data else ("gone", None)
+            if record[0] == "stopped":  # SIGTERM or SIGINT stopped it meanwhile
+                self.final = dict(record[1])
+            if record[0] != "released":
+                self.ended = True
+            if silent:
+                raise ZygoteError(
+                    f"timed out after {ANSWER_DEADLINE_S:g} s waiting for the zygote "
+                    f"(pid {self.pid}) to reap its children {list(pids)}"
+                )
 
     def _final_statuses(self) -> dict[int, int]:
         """The record ``("stopped", {pid: status})`` the zygote sent as it stopped."""
@@ -350,6 +398,14 @@ def stop() -> None:
         zygote.stop()
 
 
+def release_reaped() -> None:
+    """Have this process's zygote (if it started one) reap the children the engine has
+    released: called when an engine closes, so no zombie of it is left."""
+    zygote = _STATE.get("zygote")
+    if zygote is not None and zygote.owner == os.getpid():
+        zygote.release_reaped()
+
+
 def helper_pids() -> set[int]:
     """The pids of this process's zygote and its spare: the run's helpers, not a test's
     leftovers."""
@@ -407,20 +463,36 @@ def _serve_one(channel: socket.socket, children: set[int]) -> bool:
         return False
     request = pickle.loads(data)
     if request[0] == "fork":
+        _reap(request[2], children)
         _fork(request[1], fds, channel, children)
-    elif request[0] == "release" and request[1] in children:
-        children.discard(request[1])
-        os.waitpid(request[1], 0)
+    elif request[0] == "release":
+        _reap(request[1], children)
+        channel.send(pickle.dumps(("released", request[1])))
     elif request[0] == "stop":
         return False
     return True
 
 
+def _reap(pids: tuple[int, ...], children: set[int]) -> None:
+    """Reap the released children (zombies by now: the engine saw each exit)."""
+    for pid in pids:
+        if pid in children:
+            children.discard(pid)
+            os.waitpid(pid, 0)
+
+
+_WARMED: list[tuple[bytes, Task | None]] = []
+"""The last task the zygote imported what it needs for, and its unpickled copy (None if
+it did not load: the child then unpickles it itself and reports the error)."""
+
+
 def _fork(warm: bytes | None, fds: list[int], channel: socket.socket, children: set[int]) -> None:
     """Fork a spare on ``fds``: it reports its pid, then waits for its task and runs it."""
-    if warm is not None:
+    if warm is not None and not (_WARMED and _WARMED[0][0] == warm):
+        loaded = None
         with contextlib.suppress(Exception):  # the child will say what fails, as its error
-            pickle.loads(warm)
+            loaded = pickle.loads(warm)
+        _WARMED[:] = [(warm, loaded if isinstance(loaded, Task) else None)]
     commands_r, events_w = fds
     me = os.getpid()
     pid = os.fork()
@@ -448,7 +520,8 @@ def _run_task(channel: engine.Channel) -> Any:
     data, nodeid = channel.receive()
     if nodeid is not None:
         os.environ[NODEID_ENV] = nodeid
-    task: Task = pickle.loads(data)
+    warmed = _WARMED[0] if _WARMED else (b"", None)
+    task: Task = warmed[1] if warmed[1] is not None and data == warmed[0] else pickle.loads(data)
     return task(channel)
 
 

@@ -5,6 +5,7 @@ Every test forks real children and checks, with psutil, that none is left behind
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sqlite3
@@ -28,6 +29,7 @@ from leasecheck.crash_harness.engine import (
     PointNotReached,
     describe_status,
 )
+from leasecheck.crash_harness.zygote import Task
 from leasecheck.targets import BUNDLED_WORKER, load_worker
 
 
@@ -71,6 +73,59 @@ def test_earlier_points_are_answered_go_and_listed(engine: Engine) -> None:
     child = engine.fork("redrive", body)
     assert child.run_to_point("after-redrive", "redrive") == ["after-audit"]
     child.kill()
+
+
+def points_until(stop: str, channel: Channel) -> list[str]:
+    """A Task body: pass the points a, b, c through ``fault_until(stop)``."""
+    hook = channel.fault_until(stop)
+    for point in ("a", "b", "c"):
+        hook(point)
+    return ["done"]
+
+
+@pytest.fixture
+def task_engine(no_leaked_children: None) -> Iterator[Engine]:
+    """For Task bodies of this module: the first child of the zygote imports it (pytest
+    and all), which takes seconds on a loaded machine."""
+    with Engine(deadline_s=60.0) as running:
+        yield running
+
+
+@pytest.mark.parametrize("travels", [True, False], ids=["zygote", "here"])
+def test_fault_until_blocks_only_at_its_point_and_reports_the_others(
+    task_engine: Engine, travels: bool
+) -> None:
+    engine = task_engine
+    body = Task(points_until, ("b",)) if travels else functools.partial(points_until, "b")
+    child = engine.fork("until b", body)
+    assert child.run_to_point("b", "the op") == ["a"]  # a was reported, not waited on
+    child.answer(GO)
+    assert child.outcome("the op's result").value == ["done"]
+    assert child.status == 0
+
+
+def test_fault_until_raises_at_its_point_when_told_to(task_engine: Engine) -> None:
+    child = task_engine.fork("until c", Task(points_until, ("c",)))
+    assert child.run_to_point("c", "the op") == ["a", "b"]
+    child.answer(RAISE)
+    outcome = child.outcome("the op's result")
+    assert outcome.error is not None and outcome.error.is_a("InjectedFault")
+
+
+def echo_commands(count: int, channel: Channel) -> list[object]:
+    """A Task body: the first ``count`` commands it receives."""
+    return [channel.receive() for _ in range(count)]
+
+
+@pytest.mark.parametrize("travels", [True, False], ids=["zygote", "here"])
+def test_commands_sent_with_the_fork_are_received_in_order(
+    task_engine: Engine, travels: bool
+) -> None:
+    engine = task_engine
+    body = Task(echo_commands, (4,)) if travels else functools.partial(echo_commands, 4)
+    child = engine.fork("echo", body, [("claim", 1), ("op", 2), "three"])
+    child.answer("four")  # a later command queues behind them
+    assert child.outcome("its commands").value == [("claim", 1), ("op", 2), "three", "four"]
 
 
 def test_raise_answer_injects_an_exception_that_the_child_reports(engine: Engine) -> None:

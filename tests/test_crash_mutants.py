@@ -81,3 +81,59 @@ def test_a_mutant_fails_the_property_through_pytest_impl(scratch: Path) -> None:
     )  # fmt: skip
     assert run.returncode == 1, run.stdout + run.stderr
     assert "a kill before COMMIT must roll the whole operation back" in run.stdout
+
+
+POINT_MUTANTS = [m for m in MUTANTS if m.caught_by == "lease.crash-points"]
+
+
+@pytest.mark.parametrize("mutant", POINT_MUTANTS, ids=lambda m: m.name)
+def test_two_lanes_report_the_failure_one_lane_finds(
+    mutant: Mutant, scratch: Path, no_leaked_children: None
+) -> None:
+    """lease.crash-points runs two children at once; the failure it reports (message,
+    scenario, replay line) is the one of a single child at a time."""
+    module = load_worker(materialize(mutant, scratch))
+    messages = []
+    for lanes in (1, 2):
+        (scratch / f"lanes-{lanes}").mkdir()
+        with pytest.raises(AssertionError) as caught:
+            check_every_point(module, scratch / f"lanes-{lanes}", 2, 0, lanes=lanes)
+        messages.append(str(caught.value))
+    assert messages[0] == messages[1]
+
+
+def test_two_lanes_kill_what_one_lane_kills(scratch: Path, no_leaked_children: None) -> None:
+    module = load_worker()
+    tables = []
+    for lanes in (1, 2):
+        (scratch / f"lanes-{lanes}").mkdir()
+        tables.append(check_every_point(module, scratch / f"lanes-{lanes}", 2, 1, lanes=lanes))
+    assert tables[0].kills == tables[1].kills
+    # one fork per kill, one for the template file, one for the last claims
+    assert tables[0].forks == tables[1].forks == tables[0].total + 2
+
+
+def test_two_lanes_report_a_failed_next_claim_before_a_later_failed_kill(
+    scratch: Path, no_leaked_children: None
+) -> None:
+    """Case 0 (claim@after-claim) holds but the next claim on its file fails; case 1
+    (claim@after-commit) fails at its kill, and its child runs while case 0's claim is
+    still to be checked. One child at a time meets the claim first: so must two."""
+    mutant = next(m for m in MUTANTS if m.name == "claim-commit-hook-before-commit")
+    path = materialize(mutant, scratch)
+    check = '    _check_identifier("claim", "owner", owner)\n'
+    source = path.read_text()
+    assert check in source
+    planted = (
+        check + '    if owner == "next":\n        return None  # the next claim finds nothing\n'
+    )
+    path.write_text(source.replace(check, planted, 1))
+    module = load_worker(path)
+    messages = []
+    for lanes in (1, 2):
+        (scratch / f"lanes-{lanes}").mkdir()
+        with pytest.raises(AssertionError) as caught:
+            check_every_point(module, scratch / f"lanes-{lanes}", 1, 0, lanes=lanes)
+        messages.append(str(caught.value))
+    assert "on the reopened file returned None" in messages[0]
+    assert messages[0] == messages[1]

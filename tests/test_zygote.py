@@ -136,3 +136,38 @@ def test_without_its_zygote_the_engine_forks_tasks_itself(no_leaked_children: No
         parent, _ = engine.fork("after", Task(parent_and_size)).outcome("its parent").value
         assert parent == os.getpid()
     zygote.stop()
+
+
+def identity(value: int, channel: Channel) -> int:
+    return value
+
+
+def test_a_spare_runs_its_own_task_not_the_one_before(engine: Engine) -> None:
+    """The spare inherits the last task unpickled and runs that copy only for the same
+    bytes: a task with other arguments is its own."""
+    values = [
+        engine.fork(f"task {n}", Task(identity, (n,))).outcome("its value").value
+        for n in (1, 1, 2, 2, 1)
+    ]
+    assert values == [1, 1, 2, 2, 1]
+
+
+def test_a_closed_engine_leaves_no_zombie_in_the_zygote(no_leaked_children: None) -> None:
+    """The engine releases its children to the zygote with the next fork request; the
+    ones left when it closes are reaped before close returns."""
+    with Engine() as engine:
+        for n in range(3):
+            engine.fork(f"done {n}", Task(identity, (n,))).outcome("its value")
+        waiter = engine.fork("killed", Task(wait_forever))
+        waiter.next("its ready event")
+        waiter.kill()
+        helper = zygote.current()
+        assert helper is not None
+        assert helper.released  # released, not yet reaped: no wake-up of the zygote per child
+    zombies = [
+        child.pid
+        for child in psutil.Process(helper.pid).children()
+        if child.status() == psutil.STATUS_ZOMBIE
+    ]
+    assert zombies == [], f"zombies of the zygote after the engine closed: {zombies}"
+    assert not helper.released

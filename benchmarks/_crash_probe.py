@@ -1,0 +1,121 @@
+"""One measurement in a fresh process, for ``bench_crash_harness.py``: kill cycles per second.
+
+Run as ``python _crash_probe.py TREE MODE KILLS BALLAST_MB`` (MODE: ``raw``,
+``zygote`` or ``local``): it imports leasecheck from the source tree ``TREE`` (this
+checkout or an exported older commit), grows itself by ``BALLAST_MB`` MB of small
+Python objects (the way an xdist worker grows after the Hypothesis machines), and
+prints one JSON object: the kills, the seconds, the forks and the CPU seconds of the
+timed loop (this process, its children and the zygote with its children: on a loaded
+machine the figure that moves least). ``zygote`` and ``local``
+time ``check_every_point`` (``lease.crash-points``' loop on the bundled worker, seed 0)
+with the zygote on or off (``LEASECHECK_ZYGOTE``), after one untimed warm-up pass (11
+kills: the zygote has started and the target is imported); ``raw`` times the bare loop.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def raw_cycles(directory: Path, kills: int) -> dict[str, Any]:
+    """Bare kill cycles: fork a child that opens SQLite, starts ``BEGIN IMMEDIATE``, writes a
+    row and says so over a pipe; SIGKILL it, reap it, reopen the file (the hot journal
+    rolled back) and count the rows. The least a kill cycle can cost."""
+    path = directory / "raw.db"
+    con = sqlite3.connect(path, isolation_level=None)
+    con.execute("CREATE TABLE IF NOT EXISTS t (x INTEGER)")
+    con.close()
+    cpu, started = cpu_seconds(), time.perf_counter()
+    for _ in range(kills):
+        ready_r, ready_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                child = sqlite3.connect(path, isolation_level=None, timeout=1)
+                child.execute("BEGIN IMMEDIATE")
+                child.execute("INSERT INTO t VALUES (1)")
+                os.write(ready_w, b"k")
+                signal.pause()  # until the SIGKILL
+            finally:
+                os._exit(70)
+        os.close(ready_w)
+        os.read(ready_r, 1)
+        os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+        os.close(ready_r)
+        reopened = sqlite3.connect(path, isolation_level=None)
+        rows = reopened.execute("SELECT COUNT(*) FROM t").fetchone()[0]
+        reopened.close()
+        assert rows == 0, "the killed transaction must have been rolled back"
+    seconds = time.perf_counter() - started
+    return {"kills": kills, "seconds": seconds, "forks": kills, "cpu": cpu_seconds() - cpu}
+
+
+def harness_cycles(directory: Path, kills: int, with_zygote: bool) -> dict[str, Any]:
+    """Kill cycles of lease.crash-points on the bundled worker (after a warm-up pass)."""
+    from leasecheck.crash_harness import zygote
+    from leasecheck.crash_harness.atomicity import POINT_CASES, check_every_point
+    from leasecheck.targets.loader import load_worker
+
+    os.environ[zygote.DISABLE_ENV] = "1" if with_zygote else "0"
+    module = load_worker()
+    try:
+        check_every_point(module, directory / "warm-up", 1, seed=0)
+        (directory / "timed").mkdir()
+        helper = zygote._STATE.get("zygote")
+        helper_pid = helper.pid if helper is not None else None
+        cpu, started = cpu_seconds(helper_pid), time.perf_counter()
+        table = check_every_point(module, directory / "timed", max(1, kills // len(POINT_CASES)), 0)
+        seconds = time.perf_counter() - started
+        cpu = cpu_seconds(helper_pid) - cpu
+    finally:
+        zygote.stop()
+    return {"kills": table.total, "seconds": seconds, "forks": table.forks, "cpu": cpu}
+
+
+def cpu_seconds(helper: int | None = None) -> float:
+    """CPU seconds so far of this process and its reaped children, and of ``helper`` (the
+    zygote) and its reaped children (``/proc/PID/stat`` utime, stime, cutime, cstime)."""
+    times = os.times()
+    total = times.user + times.system + times.children_user + times.children_system
+    if helper is not None:
+        with open(f"/proc/{helper}/stat", encoding="ascii") as stream:
+            fields = stream.read().rsplit(")", 1)[1].split()
+        total += sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def grow(megabytes: int) -> list[list[int]]:
+    """Small tracked objects, about ``megabytes`` MB (a list of one int is about 88 bytes)."""
+    return [[n] for n in range(megabytes * 1_000_000 // 88)]
+
+
+def main(mode: str, kills: int, ballast_mb: int) -> dict[str, Any]:
+    from leasecheck.targets.scratch import scratch_dir
+
+    ballast = grow(ballast_mb)
+    with scratch_dir("leasecheck-bench-") as directory:
+        if mode == "raw":
+            figures = raw_cycles(directory, kills)
+        else:
+            (directory / "warm-up").mkdir()
+            figures = harness_cycles(directory, kills, mode == "zygote")
+    import leasecheck
+
+    figures["ballast_objects"] = len(ballast)
+    figures["imported_from"] = str(Path(leasecheck.__file__).resolve().parents[1])
+    return figures
+
+
+if __name__ == "__main__":
+    tree, mode, kills, ballast = sys.argv[1:5]
+    sys.path.insert(0, tree)
+    print(json.dumps(main(mode, int(kills), int(ballast))))
