@@ -48,7 +48,7 @@ from leasecheck.crash_harness._interleave_child import trace_new_connections
 from leasecheck.crash_harness._pg_snapshot import PgSnapshot
 from leasecheck.crash_harness._queue_scenarios import QueueScenario, Verb
 from leasecheck.crash_harness._server_waits import PgWaits
-from leasecheck.crash_harness._wire_proxy import WireProxy
+from leasecheck.crash_harness._wire_proxy import WireProxy, dialect_of
 from leasecheck.crash_harness.engine import Channel, Engine, HarnessError
 from leasecheck.crash_harness.interleavings import (
     STEP_NS,
@@ -232,8 +232,8 @@ class _Process:
 def _wire(store: _Store, location: str, channel: Channel) -> tuple[WireProxy | None, str]:
     """On a server: a proxy (in this process) between the library and the server, and the
     location that points the library at it; else no proxy and the location as it was."""
-    dialect = store.library.capabilities.server
-    if dialect not in ("postgres", "redis"):
+    dialect = dialect_of(store.library.capabilities.server)
+    if dialect is None:
         return None, location
     parts = urllib.parse.urlsplit(location)
     unique = parts.fragment or parts.path.lstrip("/")  # the store's prefix, or its database

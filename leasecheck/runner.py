@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 import leasecheck.properties
-from leasecheck._events import EVENTS_ENV, FAILURE_KEY, RESOURCE_KEY, STACKS_ENV
+from leasecheck._events import EVENTS_ENV, FAILURE_KEY, HARNESS_KEY, RESOURCE_KEY, STACKS_ENV
 from leasecheck._preflight import SetupError, check_scratch
 from leasecheck._processes import Leftover, Tree, subreaper
 from leasecheck.adapters.servers import die_with_parent
@@ -324,7 +324,8 @@ class _Run:
 
     @staticmethod
     def _resource(event: dict[str, Any]) -> bool:
-        return any(key == RESOURCE_KEY for key, _ in event["user_properties"])
+        """leasecheck could not do its job (its disk, its own code's error): exit 2."""
+        return any(key in (RESOURCE_KEY, HARNESS_KEY) for key, _ in event["user_properties"])
 
     @staticmethod
     def _record(result: PropertyResult, records: list[list[Any]]) -> None:
@@ -333,7 +334,7 @@ class _Run:
             if key == CHECKED_KEY and isinstance(value, dict):
                 result.runs.append(str(value.get("text", "")))
                 result.figures.update({k: v for k, v in value.items() if k != "text"})
-            elif key in (NOT_CHECKED_KEY, RESOURCE_KEY) and isinstance(value, dict):
+            elif key in (NOT_CHECKED_KEY, RESOURCE_KEY, HARNESS_KEY) and isinstance(value, dict):
                 result.figures["not_checked"] = value
             elif key == FAILURE_KEY and isinstance(value, dict):
                 result.failures.append(Counterexample.from_record(value))

@@ -23,7 +23,7 @@ from leasecheck.adapters.registry import load_library
 from leasecheck.crash_harness._pg_snapshot import PgSnapshot
 from leasecheck.crash_harness._queue_scenarios import SERVER_BOUNDS, queue_scenario
 from leasecheck.crash_harness._server_waits import PgWaits
-from leasecheck.crash_harness._wire_proxy import WireProxy
+from leasecheck.crash_harness._wire_proxy import WIRE_DIALECTS, WireProxy, dialect_of
 from leasecheck.crash_harness.queue_interleavings import explore_queue
 
 
@@ -178,6 +178,17 @@ def test_postgres_says_which_process_waits_for_a_row_lock(postgres_server: serve
             waiter.wait(10)
         if waiter.stdout is not None:
             waiter.stdout.close()
+
+
+def test_one_list_says_which_servers_are_wired() -> None:
+    """``WIRE_DIALECTS`` decides it once: a plan for each, none for another server, and
+    the property and the harness both ask ``dialect_of`` (beanstalkd and NATS: verbs)."""
+    assert set(SERVER_BOUNDS) == set(WIRE_DIALECTS) == {"postgres", "redis"}
+    for name in ("pgqueuer", "procrastinate", "rq", "saq", "kombu-redis", "dramatiq-redis"):
+        server = load_library(name, checkable=False).capabilities.server
+        assert dialect_of(server) in WIRE_DIALECTS, name
+    for other in (None, "beanstalkd", "nats", "rabbitmq", "POSTGRES"):
+        assert dialect_of(other) is None, other
 
 
 def test_every_server_library_runs_the_claimed_scenarios_in_ci() -> None:

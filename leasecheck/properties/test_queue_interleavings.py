@@ -30,6 +30,7 @@ from leasecheck.crash_harness._queue_scenarios import (
     SERVER_BOUNDS,
     queue_scenario,
 )
+from leasecheck.crash_harness._wire_proxy import dialect_of
 from leasecheck.crash_harness.queue_interleavings import Finding, QueueExploration, explore_queue
 from leasecheck.plugin import Checked, NotChecked
 from leasecheck.profiles import Profile
@@ -61,9 +62,10 @@ def test_queue_interleavings(
     library = multiprocess_library
     done: list[QueueExploration] = []
     scope = lc_profile.explore_scope
-    wired = queue_server is not None and library.capabilities.server in SERVER_BOUNDS
-    if wired:  # its wire proxy holds each command: the commands are the points
-        plan = list(SERVER_BOUNDS[str(library.capabilities.server)][scope])
+    dialect = dialect_of(library.capabilities.server) if queue_server is not None else None
+    wired = dialect is not None
+    if dialect is not None:  # its wire proxy holds each command: the commands are the points
+        plan = list(SERVER_BOUNDS[dialect][scope])
     else:
         # A SQLite library's statements are the points; a server whose wire leasecheck
         # does not speak (beanstalkd, NATS) is scheduled at its verbs only, and a seeded
