@@ -119,7 +119,7 @@ class Step:
             return f"{self.process} ran `{' '.join(self.text.split())}`"
         if self.action == "waits":
             return (f"{self.process} waits at the server in `{self.text}` (for a lock "
-                    f"another process's open transaction holds)")  # fmt: skip
+                    f"another process's open transaction holds, or another's write)")  # fmt: skip
         if self.action == "sent":
             return f"{self.process} sent `{self.text}`"
         if self.action == "passed":
@@ -333,7 +333,7 @@ class _Runner:
         proc.seen.append((proc.kind, proc.at, _digest(self.path)))
         proc.status, self.locks = "running", None
         if self.waits is not None:
-            self.waits.released(proc.child.pid)
+            self.waits.released(proc.child.pid, proc.at)
         proc.child.answer(GO)
         self._settle(proc, watch=True)
         if proc.status == "blocked" and self.search is not None and self.search.prune:
@@ -609,9 +609,10 @@ def explore(
 
 
 class ServerWaits(Protocol):
-    """What a server says of a process: a connection of it waits for a lock."""
+    """What a server says of a process: a connection of it waits for a lock, or (a
+    blocking command) for another's write; told the command each release runs."""
 
-    def released(self, pid: int) -> None: ...
+    def released(self, pid: int, text: str) -> None: ...
     def waiting(self, pid: int) -> bool: ...
     def still_waiting(self, pid: int) -> bool: ...
 
