@@ -51,7 +51,7 @@ def _table(out: Path) -> bool:
         rows: dict[str, list[tuple[str, float]]] = {}
         for document in documents:
             for record in document["properties"]:  # type: ignore[attr-defined]
-                rows.setdefault(record["name"], []).append(
+                rows.setdefault(record["property"], []).append(
                     (record["verdict"], float(record.get("seconds", 0.0)))
                 )
         for prop, seen in sorted(rows.items()):

@@ -49,6 +49,7 @@ from leasecheck.crash_harness.engine import (
     Channel,
     Child,
     Engine,
+    ErrorInfo,
     HarnessTimeout,
     Message,
 )
@@ -149,6 +150,8 @@ class Run:
     pruned: bool = False
     failures: list[str] = field(default_factory=list)
     """A child that failed outside an operation (as words)."""
+    errors: list[ErrorInfo] = field(default_factory=list)
+    """...and what it raised, as data (whose code raised it: ``frames``)."""
     problem: str | None = None
     verdict: Verdict | None = None
 
@@ -390,6 +393,7 @@ class _Runner:
             if message.kind == "raise":
                 self.run.failures.append(f"{proc.name} failed outside an operation: "
                                          f"{message.value.describe()}")  # fmt: skip
+                self.run.errors.append(message.value)
             return True
         raise AssertionError(f"{proc.name} sent an unexpected {message.kind!r} message")
 

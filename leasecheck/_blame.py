@@ -24,9 +24,9 @@ import traceback
 from pathlib import Path
 
 import leasecheck
-from leasecheck.adapters.protocol import AdapterError
+from leasecheck.crash_harness.engine import ErrorInfo
 
-__all__ = ["HARNESS_CHANGE", "harness_problem"]
+__all__ = ["HARNESS_CHANGE", "HarnessFailure", "child_harness_problem", "harness_problem"]
 
 HARNESS_CHANGE = (
     "this is a bug of leasecheck, not of what it checks: report it with this message "
@@ -34,6 +34,11 @@ HARNESS_CHANGE = (
 )
 _TARGETS = ("queue_impl",)
 """Folders of leasecheck's package that hold what is checked, not what checks."""
+
+
+class HarnessFailure(RuntimeError):
+    """leasecheck's own code failed where it was seen (a forked child's error, carried
+    back as data); the message is ``child_harness_problem``'s, said as it is."""
 
 
 @functools.cache
@@ -55,29 +60,40 @@ def _within(path: Path, roots: tuple[Path, ...]) -> bool:
     return any(path.is_relative_to(root) for root in roots)
 
 
-def _raised_in(error: BaseException) -> Path | None:
-    """The file of the innermost frame of ``error``'s traceback outside the stdlib."""
-    frames = traceback.extract_tb(error.__traceback__)
-    for frame in reversed(frames):
-        path = Path(frame.filename).resolve()
+def _raised_in(frames: list[tuple[str, int]]) -> tuple[Path, int] | None:
+    """The innermost frame (file, line) of a traceback that is not the stdlib's."""
+    for filename, line in reversed(frames):
+        path = Path(filename).resolve()
         site = "site-packages" in path.parts or "dist-packages" in path.parts
         if site or not _within(path, _stdlib()):
-            return path
+            return path, line
     return None
+
+
+def _own(classes: tuple[str, ...], frames: list[tuple[str, int]], text: str) -> str | None:
+    if "AssertionError" in classes or "AdapterError" in classes:
+        return None
+    raised = _raised_in(frames)
+    own, targets = _roots()
+    if raised is None or not _within(raised[0], own) or _within(raised[0], targets):
+        return None
+    path, line = raised
+    where = path.relative_to(next(root for root in own if path.is_relative_to(root)).parent)
+    return f"leasecheck's own code raised {text} ({where}:{line})"
 
 
 def harness_problem(error: BaseException) -> str | None:
     """What leasecheck's own code raised, when ``error`` is its failure (not an
     assertion, not an adapter's word, raised in leasecheck's code); else None."""
-    if not isinstance(error, Exception) or isinstance(error, (AssertionError, AdapterError)):
+    if isinstance(error, HarnessFailure):
+        return str(error)
+    if not isinstance(error, Exception):
         return None
-    path = _raised_in(error)
-    own, targets = _roots()
-    if path is None or not _within(path, own) or _within(path, targets):
-        return None
-    line = next(
-        (f.lineno for f in reversed(traceback.extract_tb(error.__traceback__))
-         if Path(f.filename).resolve() == path), None,
-    )  # fmt: skip
-    where = path.relative_to(next(root for root in own if path.is_relative_to(root)).parent)
-    return f"leasecheck's own code raised {type(error).__name__}: {error} ({where}:{line})"
+    classes = tuple(klass.__name__ for klass in type(error).__mro__)
+    frames = [(f.filename, f.lineno or 0) for f in traceback.extract_tb(error.__traceback__)]
+    return _own(classes, frames, f"{type(error).__name__}: {error}")
+
+
+def child_harness_problem(info: ErrorInfo) -> str | None:
+    """The same for what a forked child raised (``ErrorInfo``: its classes and frames)."""
+    return _own(info.classes, list(info.frames), info.describe())

@@ -45,6 +45,46 @@ class RaisingLibrary(LeaseWorker):
         return {}["the library's own lookup"]
 """
 
+PLANTED_CHILD_HARNESS = """
+from leasecheck.adapters.lease_worker import LeaseWorker
+from leasecheck.crash_harness import _queue_scenarios as qs
+
+# The plant: a scenario whose program calls a verb the harness's child does not know, so
+# the child's own lookup of the verb raises KeyError in a forked process.
+bogus = qs.QueueScenario("bogus", (qs.Seed("a"),), ((qs.Verb("claim", "p1"),
+                                                     qs.Verb("frobnicate", "p1")),))
+qs.SCENARIOS = (*qs.SCENARIOS, bogus)
+qs.BOUNDS["ci"] = (("bogus", 1),)
+
+
+class PlantedChildHarness(LeaseWorker):
+    name = "planted-child-harness"
+"""
+LIBRARY_RAISES_IN_A_CHILD = """
+import os
+
+from leasecheck.adapters.lease_worker import LeaseWorker, LeaseWorkerAdapter
+from leasecheck.adapters.protocol import Clock, QueueAdapter
+from leasecheck.crash_harness import _queue_scenarios as qs
+
+PARENT = os.getpid()
+qs.BOUNDS["ci"] = (("claim-claim", 1),)
+
+
+class ClosesBadly(LeaseWorkerAdapter):
+    def close(self) -> None:
+        super().close()
+        if os.getpid() != PARENT:
+            raise {}["the library's own lookup, on close"]
+
+
+class RaisingInAChild(LeaseWorker):
+    name = "raising-in-a-child"
+
+    def connect(self, location: str, clock: Clock) -> QueueAdapter:
+        return ClosesBadly(location, clock)
+"""
+
 
 def _run(tmp_path: Path, text: str) -> tuple[object, object]:
     path = tmp_path / "adapter_under_test.py"
@@ -73,6 +113,24 @@ def test_a_keyerror_of_the_library_is_still_judged_as_the_librarys(tmp_path: Pat
     assert row.verdict == VIOLATED, result.log[-3000:]  # type: ignore[attr-defined]
     assert result.exit_code == 1  # type: ignore[attr-defined]
     assert "not_checked" not in row.figures  # type: ignore[attr-defined]
+
+
+def test_a_keyerror_in_a_child_of_the_harness_is_exit_2(tmp_path: Path) -> None:
+    """Raised in a forked process, outside any operation: before, the exploration stopped
+    at that schedule and the property read "holds"."""
+    result, row = _run(tmp_path, PLANTED_CHILD_HARNESS)
+    assert row.verdict == NOT_CHECKED, result.log[-3000:]  # type: ignore[attr-defined]
+    assert result.exit_code == 2  # type: ignore[attr-defined]
+    what = row.figures["not_checked"]["what"]  # type: ignore[attr-defined]
+    assert what.startswith("leasecheck's own code raised KeyError: 'frobnicate'"), what
+    assert "crash_harness/queue_interleavings.py:" in what and "'bogus'" in what
+
+
+def test_a_library_raising_in_a_child_outside_an_operation_is_its_own(tmp_path: Path) -> None:
+    result, row = _run(tmp_path, LIBRARY_RAISES_IN_A_CHILD)
+    assert row.verdict == VIOLATED, result.log[-3000:]  # type: ignore[attr-defined]
+    assert result.exit_code == 1  # type: ignore[attr-defined]
+    assert "raising-in-a-child raised outside any operation" in str(row.details)  # type: ignore[attr-defined]
 
 
 def _raised(call: object) -> BaseException:
