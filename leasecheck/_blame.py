@@ -14,6 +14,10 @@ properties and bundled adapters, through the package's symlinks too) but not in 
 bundled target (``queue_impl``, which is what is checked), the failure is leasecheck's.
 An ``AdapterError`` is an adapter's deliberate word about its library (a dropped
 enqueue, an unsupported verb), so it stays the library's.
+
+It is asked for the ``queue.*`` properties (a library through its adapter): the
+``lease.*`` and ``job.*`` properties judge a target file whose outputs leasecheck's own
+code parses, where what a target returned can surface as leasecheck's ``KeyError``.
 """
 
 from __future__ import annotations
