@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 
 def _run(adapter: str, run: int, out: Path, workers: str) -> None:
@@ -42,7 +43,7 @@ def _order(path: Path) -> tuple[str, int]:
 
 def _table(out: Path) -> bool:
     """Print the table of every kept document; True if some row flipped."""
-    runs: dict[str, list[dict[str, object]]] = {}
+    runs: dict[str, list[dict[str, Any]]] = {}
     for path in sorted(out.glob("*.json"), key=_order):
         runs.setdefault(_order(path)[0], []).append(json.loads(path.read_text()))
     flipped = False
@@ -50,7 +51,7 @@ def _table(out: Path) -> bool:
     for adapter, documents in runs.items():
         rows: dict[str, list[tuple[str, float]]] = {}
         for document in documents:
-            for record in document["properties"]:  # type: ignore[attr-defined]
+            for record in document["properties"]:
                 rows.setdefault(record["property"], []).append(
                     (record["verdict"], float(record.get("seconds", 0.0)))
                 )
@@ -62,9 +63,36 @@ def _table(out: Path) -> bool:
             median = statistics.median(seconds for _, seconds in seen)
             print(f"| {adapter} | {prop} | {shown} | {median:.1f} |")
         codes = ", ".join(str(d["exit_code"]) for d in documents)
-        times = ", ".join(f"{float(d['seconds']):.0f}" for d in documents)  # type: ignore[arg-type]
+        times = ", ".join(f"{float(d['seconds']):.0f}" for d in documents)
         print(f"| {adapter} | (exit, whole run s) | {codes} | {times} |")
     return flipped
+
+
+def _wide(out: Path) -> None:
+    """The same as one row per adapter: each property's verdicts, the exits, the times."""
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for path in sorted(out.glob("*.json"), key=_order):
+        runs.setdefault(_order(path)[0], []).append(json.loads(path.read_text()))
+    props = sorted({r["property"] for docs in runs.values() for d in docs for r in d["properties"]})
+    short = [p.removeprefix("queue.") for p in props]
+    print("| library | " + " | ".join(short) + " | exit | whole run s |")
+    print("|---" * (len(props) + 3) + "|")
+    for adapter, documents in runs.items():
+        cells = []
+        for prop in props:
+            seen = [
+                r["verdict"] for d in documents for r in d["properties"] if r["property"] == prop
+            ]
+            same = len(set(seen)) == 1 and len(seen) == len(documents)
+            cells.append(f"{seen[0]} x{len(seen)}" if same else "FLIP " + ", ".join(seen))
+        codes = sorted({str(d["exit_code"]) for d in documents})
+        exits = (
+            f"{codes[0]} x{len(documents)}"
+            if len(codes) == 1
+            else "FLIP " + ", ".join(str(d["exit_code"]) for d in documents)
+        )
+        times = ", ".join(f"{float(d['seconds']):.0f}" for d in documents)
+        print(f"| {adapter} | " + " | ".join(cells) + f" | {exits} | {times} |")
 
 
 def main() -> int:
@@ -74,12 +102,16 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("determinism-runs"))
     parser.add_argument("-n", dest="workers", default="2")
     parser.add_argument("--table", action="store_true", help="only print the kept table")
+    parser.add_argument("--wide", action="store_true", help="with --table: one row an adapter")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if not args.table:
         for run in range(1, args.runs + 1):  # run by run: a cut-off benchmark stays even
             for adapter in args.adapters:
                 _run(adapter, run, args.out, args.workers)
+    if args.wide:
+        _wide(args.out)
+        return 0
     return 1 if _table(args.out) else 0
 
 
