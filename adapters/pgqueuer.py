@@ -19,6 +19,14 @@ Settings: the schema as ``Queries.install()`` makes it (logged tables, the defau
 durability). ``dequeue`` is called with ``batch_size=1`` where the ``QueueManager``
 defaults to 10: the protocol's claim is one job; a batch is that many claims in one
 statement (the same ``FOR UPDATE SKIP LOCKED`` query), so one job a call is the unit.
+Both settings are checked: ``pgqueuer-defaults`` (``PgqueuerDefaults``) dequeues as the
+``QueueManager`` does by default, ``batch_size=10``, and keeps the jobs it got beyond the
+first in the connection's buffer (the manager's in-process queue), handing out one per
+claim of the same worker. What the default changes: one claim picks up to 10 rows at
+once, each with its heartbeat set then, so a job waiting in a buffer is leased (picked,
+invisible to every other worker) from the batch's dequeue on, and once its heartbeat is
+older than the timeout another worker re-picks it while it is still buffered; a
+connection closed with a buffer leaves those rows picked until they go stale.
 
 Observation: pgqueuer deletes a finished row and logs it in ``pgqueuer_log`` by id, so
 the adapter keeps a side table ``leasecheck_jobs(job, id)`` written at enqueue; state is
@@ -48,7 +56,10 @@ from leasecheck.adapters.protocol import (
     StoredJob,
 )
 
-__all__ = ["Pgqueuer"]
+__all__ = ["Pgqueuer", "PgqueuerDefaults"]
+
+DEFAULT_BATCH = 10
+"""``QueueManager.run(batch_size=10)``: how many rows one dequeue picks by default."""
 
 ENTRYPOINT = "leasecheck"
 _SIDE_TABLE = (
@@ -137,13 +148,25 @@ class Pgqueuer:
         return PgqueuerAdapter(location)
 
 
-class PgqueuerAdapter:
-    """One connection to a pgqueuer store."""
+class PgqueuerDefaults(Pgqueuer):
+    """pgqueuer dequeuing as the ``QueueManager`` does by default: 10 rows a dequeue."""
 
-    def __init__(self, url: str) -> None:
+    name: ClassVar[str] = "pgqueuer-defaults"
+
+    def connect(self, location: str, clock: QueueClock) -> QueueAdapter:
+        return PgqueuerAdapter(location, batch_size=DEFAULT_BATCH)
+
+
+class PgqueuerAdapter:
+    """One connection to a pgqueuer store; ``batch_size`` rows a dequeue, the ones beyond
+    the first kept per worker, in order, for its next claims (the manager's buffer)."""
+
+    def __init__(self, url: str, batch_size: int = 1) -> None:
         self.version()
         from pgqueuer.queries import Queries
 
+        self.batch_size = batch_size
+        self.buffered: dict[str, list[Any]] = {}
         self.session = PgSession(url)
         self.queries: Any = Queries.from_psycopg_connection(self.session.connection)
 
@@ -163,10 +186,12 @@ class PgqueuerAdapter:
     def claim(self, worker: str, lease: float) -> Claim | None:
         from pgqueuer.ports.repository import EntrypointExecutionParameter
 
+        if buffered := self.buffered.get(worker):
+            return self._claim(worker, buffered.pop(0))
         manager = uuid.uuid5(uuid.NAMESPACE_URL, f"leasecheck:{worker}")
         jobs = self._run(
             self.queries.dequeue(
-                batch_size=1,
+                batch_size=self.batch_size,
                 entrypoints={ENTRYPOINT: EntrypointExecutionParameter(concurrency_limit=0)},
                 queue_manager_id=manager,
                 global_concurrency_limit=None,
@@ -176,8 +201,12 @@ class PgqueuerAdapter:
         )
         if not jobs:
             return None
-        (found,) = self.session.rows("SELECT job FROM leasecheck_jobs WHERE id = %s", jobs[0].id)
-        return Claim(found[0], worker, jobs[0], token=jobs[0].attempts)
+        self.buffered[worker] = list(jobs[1:])
+        return self._claim(worker, jobs[0])
+
+    def _claim(self, worker: str, job: Any) -> Claim:
+        (found,) = self.session.rows("SELECT job FROM leasecheck_jobs WHERE id = %s", job.id)
+        return Claim(found[0], worker, job, token=job.attempts)
 
     def ack(self, claim: Claim) -> bool:
         self._run(self.queries.log_jobs([(claim.handle, "successful", None)]), f"ack {claim}")

@@ -20,7 +20,13 @@ Settings: rq's defaults except three enqueue arguments. ``Retry(max=...)``: with
 (rq's default) a failed job is final, so there is no nack (the generic "give it back");
 ``result_ttl=-1`` and ``failure_ttl=None`` keep finished and failed jobs readable for
 ``observe``, where the defaults (500 s, one year) expire their keys on the server's real
-clock: later than any check ends, so the verdicts are the defaults' too.
+clock: later than any check ends. Both settings are checked: ``rq-defaults``
+(``RqDefaults``) enqueues as rq's users do by default, with none of the three. What the
+defaults change: there is no nack (``Capabilities.nack=False``), and recovery
+(``StartedJobRegistry.cleanup``) moves an abandoned job to the ``FailedJobRegistry``
+instead of requeueing it, so a job whose worker died is never run again: rq promises
+that ("otherwise moved to the FailedJobRegistry"), not redelivery, so ``queue.no-loss``
+is not promised there.
 
 Keys: rq keeps every job under ``rq:job:{id}``, whatever its queue, so the adapter gives
 rq the id ``{prefix}_{job}`` to keep stores on one server apart.
@@ -55,9 +61,10 @@ from leasecheck.adapters.protocol import (
     QueueAdapter,
     QueueClock,
     StoredJob,
+    Unsupported,
 )
 
-__all__ = ["Rq"]
+__all__ = ["Rq", "RqDefaults"]
 
 RETRIES = 1000
 """Retry(max=...) given to every job, so that nack and recovery requeue it."""
@@ -155,11 +162,42 @@ class Rq:
         return RqAdapter(location, clock)
 
 
-class RqAdapter:
-    """One Redis connection and the rq workers that claim through it."""
+DEFAULTS_PROMISES = replace(
+    PROMISES,
+    properties={
+        **PROMISES.properties,
+        "queue.no-loss": Promise(
+            False,
+            f"{_SRC} registry.py:StartedJobRegistry.cleanup",
+            "abandoned jobs are 'retried if it has retries left, otherwise moved to the "
+            "FailedJobRegistry': with rq's default (no Retry) a job whose worker died "
+            "is failed, never run again",
+        ),
+    },
+    recovery="StartedJobRegistry.cleanup moves an abandoned job to the FailedJobRegistry "
+    "(no Retry: rq's default)",
+)
 
-    def __init__(self, location: str, clock: QueueClock) -> None:
+
+class RqDefaults(Rq):
+    """rq with its enqueue defaults: no ``Retry`` (a failure is final: no nack), the
+    default ``result_ttl`` (500 s) and ``failure_ttl`` (a year)."""
+
+    name: ClassVar[str] = "rq-defaults"
+    capabilities: ClassVar[Capabilities] = replace(Rq.capabilities, nack=False)
+    promises: ClassVar[Promises] = DEFAULTS_PROMISES
+
+    def connect(self, location: str, clock: QueueClock) -> QueueAdapter:
+        return RqAdapter(location, clock, defaults=True)
+
+
+class RqAdapter:
+    """One Redis connection and the rq workers that claim through it (``defaults``: jobs
+    enqueued with rq's defaults)."""
+
+    def __init__(self, location: str, clock: QueueClock, defaults: bool = False) -> None:
         rq = _import_rq()
+        self.defaults = defaults
         import redis
 
         use_clock(clock)
@@ -181,10 +219,13 @@ class RqAdapter:
 
     def enqueue(self, job: str, payload: str) -> None:
         rq = _import_rq()
-        self.queue.enqueue(
-            "builtins.print", payload, job_id=self._id(job), retry=rq.Retry(max=RETRIES),
-            result_ttl=-1, failure_ttl=None,
-        )  # fmt: skip
+        if self.defaults:
+            self.queue.enqueue("builtins.print", payload, job_id=self._id(job))
+        else:
+            self.queue.enqueue(
+                "builtins.print", payload, job_id=self._id(job), retry=rq.Retry(max=RETRIES),
+                result_ttl=-1, failure_ttl=None,
+            )  # fmt: skip
         self.redis.rpush(self.order_key, job)
 
     def claim(self, worker: str, lease: float) -> Claim | None:
@@ -217,6 +258,8 @@ class RqAdapter:
         return True
 
     def nack(self, claim: Claim) -> bool:
+        if self.defaults:
+            raise Unsupported("rq without Retry (its default) fails a job for good: no nack")
         handle: Any = claim.handle
         job, queue, execution = handle
         job.ended_at = _now()

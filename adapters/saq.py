@@ -20,12 +20,25 @@ of job ``a`` in one queue makes ``enqueue(key="a")`` in *another* queue return `
 ``{prefix}/{job}``, keeping stores on one server apart, and raises if an enqueue is
 dropped.
 
+Both settings are checked: ``saq-defaults`` (``SaqDefaults``) enqueues with saq's
+``Job`` defaults (``timeout=10``, ``ttl=600``, ``retries=1``). What they change: a job is
+stuck once it has run ``timeout`` (10 s) however fresh its heartbeat, so a sweep takes a
+live claim back; ``retries=1`` makes the first attempt the last, so a stuck job is
+finished ``ABORTED`` (failed) by the sweep instead of requeued, and a failure is final
+(the worker's path: ``retry`` only if ``job.retryable``), so there is no nack
+(``Capabilities.nack=False``) and ``queue.no-loss`` is not promised there (saq retries
+only "stuck jobs that are retryable"). Kept in both: the 10 ms dequeue block (saq's
+worker blocks forever by default, ``dequeue_timeout=0``, which no protocol claim that
+must answer "nothing ready" can do) and the sweep's ``abort=0.01`` (the default waits
+5 s for an abort nobody answers, then does the same).
+
 Time: saq reads the client clock through ``saq.utils.now``/``now_seconds``; the adapter
 patches both in every saq module, so ``clock="patched"``.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -47,9 +60,10 @@ from leasecheck.adapters.protocol import (
     QueueAdapter,
     QueueClock,
     StoredJob,
+    Unsupported,
 )
 
-__all__ = ["Saq"]
+__all__ = ["Saq", "SaqDefaults"]
 
 RETRIES = 1000
 DEQUEUE_BLOCK = 0.01
@@ -149,11 +163,39 @@ class Saq:
         return SaqAdapter(location, clock)
 
 
-class SaqAdapter:
-    """One saq ``Queue`` (its own Redis connection pool) on a private loop."""
+DEFAULTS_PROMISES = replace(
+    PROMISES,
+    properties={
+        **PROMISES.properties,
+        "queue.no-loss": Promise(
+            False,
+            f"{_SRC} job.py:Job (retries: int = 1) and queue/redis.py:RedisQueue.sweep",
+            "sweep retries only stuck jobs that are retryable (retries > attempts); with "
+            "the default retries=1 a stuck job is finished ABORTED",
+        ),
+    },
+    recovery="Queue.sweep aborts stuck active jobs (retries=1: never requeued)",
+)
 
-    def __init__(self, location: str, clock: QueueClock) -> None:
+
+class SaqDefaults(Saq):
+    """saq with its ``Job`` defaults: ``timeout=10``, ``ttl=600``, ``retries=1``."""
+
+    name: ClassVar[str] = "saq-defaults"
+    capabilities: ClassVar[Capabilities] = replace(Saq.capabilities, nack=False)
+    promises: ClassVar[Promises] = DEFAULTS_PROMISES
+
+    def connect(self, location: str, clock: QueueClock) -> QueueAdapter:
+        return SaqAdapter(location, clock, defaults=True)
+
+
+class SaqAdapter:
+    """One saq ``Queue`` (its own Redis connection pool) on a private loop (``defaults``:
+    jobs enqueued with saq's ``Job`` defaults)."""
+
+    def __init__(self, location: str, clock: QueueClock, defaults: bool = False) -> None:
         saq = _import_saq()
+        self.defaults = defaults
         use_clock(clock)
         url, self.prefix = split_location(location)
         self.loop = PrivateLoop()
@@ -168,13 +210,11 @@ class SaqAdapter:
         return f"{self.prefix}/{job}"
 
     def enqueue(self, job: str, payload: str) -> None:
+        settings = {} if self.defaults else {"timeout": 0, "ttl": 0, "retries": RETRIES}
         queued = self.run(
-            self.queue.enqueue(
-                "leasecheck", key=self._key(job), timeout=0, ttl=0, retries=RETRIES,
-                payload=payload,
-            ),
+            self.queue.enqueue("leasecheck", key=self._key(job), payload=payload, **settings),
             f"enqueue({job!r})",
-        )  # fmt: skip
+        )
         if queued is None:
             raise AdapterError(f"saq did not enqueue job {job!r}: its key or abort flag exists")
         self.run(self.queue.redis.rpush(self.order_key, job), "recording enqueue order")
@@ -206,6 +246,8 @@ class SaqAdapter:
         return True
 
     def nack(self, claim: Claim) -> bool:
+        if self.defaults:
+            raise Unsupported("saq's default retries=1 makes a failure final: no nack")
         self.run(self.queue.retry(claim.handle, "leasecheck nack"), f"nack of {claim.job!r}")
         return True
 

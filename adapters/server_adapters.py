@@ -10,7 +10,12 @@ __all__ = ["SERVER_ADAPTERS"]
 
 SERVER_ADAPTERS = {
     "pgqueuer": "leasecheck.adapters.pgqueuer:Pgqueuer",
+    "pgqueuer-defaults": "leasecheck.adapters.pgqueuer:PgqueuerDefaults",
     "procrastinate": "leasecheck.adapters.procrastinate:Procrastinate",
     "rq": "leasecheck.adapters.rq:Rq",
+    "rq-defaults": "leasecheck.adapters.rq:RqDefaults",
     "saq": "leasecheck.adapters.saq:Saq",
+    "saq-defaults": "leasecheck.adapters.saq:SaqDefaults",
 }
+"""A ``-defaults`` entry opens the same library with the setting its plain adapter
+avoids left at the library's default (each adapter's docstring says which and why)."""

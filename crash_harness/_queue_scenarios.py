@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from leasecheck.adapters.protocol import Capabilities
+from leasecheck.crash_harness._wire_proxy import Dialect
 
 __all__ = [
     "BOUNDS",
@@ -123,7 +124,7 @@ _REDIS_CI: ServerPlan = (
     ("claim-claim", 0, None),
 )
 _POSTGRES_CI: ServerPlan = (("sweep-ack", 1, 6), ("open-while-claimed", 1, 6))
-SERVER_BOUNDS: dict[str, dict[str, ServerPlan]] = {
+SERVER_BOUNDS: dict[Dialect, dict[str, ServerPlan]] = {
     "redis": {
         "small": (("sweep-ack", 1, 12),),
         "ci": _REDIS_CI,
@@ -141,7 +142,7 @@ are the commands on the wire (a verb sends 3-25 of them, where a SQLite library 
 few statements) and its store is copied or seeded afresh for every schedule (a server's
 store is no file): a PostgreSQL schedule costs 0.5-2.5 s on a loaded 2-core machine,
 so PostgreSQL's ci runs the two scenarios issue 27 names for every library and deep
-runs them all."""
+runs them all. One plan per server of ``_wire_proxy.WIRE_DIALECTS`` (keyed by it)."""
 
 
 def queue_scenario(name: str) -> QueueScenario:

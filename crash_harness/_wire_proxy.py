@@ -31,9 +31,13 @@ import threading
 from collections.abc import Callable
 from typing import Literal
 
-__all__ = ["WireProxy"]
+__all__ = ["WIRE_DIALECTS", "Dialect", "WireProxy", "dialect_of"]
 
 Dialect = Literal["redis", "postgres"]
+WIRE_DIALECTS: tuple[Dialect, ...] = ("postgres", "redis")
+"""The servers whose wire leasecheck speaks: the one list (``queue.interleavings`` wires a
+library on these, and schedules one on any other server, beanstalkd or NATS, at its verbs
+only; ``_queue_scenarios.SERVER_BOUNDS`` has a plan for each)."""
 
 _REDIS_UNHELD = frozenset(
     {"HELLO", "AUTH", "CLIENT", "SELECT", "PING", "ECHO", "READONLY", "SCRIPT", "QUIT"}
@@ -45,6 +49,15 @@ _SHOWN = 60
 _LONGEST = 400
 """A held command's text, as reported, is cut here (a MULTI block can be long)."""
 IO_TIMEOUT_S = 60.0
+
+
+def dialect_of(server: str | None) -> Dialect | None:
+    """The wire dialect of a library's server (``Capabilities.server``), or None if
+    leasecheck speaks none for it (no server, beanstalkd, NATS)."""
+    for dialect in WIRE_DIALECTS:
+        if server == dialect:
+            return dialect
+    return None
 
 
 class _Closed(Exception):

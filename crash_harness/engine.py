@@ -139,6 +139,8 @@ class ErrorInfo:
     classes: tuple[str, ...]
     message: str
     traceback: str
+    frames: tuple[tuple[str, int], ...] = ()
+    """(file, line) of each frame of the traceback, innermost last: where it was raised."""
 
     @classmethod
     def from_exception(cls, error: BaseException) -> ErrorInfo:
@@ -147,6 +149,10 @@ class ErrorInfo:
             classes=tuple(klass.__name__ for klass in type(error).__mro__),
             message=str(error),
             traceback="".join(traceback.format_exception(error)),
+            frames=tuple(
+                (frame.filename, frame.lineno or 0)
+                for frame in traceback.extract_tb(error.__traceback__)
+            ),
         )
 
     def is_a(self, name: str) -> bool:

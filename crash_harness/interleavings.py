@@ -49,6 +49,7 @@ from leasecheck.crash_harness.engine import (
     Channel,
     Child,
     Engine,
+    ErrorInfo,
     HarnessTimeout,
     Message,
 )
@@ -119,7 +120,7 @@ class Step:
             return f"{self.process} ran `{' '.join(self.text.split())}`"
         if self.action == "waits":
             return (f"{self.process} waits at the server in `{self.text}` (for a lock "
-                    f"another process's open transaction holds)")  # fmt: skip
+                    f"another process's open transaction holds, or another's write)")  # fmt: skip
         if self.action == "sent":
             return f"{self.process} sent `{self.text}`"
         if self.action == "passed":
@@ -149,6 +150,8 @@ class Run:
     pruned: bool = False
     failures: list[str] = field(default_factory=list)
     """A child that failed outside an operation (as words)."""
+    errors: list[ErrorInfo] = field(default_factory=list)
+    """...and what it raised, as data (whose code raised it: ``frames``)."""
     problem: str | None = None
     verdict: Verdict | None = None
 
@@ -333,7 +336,7 @@ class _Runner:
         proc.seen.append((proc.kind, proc.at, _digest(self.path)))
         proc.status, self.locks = "running", None
         if self.waits is not None:
-            self.waits.released(proc.child.pid)
+            self.waits.released(proc.child.pid, proc.at)
         proc.child.answer(GO)
         self._settle(proc, watch=True)
         if proc.status == "blocked" and self.search is not None and self.search.prune:
@@ -390,6 +393,7 @@ class _Runner:
             if message.kind == "raise":
                 self.run.failures.append(f"{proc.name} failed outside an operation: "
                                          f"{message.value.describe()}")  # fmt: skip
+                self.run.errors.append(message.value)
             return True
         raise AssertionError(f"{proc.name} sent an unexpected {message.kind!r} message")
 
@@ -609,9 +613,10 @@ def explore(
 
 
 class ServerWaits(Protocol):
-    """What a server says of a process: a connection of it waits for a lock."""
+    """What a server says of a process: a connection of it waits for a lock, or (a
+    blocking command) for another's write; told the command each release runs."""
 
-    def released(self, pid: int) -> None: ...
+    def released(self, pid: int, text: str) -> None: ...
     def waiting(self, pid: int) -> bool: ...
     def still_waiting(self, pid: int) -> bool: ...
 

@@ -11,8 +11,9 @@ Rust engine) is scheduled verb by verb.
 
 On a server library (PostgreSQL, Redis) the points are the commands it sends: each
 process starts a wire proxy (``_wire_proxy``) between the library and the server that
-holds every command until the engine releases it, and PostgreSQL says when a released
-command waits for another process's row lock (``_server_waits``).
+holds every command until the engine releases it, and the server says when a released
+command waits for another process (``_server_waits``): PostgreSQL for a row lock, Redis
+for a write that ends a blocking command with no timeout.
 
 A scenario (``_queue_scenarios``) starts from a store the harness seeded once (jobs
 enqueued, some claimed, a lease run out by moving the clock, or by waiting on real
@@ -47,8 +48,8 @@ from leasecheck.adapters.protocol import (
 from leasecheck.crash_harness._interleave_child import trace_new_connections
 from leasecheck.crash_harness._pg_snapshot import PgSnapshot
 from leasecheck.crash_harness._queue_scenarios import QueueScenario, Verb
-from leasecheck.crash_harness._server_waits import PgWaits
-from leasecheck.crash_harness._wire_proxy import WireProxy
+from leasecheck.crash_harness._server_waits import PgWaits, RedisWaits
+from leasecheck.crash_harness._wire_proxy import WireProxy, dialect_of
 from leasecheck.crash_harness.engine import Channel, Engine, HarnessError
 from leasecheck.crash_harness.interleavings import (
     STEP_NS,
@@ -225,15 +226,15 @@ class _Process:
         if verb.name == "extend":
             args["lease_ms"] = lease
             return args, _outcome(lambda: queue.extend(claim, lease / 1000) is True)
-        verbs = {"ack": queue.ack, "nack": queue.nack}
-        return args, _outcome(lambda: verbs[verb.name](claim) is True)
+        call = {"ack": queue.ack, "nack": queue.nack}[verb.name]  # the harness's, not judged
+        return args, _outcome(lambda: call(claim) is True)
 
 
 def _wire(store: _Store, location: str, channel: Channel) -> tuple[WireProxy | None, str]:
     """On a server: a proxy (in this process) between the library and the server, and the
     location that points the library at it; else no proxy and the location as it was."""
-    dialect = store.library.capabilities.server
-    if dialect not in ("postgres", "redis"):
+    dialect = dialect_of(store.library.capabilities.server)
+    if dialect is None:
         return None, location
     parts = urllib.parse.urlsplit(location)
     unique = parts.fragment or parts.path.lstrip("/")  # the store's prefix, or its database
@@ -360,6 +361,7 @@ def _frontier(spec: QueueSpec, verdict: Verdict) -> str | None:
 def _one_judged(
     store: _Store, scenario: QueueScenario, directory: Path, found: QueueExploration,
     unpromised: frozenset[str], server: str | None = None, pg: _Postgres | None = None,
+    redis_waits: RedisWaits | None = None,
 ) -> Callable[..., Run]:  # fmt: skip
     """One schedule's run, judged. On Redis each run seeds a store of its own and destroys
     it; on PostgreSQL the seeded rows are put back in place before each run."""
@@ -383,7 +385,7 @@ def _one_judged(
         if store.library.capabilities.real_time:
             _check_live(store, scenario)
         try:
-            waits = pg.waits if pg is not None else None
+            waits = pg.waits if pg is not None else redis_waits
             return _run_judged(store, scenario, (location, path, clock_path), prefix,
                                (search, engine, waits), (found, unpromised))  # fmt: skip
         finally:
@@ -395,8 +397,8 @@ def _one_judged(
 
 @dataclass
 class _Postgres:
-    """On PostgreSQL: the server's word on which process waits for a row lock (a Redis
-    command never waits for another client's), and the seeded rows to put back."""
+    """On PostgreSQL: the server's word on which process waits for a row lock, and the
+    seeded rows to put back."""
 
     waits: PgWaits
     snapshot: PgSnapshot
@@ -473,6 +475,13 @@ def _check_live(store: _Store, scenario: QueueScenario) -> None:
         )
 
 
+def _redis_waits(store: _Store, server: str | None) -> RedisWaits | None:
+    """On Redis: the server's word on which process a blocking command holds."""
+    if server is None or store.library.capabilities.server != "redis":
+        return None
+    return RedisWaits(server)
+
+
 def explore_queue(
     library: QueueLibrary, scenario: QueueScenario, directory: Path, bound: int | None,
     limit: int = 2_000, server: str | None = None,
@@ -484,20 +493,24 @@ def explore_queue(
     file whose bytes could be hashed): at most ``limit`` of them."""
     unpromised = frozenset(p for p in GENERIC_PROPERTIES if not library.promises.of(p).promised)
     store = _seed(library, scenario, directory / scenario.name, server)
+    redis_waits: RedisWaits | None = None
     try:
         pg = _postgres(store, server)
+        redis_waits = _redis_waits(store, server)
     except BaseException:
         destroy_store(library, store.location)
         raise
     try:
         found = QueueExploration(Exploration(scenario, bound))  # type: ignore[arg-type]
         one = _one_judged(store, scenario, directory / scenario.name, found, unpromised, server,
-                          pg)  # fmt: skip
+                          pg, redis_waits)  # fmt: skip
         found.exploration = run_schedules(one, scenario, bound, limit, prune=server is None)
         return found
     finally:
         if pg is not None:
             pg.close()
+        if redis_waits is not None:
+            redis_waits.close()
         # Every child of a run has exited, so no connection is open. A store seeded for
         # one schedule on a server is destroyed by that run itself.
         destroy_store(library, store.location)
@@ -511,15 +524,17 @@ def replay_queue(
     """Run exactly ``schedule`` of ``scenario`` on ``library`` (on ``server``) and judge it."""
     unpromised = frozenset(p for p in GENERIC_PROPERTIES if not library.promises.of(p).promised)
     store = _seed(library, scenario, directory / scenario.name, server)
+    redis_waits: RedisWaits | None = None
     try:
         pg = _postgres(store, server)
+        redis_waits = _redis_waits(store, server)
     except BaseException:
         destroy_store(library, store.location)
         raise
     try:
         found = QueueExploration(Exploration(scenario, 0))  # type: ignore[arg-type]
         one = _one_judged(store, scenario, directory / scenario.name, found, unpromised, server,
-                          pg)  # fmt: skip
+                          pg, redis_waits)  # fmt: skip
         with Engine() as engine:
             run = one(schedule.choices, None, engine)
         found.exploration.explored = 1
@@ -528,5 +543,7 @@ def replay_queue(
     finally:
         if pg is not None:
             pg.close()
+        if redis_waits is not None:
+            redis_waits.close()
         destroy_store(library, store.location)
         shutil.rmtree(directory / scenario.name, ignore_errors=True)

@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 
 from leasecheck import _schedule
+from leasecheck._blame import HARNESS_CHANGE, harness_problem
 from leasecheck._preflight import MORE_SPACE, resource_problem
 from leasecheck._processes import NODEID_ENV
 from leasecheck.counterexample import Counterexample
@@ -42,6 +43,8 @@ FAILURE_KEY = "leasecheck:failure"
 """The ``user_properties`` key of a failure's structured counterexample."""
 RESOURCE_KEY = "leasecheck:resource"
 """The ``user_properties`` key of a failure of leasecheck's environment (a full disk)."""
+HARNESS_KEY = "leasecheck:harness"
+"""The ``user_properties`` key of a failure of leasecheck's own code (``_blame``): exit 2."""
 FIRST_OPTION = "--leasecheck-first"
 
 
@@ -148,6 +151,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         problem = resource_problem(call.excinfo.value)
         if problem:
             report.user_properties.append((RESOURCE_KEY, {"what": problem, "change": MORE_SPACE}))
+        elif (property_name(item) or "").startswith("queue.") and (
+            own := harness_problem(call.excinfo.value)
+        ):  # a library's property: its adapter's exceptions and leasecheck's differ
+            report.user_properties.append((HARNESS_KEY, {"what": own, "change": HARNESS_CHANGE}))
     if call.when != "call" or call.excinfo is None:
         return
     error: BaseException | None = call.excinfo.value

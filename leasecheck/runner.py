@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 import leasecheck.properties
-from leasecheck._events import EVENTS_ENV, FAILURE_KEY, RESOURCE_KEY, STACKS_ENV
+from leasecheck._events import EVENTS_ENV, FAILURE_KEY, HARNESS_KEY, RESOURCE_KEY, STACKS_ENV
 from leasecheck._preflight import SetupError, check_scratch
 from leasecheck._processes import Leftover, Tree, subreaper
 from leasecheck.adapters.servers import die_with_parent
@@ -59,8 +59,21 @@ __all__ = [
 PROPERTIES_DIR = Path(leasecheck.properties.__file__).parent
 CHECK_INI = Path(__file__).with_name("check.ini")
 PROPERTY_BUDGET = {"quick": 180.0, "ci": 420.0, "deep": 7200.0}
-"""Seconds one property may run before it is declared hung (``LEASECHECK_BUDGET`` overrides)."""
+"""Seconds one property may run before it is declared hung (``LEASECHECK_BUDGET`` overrides),
+on a machine with a core for each runnable process (see ``stretched``)."""
 BUDGET_ENV = "LEASECHECK_BUDGET"
+MAX_STRETCH = 8.0
+"""A loaded machine stretches the default budget at most this much."""
+
+
+def stretched(budget: float, load: float, cores: int) -> float:
+    """The default budget on a machine whose 1-minute load average is ``load``: a
+    property's wall time grows with the runnable processes per core, so "did not finish
+    within 420 s" at load 27 on 2 cores says nothing of a hang (a queue library's
+    ``queue.no-loss`` takes 250-410 s there, 100-170 s at load 4). Stretched by load per
+    core, at least 1, at most ``MAX_STRETCH``; a budget the user set is never stretched."""
+    return budget * min(MAX_STRETCH, max(1.0, load / max(1, cores)))
+
 
 HOLDS, VIOLATED, NOT_RUN, HUNG, CRASHED = "holds", "VIOLATED", "not run", "HUNG", "CRASHED"
 NOT_CHECKED = "not checked"
@@ -324,7 +337,8 @@ class _Run:
 
     @staticmethod
     def _resource(event: dict[str, Any]) -> bool:
-        return any(key == RESOURCE_KEY for key, _ in event["user_properties"])
+        """leasecheck could not do its job (its disk, its own code's error): exit 2."""
+        return any(key in (RESOURCE_KEY, HARNESS_KEY) for key, _ in event["user_properties"])
 
     @staticmethod
     def _record(result: PropertyResult, records: list[list[Any]]) -> None:
@@ -333,7 +347,7 @@ class _Run:
             if key == CHECKED_KEY and isinstance(value, dict):
                 result.runs.append(str(value.get("text", "")))
                 result.figures.update({k: v for k, v in value.items() if k != "text"})
-            elif key in (NOT_CHECKED_KEY, RESOURCE_KEY) and isinstance(value, dict):
+            elif key in (NOT_CHECKED_KEY, RESOURCE_KEY, HARNESS_KEY) and isinstance(value, dict):
                 result.figures["not_checked"] = value
             elif key == FAILURE_KEY and isinstance(value, dict):
                 result.failures.append(Counterexample.from_record(value))
@@ -440,13 +454,15 @@ def run_check(
     the run when leasecheck cannot work here (no room or no write access in scratch).
     ``launch`` starts the test process (default: a new interpreter running pytest; the
     batch mode forks one from a process that has imported everything already)."""
-    budget = options.budget or _budget_from_env() or PROPERTY_BUDGET[options.profile]
+    given = options.budget or _budget_from_env()
+    budget = given or PROPERTY_BUDGET[options.profile]
     check_scratch()
     tree, run = Tree(), _Run(on_event)
     subreaper(True)
     try:
         with _Signals() as signals, scratch_dir("leasecheck-run-") as work:
             watch = _Watch(run, tree, signals, budget, options, on_tick, launch)
+            watch.stretch = given is None
             problem, returncode, text = watch.follow(work)
     finally:
         tree.kill_all(time.monotonic() + KILL_WITHIN)
@@ -480,6 +496,13 @@ class _Watch:
     ) -> None:  # fmt: skip
         self.run, self.tree, self.signals, self.budget = run, tree, signals, budget
         self.options, self.on_tick, self.launch = options, on_tick, launch
+        self.stretch = False
+        """The default budget: stretched by the machine's load (``stretched``)."""
+
+    def _budget(self) -> float:
+        if not self.stretch:
+            return self.budget
+        return stretched(self.budget, os.getloadavg()[0], os.cpu_count() or 1)
 
     def follow(self, work: Path) -> tuple[str, int, str]:
         """(problem, pytest's return code, pytest's output)."""
@@ -510,7 +533,7 @@ class _Watch:
                 return ""
             for event in tail.read():
                 self.run.apply(event)
-            stuck = self.run.overdue(self.budget)
+            stuck = self.run.overdue(self._budget())
             if stuck:
                 return self._hung(process, stuck, stacks)
             if time.monotonic() - last_scan > LEFTOVER_GRACE:
@@ -538,9 +561,9 @@ class _Watch:
         _kill_group(process)
         name = self.run.name_of(stuck)
         during = f" while running {operation}" if operation else ""
-        detail = f"did not finish within {self.budget:.0f} s{during}; the target may hang"
+        detail = f"did not finish within {self._budget():.0f} s{during}; the target may hang"
         self.run.mark(stuck, HUNG, detail)
-        return f"{name} did not finish within {self.budget:.0f} s{during} (the target may hang)"
+        return f"{name} did not finish within {self._budget():.0f} s{during} (the target may hang)"
 
     def _stacks(self, stuck: str, stacks: Path) -> list[list[list[Any]]]:
         """Ask every process of the run for its stacks (SIGUSR1); those of ``stuck``'s."""

@@ -436,3 +436,17 @@ def _lease_properties() -> set[str]:
         marks = re.findall(r'pytest\.mark\.leasecheck\("(lease\.[^"]+)"\)', path.read_text())
         found |= set(marks)
     return found
+
+
+def test_the_default_hang_budget_stretches_with_the_machines_load() -> None:
+    """On 2 cores at load 27 a library's ``queue.no-loss`` took 394-406 s, at the 420 s
+    budget (saq-defaults read HUNG in one run of two): the default budget is per core of
+    load, at least itself, at most ``MAX_STRETCH`` times; a budget the user sets is not."""
+    from leasecheck.runner import MAX_STRETCH, PROPERTY_BUDGET, stretched
+
+    ci = PROPERTY_BUDGET["ci"]
+    assert stretched(ci, 0.5, 2) == ci  # a quiet machine: the budget as it is
+    assert stretched(ci, 2.0, 2) == ci
+    assert stretched(ci, 6.0, 2) == 3 * ci
+    assert stretched(ci, 27.0, 2) == MAX_STRETCH * ci  # bounded: a hang is still caught
+    assert stretched(ci, 27.0, 0) == MAX_STRETCH * ci  # no core count: one core

@@ -47,7 +47,9 @@ from leasecheck.crash_harness.server_faults import (
 
 REPO = Path(__file__).resolve().parents[1]
 PROPERTY_FILE = REPO / "leasecheck" / "properties" / "test_server_faults.py"
-NAMES = list(SERVER_ADAPTERS)
+NAMES = [name for name in SERVER_ADAPTERS if not name.endswith("-defaults")]
+"""The round trip nacks and hands jobs out one a claim: a ``-defaults`` variant does
+neither (no nack without retries; a batch of 10 a dequeue), so each has its own test."""
 
 
 def _started(start: Callable[[], object]) -> Iterator[servers.Server]:
@@ -144,6 +146,86 @@ def test_round_trip(name: str, server_of: Callable[[QueueLibrary], servers.Serve
         assert _states(adapter) == {"a": "done", "b": "done"}
     finally:
         adapter.close()
+        clock.close()
+
+
+def _store(
+    name: str, server_of: Callable[[QueueLibrary], servers.Server], scratch: Path
+) -> tuple[QueueLibrary, str, SharedClock]:
+    library: QueueLibrary = load_library(SERVER_ADAPTERS[name])
+    location = library.create(scratch, server_of(library).url)
+    return library, location, SharedClock.of(scratch / "clock", library.capabilities)
+
+
+@pytest.mark.parametrize("name", ["rq-defaults", "saq-defaults"])
+def test_with_the_default_retries_there_is_no_nack(
+    name: str, server_of: Callable[[QueueLibrary], servers.Server], scratch: Path
+) -> None:
+    from leasecheck.adapters.protocol import Unsupported
+
+    library, location, clock = _store(name, server_of, scratch)
+    plain = load_library(SERVER_ADAPTERS[name.removesuffix("-defaults")])
+    assert plain.capabilities.nack and not library.capabilities.nack
+    assert not library.promises.of("queue.no-loss").promised
+    adapter = _connect(library, location, clock)
+    try:
+        adapter.enqueue("a", "payload a")
+        with pytest.raises(Unsupported, match="no nack"):
+            adapter.nack(_claim(adapter, "w1", 5.0))
+    finally:
+        adapter.close()
+        clock.close()
+
+
+@pytest.mark.parametrize(
+    ("name", "lease", "after", "expected"),
+    [
+        ("rq", 5.0, 7.5, "ready"),  # Retry(max=...): an abandoned job is requeued
+        ("rq-defaults", 5.0, 7.5, "failed"),  # rq's default: moved to the FailedJobRegistry
+        ("saq", 60.0, 11.0, "leased"),  # timeout=0: a live heartbeat keeps the job
+        ("saq-defaults", 60.0, 11.0, "failed"),  # timeout=10: stuck, swept, retries=1: ABORTED
+    ],
+)
+def test_what_recovery_does_with_each_setting(
+    name: str, lease: float, after: float, expected: str,
+    server_of: Callable[[QueueLibrary], servers.Server], scratch: Path,
+) -> None:  # fmt: skip
+    """A job claimed, the clock moved ``after`` seconds, a recovery sweep: where it goes."""
+    library, location, clock = _store(name, server_of, scratch)
+    adapter = _connect(library, location, clock)
+    try:
+        adapter.enqueue("a", "payload a")
+        _claim(adapter, "w1", lease)
+        clock.advance(after)
+        adapter.recover()
+        assert _states(adapter) == {"a": expected}
+    finally:
+        adapter.close()
+        clock.close()
+
+
+@pytest.mark.parametrize(("name", "second"), [("pgqueuer", "b"), ("pgqueuer-defaults", None)])
+def test_a_default_batch_keeps_ready_jobs_from_other_workers(
+    name: str, second: str | None, server_of: Callable[[QueueLibrary], servers.Server],
+    scratch: Path,
+) -> None:  # fmt: skip
+    """pgqueuer's ``QueueManager`` dequeues 10 rows a call: w1's first claim picks every
+    job, so w2 finds none while w1 hands them out one a claim, in order."""
+    library, location, clock = _store(name, server_of, scratch)
+    adapter, other = _connect(library, location, clock), _connect(library, location, clock)
+    try:
+        for job in ("a", "b", "c"):
+            adapter.enqueue(job, f"payload {job}")
+        assert _claim(adapter, "w1", 30.0).job == "a"
+        got = other.claim("w2", 30.0)
+        assert (got.job if got else None) == second
+        if second is None:
+            assert _states(adapter) == dict.fromkeys("abc", "leased")
+            assert [_claim(adapter, "w1", 30.0).job for _ in "bc"] == ["b", "c"]
+            assert adapter.claim("w1", 30.0) is None
+    finally:
+        adapter.close()
+        other.close()
         clock.close()
 
 

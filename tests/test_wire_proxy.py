@@ -13,17 +13,25 @@ import tempfile
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from leasecheck.adapters import servers
 from leasecheck.adapters.registry import load_library
 from leasecheck.crash_harness._pg_snapshot import PgSnapshot
-from leasecheck.crash_harness._queue_scenarios import SERVER_BOUNDS, queue_scenario
-from leasecheck.crash_harness._server_waits import PgWaits
-from leasecheck.crash_harness._wire_proxy import WireProxy
+from leasecheck.crash_harness._queue_scenarios import (
+    SERVER_BOUNDS,
+    QueueScenario,
+    Verb,
+    queue_scenario,
+)
+from leasecheck.crash_harness._server_waits import PgWaits, RedisWaits, blocks_forever
+from leasecheck.crash_harness._wire_proxy import WIRE_DIALECTS, WireProxy, dialect_of
+from leasecheck.crash_harness.engine import Channel, Engine
+from leasecheck.crash_harness.interleavings import DEADLINE_S, Run, run_schedules, run_with
 from leasecheck.crash_harness.queue_interleavings import explore_queue
 
 
@@ -178,6 +186,138 @@ def test_postgres_says_which_process_waits_for_a_row_lock(postgres_server: serve
             waiter.wait(10)
         if waiter.stdout is not None:
             waiter.stdout.close()
+
+
+def test_which_redis_commands_block_until_another_client_writes() -> None:
+    """As the wire proxy shows them; only a block with no timeout counts (a timed one
+    ends by itself, and whether the engine saw it blocked would depend on its speed)."""
+    forever = ["BLPOP q 0", "BRPOP a b 0", "BRPOPLPUSH q active 0", "BLMOVE q a LEFT RIGHT 0",
+               "BLMOVE q a LEFT RIGHT 0.0", "BZPOPMIN z 0", "BLMPOP 0 1 q LEFT",
+               "XREADGROUP GROUP g c COUNT 1 BLOCK 0 STREAMS s >", "XREAD BLOCK 0 STREAMS s $",
+               "WAIT 1 0", "blmove q a LEFT RIGHT 0"]  # fmt: skip
+    timed = ["BLMOVE q a LEFT RIGHT 0.01", "BLPOP q 5", "BLMPOP 1 1 q LEFT", "WAIT 1 100",
+             "XREADGROUP GROUP g c COUNT 1 STREAMS s >", "XREAD BLOCK 10 STREAMS s $",
+             "LMOVE q a LEFT RIGHT", "LPOP q", "MULTI; BLPOP q 0; EXEC", "BLPOP", "GET 0",
+             "claim"]  # fmt: skip
+    assert [t for t in forever if not blocks_forever(t)] == []
+    assert [t for t in timed if blocks_forever(t)] == []
+
+
+def _redis_waiter(url: str, command: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", "import redis, sys\n"
+         "c = redis.Redis.from_url(sys.argv[1], socket_timeout=60)\n"
+         "c.ping(); print('connected', flush=True)\n"
+         "print(c.execute_command(*sys.argv[2].split()), flush=True)", url, command],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def test_redis_says_which_process_a_blocking_command_holds(
+    redis_server: servers.Server,
+) -> None:
+    """A real process blocked in ``BLPOP q 0`` is seen blocked (CLIENT LIST: flags ``b``,
+    ``cmd=blpop``, by its socket's port), and no longer once another client pushes; one
+    blocked in a timed ``BLPOP`` is not reported (it ends by itself)."""
+    import redis
+
+    url = redis_server.url
+    pusher: Any = redis.Redis.from_url(url)
+    waits = RedisWaits(url)
+    forever = _redis_waiter(url, "BLPOP waits-q 0")
+    timed = _redis_waiter(url, "BLPOP waits-timed 30")
+    try:
+        for waiter, text in ((forever, "BLPOP waits-q 0"), (timed, "BLPOP waits-timed 30")):
+            assert waiter.stdout is not None and waiter.stdout.readline() == "connected\n"
+            waits.released(waiter.pid, text)
+        deadline = time.monotonic() + 20
+        while not waits.still_waiting(forever.pid):
+            assert time.monotonic() < deadline, "the BLPOP never showed blocked in CLIENT LIST"
+            time.sleep(0.02)
+        deadline = time.monotonic() + 20  # the timed one is blocked at the server too...
+        while sum("b" in c["flags"] for c in pusher.client_list()) < 2:
+            assert time.monotonic() < deadline, "the timed BLPOP never blocked"
+            time.sleep(0.02)
+        assert not waits.still_waiting(timed.pid)  # ...but it is not a wait for another
+        pusher.rpush("waits-q", "x")
+        assert forever.wait(20) == 0
+        assert not waits.still_waiting(forever.pid)
+        pusher.rpush("waits-timed", "y")
+        assert timed.wait(20) == 0
+    finally:
+        waits.close()
+        pusher.close()
+        for waiter in (forever, timed):
+            if waiter.poll() is None:
+                waiter.kill()
+                waiter.wait(10)
+            if waiter.stdout is not None:
+                waiter.stdout.close()
+
+
+def _push_and_pop(url: str, directory: Path) -> Callable[..., Run]:
+    """Two processes through wire proxies: P1 ``BLPOP q 0``, P2 ``RPUSH q x``."""
+
+    def body_of(name: str, program: tuple[Verb, ...]) -> Callable[[Channel], str]:
+        def body(channel: Channel) -> str:
+            import redis
+
+            proxy = WireProxy("redis", _upstream(url), lambda t: channel.ask("wire", t))
+            client = redis.Redis(port=proxy.port, socket_timeout=60)
+            try:
+                client.ping()
+                channel.ask("ready")
+                proxy.holding = True
+                if name == "P1":
+                    got: Any = client.blpop(["blocked-q"], 0)
+                    assert got == (b"blocked-q", b"x"), got
+                else:
+                    client.rpush("blocked-q", "x")
+                proxy.holding = False
+            finally:
+                client.close()
+                proxy.close()
+            return name
+
+        return body
+
+    scenario = QueueScenario("push-pop", (), ((Verb("pop"),), (Verb("push"),)))
+    waits = RedisWaits(url)
+
+    def one(prefix: tuple[str, ...], search: object, engine: Engine) -> Run:
+        return run_with(body_of, scenario, directory, prefix, search, engine, waits)  # type: ignore[arg-type]
+
+    one.waits = waits  # type: ignore[attr-defined]
+    one.scenario = scenario  # type: ignore[attr-defined]
+    return one
+
+
+def test_a_process_blocked_in_blpop_lets_the_engine_run_the_other(
+    redis_server: servers.Server, tmp_path: Path
+) -> None:
+    """The schedule where P1's ``BLPOP q 0`` goes first: the engine sees it blocked at the
+    server, runs P2's ``RPUSH``, then P1 returns. Without the server's word it would wait
+    for P1's next command until its deadline (``DEADLINE_S``) and call the target hung."""
+    one = _push_and_pop(redis_server.url, tmp_path)
+    started = time.monotonic()
+    try:
+        found = run_schedules(one, one.scenario, None, 10, prune=False)  # type: ignore[attr-defined]
+    finally:
+        one.waits.close()  # type: ignore[attr-defined]
+    assert found.failure is None, found.failure and found.failure.problem
+    assert found.explored == 2
+    assert time.monotonic() - started < DEADLINE_S
+
+
+def test_one_list_says_which_servers_are_wired() -> None:
+    """``WIRE_DIALECTS`` decides it once: a plan for each, none for another server, and
+    the property and the harness both ask ``dialect_of`` (beanstalkd and NATS: verbs)."""
+    assert set(SERVER_BOUNDS) == set(WIRE_DIALECTS) == {"postgres", "redis"}
+    for name in ("pgqueuer", "procrastinate", "rq", "saq", "kombu-redis", "dramatiq-redis"):
+        server = load_library(name, checkable=False).capabilities.server
+        assert dialect_of(server) in WIRE_DIALECTS, name
+    for other in (None, "beanstalkd", "nats", "rabbitmq", "POSTGRES"):
+        assert dialect_of(other) is None, other
 
 
 def test_every_server_library_runs_the_claimed_scenarios_in_ci() -> None:

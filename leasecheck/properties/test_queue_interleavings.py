@@ -21,15 +21,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
+from leasecheck._blame import HarnessFailure, child_harness_problem
 from leasecheck.adapters.protocol import QueueLibrary
 from leasecheck.crash_harness._queue_scenarios import (
     BOUNDS,
     SERVER_BOUNDS,
     queue_scenario,
 )
+from leasecheck.crash_harness._wire_proxy import dialect_of
+from leasecheck.crash_harness.interleavings import Run
 from leasecheck.crash_harness.queue_interleavings import Finding, QueueExploration, explore_queue
 from leasecheck.plugin import Checked, NotChecked
 from leasecheck.profiles import Profile
@@ -47,6 +51,21 @@ def _failure(library: QueueLibrary, done: QueueExploration, finding: Finding) ->
     )
 
 
+def _failed_outside(library: QueueLibrary, done: QueueExploration, run: Run) -> NoReturn:
+    """A process raised outside every operation (opening, closing, between calls): the
+    exploration stopped there, so it is never a pass. Raised in leasecheck's own code
+    (``_blame``): leasecheck could not do its job (exit 2); else the library did it."""
+    scenario = done.exploration.scenario
+    for info in run.errors:
+        if (own := child_harness_problem(info)) is not None:
+            raise HarnessFailure(f"{own}, in a process of scenario {scenario.name!r}")
+    raise AssertionError(
+        f"{library.name} raised outside any operation in a schedule of scenario "
+        f"{scenario.name!r} (queue.interleavings): {run.problem}\n"
+        + run.describe(scenario, "leasecheck.crash_harness.queue_interleavings.replay_queue")
+    )
+
+
 @pytest.mark.leasecheck("queue.interleavings")
 def test_queue_interleavings(
     multiprocess_library: QueueLibrary,
@@ -61,9 +80,10 @@ def test_queue_interleavings(
     library = multiprocess_library
     done: list[QueueExploration] = []
     scope = lc_profile.explore_scope
-    wired = queue_server is not None and library.capabilities.server in SERVER_BOUNDS
-    if wired:  # its wire proxy holds each command: the commands are the points
-        plan = list(SERVER_BOUNDS[str(library.capabilities.server)][scope])
+    dialect = dialect_of(library.capabilities.server) if queue_server is not None else None
+    wired = dialect is not None
+    if dialect is not None:  # its wire proxy holds each command: the commands are the points
+        plan = list(SERVER_BOUNDS[dialect][scope])
     else:
         # A SQLite library's statements are the points; a server whose wire leasecheck
         # does not speak (beanstalkd, NATS) is scheduled at its verbs only, and a seeded
@@ -79,6 +99,8 @@ def test_queue_interleavings(
         if not scenario.runs_on(library.capabilities):
             continue
         found = explore_queue(library, scenario, scratch, bound, cap or 2_000, queue_server)
+        if found.violated is None and found.exploration.failure is not None:
+            _failed_outside(library, found, found.exploration.failure)
         if found.violated is not None:
             with judged(found.violated.prop):
                 raise AssertionError(_failure(library, found, found.violated))
