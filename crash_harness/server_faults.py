@@ -29,12 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from leasecheck.adapters._loop import LoopTimeout
 from leasecheck.adapters.protocol import Promise, QueueLibrary, SharedClock, destroy_store
-from leasecheck.adapters.servers import Server, owned_temp_dir
-from leasecheck.crash_harness.server_agents import Agent, AgentRefused
+from leasecheck.adapters.servers import Server, ServerError, owned_temp_dir
+from leasecheck.crash_harness.server_agents import Agent, AgentError, AgentRefused
 from leasecheck.models.evidence import Evidence, Lease, Recorder
 
-__all__ = ["FAULTS", "FaultResult", "Scenario", "run_fault", "run_server_faults"]
+__all__ = ["FAULTS", "FaultNotRun", "FaultResult", "Scenario", "run_fault", "run_server_faults"]
 
 SERVER_CRASH, ZOMBIE_PAUSE, CLOCK_SKEW = (
     "queue.server-crash",
@@ -51,6 +52,17 @@ other two faults are one fixed schedule, run once."""
 REAL_LEASE, PATCHED_LEASE = 2.0, 10.0
 """Leases in seconds: real ones (server-clock libraries) are waited out, so short;
 patched ones are advanced past instantly."""
+
+
+class FaultNotRun(Exception):
+    """The harness could not carry a fault through (a worker process that did not start or
+    answer, a call past its bound, a server that did not come back, a real-time lease
+    that ran out before the check): nothing was judged, so no verdict (exit 2)."""
+
+
+_HARNESS_FAILURES = (AgentError, LoopTimeout, ServerError, TimeoutError)
+"""What ends a fault run without a verdict; a worker's refusal (``AgentRefused``) is the
+library's answer, not one of them."""
 
 
 @dataclass(frozen=True)
@@ -307,7 +319,8 @@ def run_fault(
     version, promise = library.version(), library.promises.of(PROMISE_OF[fault])
     for round_ in range(rounds):
         rng = random.Random(f"{seed}:{fault}:{round_}")
-        with _scenario(library, server, spec) as scenario:
+        stopped = _harness_failures(f"{fault} on {library.name}, round {round_}")
+        with stopped, _scenario(library, server, spec) as scenario:
             problem = _FAULT_RUNS[fault](scenario, rng)
             if problem:
                 steps = (f"# {fault}, seed {seed}, round {round_}", *scenario.steps)
@@ -318,6 +331,17 @@ def run_fault(
                 )  # fmt: skip
     checked = f"{rounds} round{'s' if rounds > 1 else ''}"
     return FaultResult(fault, library.name, version, True, promise, checked=checked)
+
+
+@contextlib.contextmanager
+def _harness_failures(what: str) -> Iterator[None]:
+    """Turn what stops the harness (``_HARNESS_FAILURES``) into ``FaultNotRun``."""
+    try:
+        yield
+    except AgentRefused:
+        raise
+    except _HARNESS_FAILURES as failure:
+        raise FaultNotRun(f"{what}: {type(failure).__name__}: {failure}") from failure
 
 
 def run_server_faults(
