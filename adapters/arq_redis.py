@@ -38,11 +38,10 @@ extra, installed in an environment of its own (``ARQ_INSTALL``).
 from __future__ import annotations
 
 import asyncio
-import importlib.metadata
 from pathlib import Path
 from typing import Any, ClassVar
 
-from leasecheck.adapters._libs import envelope
+from leasecheck.adapters._libs import envelope, installed_version
 from leasecheck.adapters._redis_store import new_location, split_location
 from leasecheck.adapters.protocol import (
     AdapterError,
@@ -122,8 +121,7 @@ class ArqRedis:
     promises: ClassVar[Promises] = PROMISES
 
     def version(self) -> str:
-        _import_arq()
-        return importlib.metadata.version("arq")
+        return installed_version("arq", "arq", ARQ_INSTALL)
 
     def create(self, directory: Path, server: str | None) -> str:
         _import_arq()

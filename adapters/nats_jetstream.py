@@ -36,12 +36,11 @@ unacknowledged message is pending or awaiting redelivery), else ``ready``.
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 from pathlib import Path
 from typing import Any, ClassVar
 
-from leasecheck.adapters._libs import envelope, job_of
+from leasecheck.adapters._libs import BROKERS_EXTRA, envelope, installed_version, job_of
 from leasecheck.adapters._loop import PrivateLoop
 from leasecheck.adapters._redis_store import split_location
 from leasecheck.adapters.protocol import (
@@ -58,7 +57,6 @@ from leasecheck.adapters.protocol import (
 
 __all__ = ["NatsJetstream"]
 
-BROKERS_EXTRA = "pip install 'leasecheck[brokers]'"
 CONSUMER = "workers"
 REQUEST_TIMEOUT = 5.0
 
@@ -138,8 +136,7 @@ class NatsJetstream:
     promises: ClassVar[Promises] = PROMISES
 
     def version(self) -> str:
-        _import_nats()
-        return importlib.metadata.version("nats-py")
+        return installed_version("nats-py", "nats", BROKERS_EXTRA)
 
     def create(self, directory: Path, server: str | None) -> str:
         if not server:
