@@ -26,7 +26,13 @@ handlers), and maps them onto arq's job lifecycle:
   the result key (``done``).
 
 Time: the in-progress key expires by the Redis server's clock, which nothing can move
-(``clock="real"``, milliseconds). Not exercised: ``run_job``'s retry count and
+(``clock="real"``, milliseconds). How the verdicts stay put on real time: the pacer
+(``adapters.timing``) keeps each call clear of the instants a lease may end and sets a
+program aside past a call that ran across one, so a judged late ack came after the lease's
+end with a margin; and the agreement machine times a lease out on purpose
+(``lease_runs_out``) and acks with that zombie first, so ``queue.stale-ack`` meets a stale
+ack in every run instead of when the load happened to line one up (it read holds, not
+promised, holds in three runs before). Not exercised: ``run_job``'s retry count and
 ``max_tries``, and ``job_timeout`` (the function's own ``asyncio.wait_for``), since
 arq's worker never runs a function here.
 
