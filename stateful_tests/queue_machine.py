@@ -390,7 +390,7 @@ class QueueMachine(RuleBasedStateMachine):
         owner = "w0" if cid is None else self.given[cid][1]
         self.advance_clock(RUNS_OUT_MS)
         self.recover()
-        return self.claim(1 - int(owner[1:]), ONE_LEASE_MS)
+        return self.claim(1 - int(owner[1:]), max(LEASES_MS))  # the late ack comes well inside it
 
     def _oldest_lease(self) -> str | None:
         """The oldest claim whose lease the library handed out and still holds, and whose
