@@ -19,20 +19,32 @@ from typing import Any
 
 from leasecheck.adapters.protocol import AdapterError, QueueClock
 
-__all__ = ["INSTALL", "TimePatch", "envelope", "installed_version", "job_of", "read_rows"]
+__all__ = [
+    "BROKERS_EXTRA",
+    "INSTALL",
+    "TimePatch",
+    "envelope",
+    "installed_version",
+    "job_of",
+    "read_rows",
+]
 
 INSTALL = "pip install 'leasecheck[real]'"
 """The command that installs every first-wave library (the ``real`` extra)."""
+BROKERS_EXTRA = "pip install 'leasecheck[brokers]'"
+"""The command that installs the broker clients (kombu, Dramatiq, nats-py, greenstalk)."""
 
 
 def installed_version(distribution: str, module: str, install: str = INSTALL) -> str:
     """The installed version of ``distribution``, or ``AdapterError`` naming ``install``.
 
     ``module`` is the import name (``persistqueue`` for the ``persist-queue`` distribution);
-    both must be present, so a half-removed install is reported the same way.
+    both must be present, so a half-removed install is reported the same way. A module
+    already imported counts as present: kombu swaps its module for a lazy one without a
+    ``__spec__``, on which ``find_spec`` raises.
     """
     try:
-        found = importlib.util.find_spec(module) is not None
+        found = module in sys.modules or importlib.util.find_spec(module) is not None
         version = importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
         found = False

@@ -26,7 +26,13 @@ handlers), and maps them onto arq's job lifecycle:
   the result key (``done``).
 
 Time: the in-progress key expires by the Redis server's clock, which nothing can move
-(``clock="real"``, milliseconds). Not exercised: ``run_job``'s retry count and
+(``clock="real"``, milliseconds). How the verdicts stay put on real time: the pacer
+(``adapters.timing``) keeps each call clear of the instants a lease may end and sets a
+program aside past a call that ran across one, so a judged late ack came after the lease's
+end with a margin; and the agreement machine times a lease out on purpose
+(``lease_runs_out``) and acks with that zombie first, so ``queue.stale-ack`` meets a stale
+ack in every run instead of when the load happened to line one up (it read holds, not
+promised, holds in three runs before). Not exercised: ``run_job``'s retry count and
 ``max_tries``, and ``job_timeout`` (the function's own ``asyncio.wait_for``), since
 arq's worker never runs a function here.
 
@@ -38,11 +44,10 @@ extra, installed in an environment of its own (``ARQ_INSTALL``).
 from __future__ import annotations
 
 import asyncio
-import importlib.metadata
 from pathlib import Path
 from typing import Any, ClassVar
 
-from leasecheck.adapters._libs import envelope
+from leasecheck.adapters._libs import envelope, installed_version
 from leasecheck.adapters._redis_store import new_location, split_location
 from leasecheck.adapters.protocol import (
     AdapterError,
@@ -122,8 +127,7 @@ class ArqRedis:
     promises: ClassVar[Promises] = PROMISES
 
     def version(self) -> str:
-        _import_arq()
-        return importlib.metadata.version("arq")
+        return installed_version("arq", "arq", ARQ_INSTALL)
 
     def create(self, directory: Path, server: str | None) -> str:
         _import_arq()

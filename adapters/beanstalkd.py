@@ -44,7 +44,6 @@ import contextlib
 import datetime
 import fcntl
 import functools
-import importlib.metadata
 import json
 import os
 import socket
@@ -55,7 +54,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from leasecheck.adapters import servers
-from leasecheck.adapters._libs import envelope, job_of
+from leasecheck.adapters._libs import BROKERS_EXTRA, envelope, installed_version, job_of
 from leasecheck.adapters.protocol import (
     AdapterError,
     Capabilities,
@@ -70,7 +69,6 @@ from leasecheck.adapters.protocol import (
 
 __all__ = ["TTR", "Beanstalkd", "server_seconds", "server_stamp"]
 
-BROKERS_EXTRA = "pip install 'leasecheck[brokers]'"
 TUBE = "leasecheck"
 TTR = 1_000_000
 """Every job's TTR in server seconds: ``L`` seconds of the shared clock (see above)."""
@@ -190,9 +188,9 @@ class Beanstalkd:
     one this adapter does not use: they do not run here, rather than pass vacuously."""
 
     def version(self) -> str:
-        _import_greenstalk()
+        client = installed_version("greenstalk", "greenstalk", BROKERS_EXTRA)
         _needs_servers()
-        return f"{_server_version()} (greenstalk {importlib.metadata.version('greenstalk')})"
+        return f"{_server_version()} (greenstalk {client})"
 
     def create(self, directory: Path, server: str | None) -> str:
         _import_greenstalk()

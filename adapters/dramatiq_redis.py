@@ -32,13 +32,13 @@ clock (``clock="patched"``). Keys: one Dramatiq ``namespace`` per store.
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import sys
 import uuid
 from pathlib import Path
 from typing import Any, ClassVar
 
+from leasecheck.adapters._libs import BROKERS_EXTRA, installed_version
 from leasecheck.adapters._redis_store import new_location, split_location
 from leasecheck.adapters.protocol import (
     AdapterError,
@@ -54,7 +54,6 @@ from leasecheck.adapters.protocol import (
 
 __all__ = ["DramatiqRedis"]
 
-BROKERS_EXTRA = "pip install 'leasecheck[brokers]'"
 QUEUE = "leasecheck"
 _TIMEOUT_KEY = "leasecheck:heartbeat_timeout"
 _ORDER_KEY = "leasecheck:order"
@@ -134,8 +133,7 @@ class DramatiqRedis:
     promises: ClassVar[Promises] = PROMISES
 
     def version(self) -> str:
-        _import_dramatiq()
-        return importlib.metadata.version("dramatiq")
+        return installed_version("dramatiq", "dramatiq", BROKERS_EXTRA)
 
     def create(self, directory: Path, server: str | None) -> str:
         _import_dramatiq()

@@ -44,11 +44,11 @@ server share nothing. Sources cited in ``promises`` are kombu 5.7.0's own files.
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 from pathlib import Path
 from typing import Any, ClassVar
 
+from leasecheck.adapters._libs import BROKERS_EXTRA, installed_version
 from leasecheck.adapters._redis_store import new_location, split_location
 from leasecheck.adapters.protocol import (
     AdapterError,
@@ -65,7 +65,6 @@ from leasecheck.adapters.protocol import (
 
 __all__ = ["BROKERS_EXTRA", "KombuRedis"]
 
-BROKERS_EXTRA = "pip install 'leasecheck[brokers]'"
 QUEUE = "leasecheck"
 HEADER = "leasecheck-job"
 _VISIBILITY_KEY = "leasecheck:visibility_timeout"
@@ -126,17 +125,6 @@ PROMISES = Promises(
 )
 
 
-def _version(distribution: str) -> str:
-    """The installed version (kombu replaces its module with a lazy one that has no
-    ``__spec__``, so ``installed_version``'s ``find_spec`` cannot be used once imported)."""
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        raise AdapterError(
-            f"{distribution} is not installed; install it with: {BROKERS_EXTRA}"
-        ) from None
-
-
 def _import_kombu() -> Any:
     try:
         import kombu
@@ -173,7 +161,7 @@ class KombuRedis:
     promises: ClassVar[Promises] = PROMISES
 
     def version(self) -> str:
-        return _version("kombu")
+        return installed_version("kombu", "kombu", BROKERS_EXTRA)
 
     def create(self, directory: Path, server: str | None) -> str:
         _import_kombu()

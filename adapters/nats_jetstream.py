@@ -36,12 +36,11 @@ unacknowledged message is pending or awaiting redelivery), else ``ready``.
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 from pathlib import Path
 from typing import Any, ClassVar
 
-from leasecheck.adapters._libs import envelope, job_of
+from leasecheck.adapters._libs import BROKERS_EXTRA, envelope, installed_version, job_of
 from leasecheck.adapters._loop import PrivateLoop
 from leasecheck.adapters._redis_store import split_location
 from leasecheck.adapters.protocol import (
@@ -58,12 +57,13 @@ from leasecheck.adapters.protocol import (
 
 __all__ = ["NatsJetstream"]
 
-BROKERS_EXTRA = "pip install 'leasecheck[brokers]'"
 CONSUMER = "workers"
 REQUEST_TIMEOUT = 5.0
 
 _DOCS = "https://docs.nats.io/nats-concepts/jetstream/consumers"
 _SERVER = "nats-server v2.9.10 server/consumer.go"
+_JETSTREAM = "https://docs.nats.io/nats-concepts/jetstream"
+_ACKS = "https://docs.nats.io/using-nats/jetstream/model_deep_dive (Delivery and acknowledgment)"
 PROMISES = Promises(
     properties={
         "queue.ack-final": Promise(
@@ -91,6 +91,20 @@ PROMISES = Promises(
             "not compared with the current delivery's",
         ),
         "queue.linearizable": Promise(False, "not mentioned in the JetStream docs"),
+        "queue.server-crash": Promise(
+            False,
+            f"{_JETSTREAM} (Syncing data to disk); {_ACKS}",
+            "the file store does not fsync each write (sync_interval, 2 minutes by "
+            "default) and the delivery promise is at-least-once: 'a message stays "
+            "available and is redelivered until a reader confirms it'; nothing says a "
+            "confirmed ack survives a crash of the server",
+        ),
+        "queue.clock-skew": Promise(
+            True,
+            f"{_DOCS} (AckWait)",
+            "'the duration that the server will wait for an acknowledgement': AckWait is "
+            "timed by the server; no client clock takes part",
+        ),
     },
     delivery="at-least-once",
     fencing="none: a late ack of an earlier delivery acknowledges the message",
@@ -122,8 +136,7 @@ class NatsJetstream:
     promises: ClassVar[Promises] = PROMISES
 
     def version(self) -> str:
-        _import_nats()
-        return importlib.metadata.version("nats-py")
+        return installed_version("nats-py", "nats", BROKERS_EXTRA)
 
     def create(self, directory: Path, server: str | None) -> str:
         if not server:

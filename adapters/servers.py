@@ -56,6 +56,7 @@ __all__ = [
     "rabbitmq",
     "reap_orphans",
     "redis",
+    "remove_stale_faketime_entries",
     "start",
 ]
 
@@ -129,11 +130,13 @@ class Server:
 
     def start(self) -> None:
         """Start the server and wait (bounded) until it answers."""
+        if _FAKETIME in (self.env or {}).get("LD_PRELOAD", ""):
+            remove_stale_faketime_entries()
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             list(self.command), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, user=self.user, cwd=self.directory, env=self.env,
-            preexec_fn=die_with_parent,
+            start_new_session=True, user=self.user, cwd=self.directory,
+            env=_server_env(self.env), preexec_fn=die_with_parent,
         )  # fmt: skip
         log.close()
         self._wait_ready()
@@ -171,11 +174,11 @@ class Server:
         libfaketime (preloaded for a driven clock) makes a shared-memory segment and a
         semaphore named by the pid and unlinks them only at a normal exit, which a
         SIGTERMed or SIGKILLed beanstalkd never reaches."""
-        if "faketime" not in (self.env or {}).get("LD_PRELOAD", ""):
+        if _FAKETIME not in (self.env or {}).get("LD_PRELOAD", ""):
             return
-        for name in (f"faketime_shm_{pid}", f"sem.faketime_sem_{pid}"):
+        for name in _faketime_entries(pid):
             with contextlib.suppress(FileNotFoundError):
-                (Path("/dev/shm") / name).unlink()
+                (_SHM / name).unlink()
 
     def stop(self) -> None:
         """Stop the server: a fast shutdown (PostgreSQL's SIGINT disconnects its clients;
@@ -195,6 +198,53 @@ class Server:
         """Start the server again on the same data and port (after ``kill`` or ``stop``)."""
         self.kill()
         self.start()
+
+
+NODEID_ENV = "LEASECHECK_NODEID"
+"""``leasecheck._processes.NODEID_ENV``: set while a property's test runs, and inherited by
+what it starts, so the runner kills a test's processes once the test is over."""
+
+
+def _server_env(env: dict[str, str] | None) -> dict[str, str]:
+    """The server's environment (``env``, else ours) without the running test's name: a
+    server belongs to the fixture that started it and outlives a test, so a restart
+    inside one test (``queue.server-crash``) must not make it that test's leftover,
+    killed a second after the test ends under the next test's workers."""
+    chosen = dict(os.environ if env is None else env)
+    chosen.pop(NODEID_ENV, None)
+    return chosen
+
+
+_FAKETIME, _SHM = "faketime", Path("/dev/shm")
+_FAKETIME_PREFIXES = ("faketime_shm_", "sem.faketime_sem_")
+
+
+def _faketime_entries(pid: int) -> tuple[str, ...]:
+    """The /dev/shm names libfaketime gives a process' segment and semaphore."""
+    return tuple(f"{prefix}{pid}" for prefix in _FAKETIME_PREFIXES)
+
+
+def remove_stale_faketime_entries() -> list[str]:
+    """Unlink our libfaketime entries in /dev/shm whose process is gone; the names removed.
+
+    ``Server.kill``/``stop`` remove a server's two entries, but a harness that is itself
+    SIGKILLed never gets there (its server dies by ``PR_SET_PDEATHSIG``), so the next
+    start of a driven-clock server sweeps them. Only this user's entries, and only where
+    no process has that pid: a live one may still use its segment.
+    """
+    removed = []
+    for prefix in _FAKETIME_PREFIXES:
+        for entry in _SHM.glob(f"{prefix}*"):
+            pid = entry.name.removeprefix(prefix)
+            with contextlib.suppress(OSError):
+                if (
+                    pid.isdigit()
+                    and entry.stat().st_uid == os.getuid()
+                    and not psutil.pid_exists(int(pid))
+                ):
+                    entry.unlink()
+                    removed.append(entry.name)
+    return removed
 
 
 def die_with_parent() -> None:

@@ -29,12 +29,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from leasecheck.adapters._loop import LoopTimeout
 from leasecheck.adapters.protocol import Promise, QueueLibrary, SharedClock, destroy_store
-from leasecheck.adapters.servers import Server, owned_temp_dir
-from leasecheck.crash_harness.server_agents import Agent, AgentRefused
+from leasecheck.adapters.servers import Server, ServerError, owned_temp_dir
+from leasecheck.crash_harness.server_agents import Agent, AgentError, AgentRefused
 from leasecheck.models.evidence import Evidence, Lease, Recorder
 
-__all__ = ["FAULTS", "FaultResult", "Scenario", "restart_problem", "run_fault", "run_server_faults"]
+__all__ = [
+    "FAULTS",
+    "FaultNotRun",
+    "FaultResult",
+    "Scenario",
+    "restart_problem",
+    "run_fault",
+    "run_server_faults",
+]
 
 SERVER_CRASH, ZOMBIE_PAUSE, CLOCK_SKEW = (
     "queue.server-crash",
@@ -51,6 +60,17 @@ other two faults are one fixed schedule, run once."""
 REAL_LEASE, PATCHED_LEASE = 2.0, 10.0
 """Leases in seconds: real ones (server-clock libraries) are waited out, so short;
 patched ones are advanced past instantly."""
+
+
+class FaultNotRun(Exception):
+    """The harness could not carry a fault through (a worker process that did not start or
+    answer, a call past its bound, a server that did not come back, a real-time lease
+    that ran out before the check): nothing was judged, so no verdict (exit 2)."""
+
+
+_HARNESS_FAILURES = (AgentError, LoopTimeout, ServerError, TimeoutError)
+"""What ends a fault run without a verdict; a worker's refusal (``AgentRefused``) is the
+library's answer, not one of them."""
 
 
 @dataclass(frozen=True)
@@ -333,7 +353,8 @@ def run_fault(
     outcomes: list[str] = []
     for round_ in range(rounds):
         rng = random.Random(f"{seed}:{fault}:{round_}")
-        with _scenario(library, server, spec) as scenario:
+        stopped = _harness_failures(f"{fault} on {library.name}, round {round_}")
+        with stopped, _scenario(library, server, spec) as scenario:
             problem = _FAULT_RUNS[fault](scenario, rng)
             if scenario.unexercised:
                 steps, why = tuple(scenario.steps), scenario.unexercised
@@ -363,6 +384,17 @@ SCHEDULES = {
     CLOCK_SKEW: "1 schedule: w1 claims, w2 with its clock 2 leases ahead recovers and claims",
 }
 """What the one-schedule faults did, for the ``checked`` column of a run that holds."""
+
+
+@contextlib.contextmanager
+def _harness_failures(what: str) -> Iterator[None]:
+    """Turn what stops the harness (``_HARNESS_FAILURES``) into ``FaultNotRun``."""
+    try:
+        yield
+    except AgentRefused:
+        raise
+    except _HARNESS_FAILURES as failure:
+        raise FaultNotRun(f"{what}: {type(failure).__name__}: {failure}") from failure
 
 
 def run_server_faults(

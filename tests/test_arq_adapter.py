@@ -67,6 +67,23 @@ def test_arq_gets_the_generic_properties() -> None:
     assert (done.returncode == 2) == ("not checked" in verdicts.values()), verdicts
 
 
+def test_arq_stale_ack_reads_not_promised_every_run() -> None:
+    """arq runs on the Redis server's clock, so whether a program met a stale ack once
+    depended on timing (holds, not promised, holds in three runs): the machine's
+    ``lease_runs_out`` now times a lease out on purpose and ``zombie_ack`` takes that
+    zombie first, so every run meets it; the pacer judges only calls clear of a lease's
+    end. The verdict follows arq's promise (none: finish_job deletes whoever holds it)."""
+    with tempfile.TemporaryDirectory(prefix="leasecheck-arq-check-") as directory:
+        record = Path(directory) / "check.json"
+        done = subprocess.run(
+            [str(_bin("leasecheck")), "check", "--adapter", "arq", "--profile", "ci",
+             "--seed", "0", "-n", "0", "--property", "queue.stale-ack", "--json", str(record)],
+            capture_output=True, text=True, timeout=600, cwd=directory, check=False,
+        )  # fmt: skip
+        verdicts = _verdicts(record)
+    assert verdicts == {"queue.stale-ack": "not promised"}, done.stdout[-3000:]
+
+
 def _verdicts(record: Path) -> dict[str, str]:
     rows = json.loads(record.read_text())["properties"]
     return {row["property"]: row["verdict"] for row in rows}

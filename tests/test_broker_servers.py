@@ -9,7 +9,9 @@ data where it keeps data, and leave no process behind: RabbitMQ's Erlang port ma
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -88,6 +90,45 @@ def test_a_driven_clock_leaves_nothing_in_dev_shm(tmp_path: Path, no_leftovers: 
         pids.append(server.pid)
     left = [p for pid in pids for p in Path("/dev/shm").glob(f"*faketime_*_{pid}")]
     assert left == [], left
+
+
+def test_a_harness_killed_before_its_cleanup_leaves_nothing_at_the_next_start(
+    tmp_path: Path, no_leftovers: None
+) -> None:
+    """A harness SIGKILLed mid-run never unlinks its driven server's two /dev/shm entries
+    (the server dies by PR_SET_PDEATHSIG): the next driven-clock start removes entries
+    whose process is gone, and keeps those of a live process."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = [
+        Path(f"/dev/shm/faketime_shm_{dead.pid}"),
+        Path(f"/dev/shm/sem.faketime_sem_{dead.pid}"),
+    ]
+    live = Path(f"/dev/shm/faketime_shm_{os.getpid()}")
+    clock = tmp_path / "clock"
+    clock.write_text("2026-01-01 00:00:00")
+    try:
+        for entry in [*stale, live]:
+            entry.write_bytes(b"")
+        with _started(lambda: servers.beanstalkd(clock_file=clock)):
+            assert [entry for entry in stale if entry.exists()] == []
+            assert live.exists(), "the entry of a live process was removed"
+    finally:
+        for entry in [*stale, live]:
+            entry.unlink(missing_ok=True)
+
+
+def test_a_server_restarted_inside_a_test_is_not_that_tests_process(
+    monkeypatch: pytest.MonkeyPatch, no_leftovers: None
+) -> None:
+    """The runner kills what a test started once the test is over (it finds them by
+    LEASECHECK_NODEID in their environment); a server is its fixture's, so neither its
+    start nor a restart during a test (queue.server-crash) may carry the test's name."""
+    with _started(servers.nats) as server:
+        monkeypatch.setenv(servers.NODEID_ENV, "test_server_crash[nats-jetstream]")
+        server.kill()
+        server.restart()
+        assert servers.NODEID_ENV not in psutil.Process(server.pid).environ()
 
 
 def _beanstalk(port: int, command: bytes) -> bytes:

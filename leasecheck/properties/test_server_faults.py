@@ -24,10 +24,11 @@ from leasecheck.crash_harness.server_faults import (
     PROMISE_OF,
     SERVER_CRASH,
     ZOMBIE_PAUSE,
+    FaultNotRun,
     run_fault,
 )
 from leasecheck.models.evidence import attach
-from leasecheck.plugin import property_name
+from leasecheck.plugin import NotChecked, property_name
 from leasecheck.profiles import Profile
 from leasecheck.promises import judge
 
@@ -61,10 +62,14 @@ def replay_command(request: pytest.FixtureRequest, profile: Profile, seed: int) 
 def _fault(fault: str, library: QueueLibrary, server: Server, profile: Profile, seed: int,
            checked: Any, request: pytest.FixtureRequest) -> None:  # fmt: skip
     """Run ``fault``; a failure is judged by the one judge (``leasecheck.promises``), by the
-    library's promise of ``PROMISE_OF[fault]``, so ``--strict`` applies here as well."""
-    result = run_fault(fault, library, server, profile.name, seed, _spec(request))
+    library's promise of ``PROMISE_OF[fault]``, so ``--strict`` applies here as well. A
+    run the harness could not carry through is "not checked" (exit 2), never a verdict."""
+    not_checked: NotChecked = request.getfixturevalue("not_checked")
+    try:
+        result = run_fault(fault, library, server, profile.name, seed, _spec(request))
+    except FaultNotRun as stopped:
+        not_checked(str(stopped), f"rerun it alone: {replay_command(request, profile, seed)}")
     if result.unexercised:
-        not_checked = request.getfixturevalue("not_checked")
         not_checked(f"{result.library}: {result.unexercised}",
                     "run the fault again; check that recover or claim returns a job whose "
                     "lease ran out (docs/writing-an-adapter.md, The verbs)")  # fmt: skip
