@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Sequence
-from fractions import Fraction
+from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from hypothesis import strategies as st
@@ -76,26 +75,6 @@ def weighted(*groups: tuple[int, Iterable[T]]) -> st.SearchStrategy[T]:
     return st.sampled_from(entries)
 
 
-def shares(*groups: tuple[Fraction, Sequence[T]], limit: int = 10_000) -> st.SearchStrategy[T]:
-    """One draw over every value of ``groups``; a group's values split its ``weight`` (a
-    Fraction; the weights sum to 1) equally. Exact when a list of at most ``limit``
-    entries holds every share, else rounded (each value at least once). The first value
-    of the first group is the simplest, where shrinking goes.
-
-    It stands for a tree of draws (is the call bad? which argument? which group? which
-    value?) with the same odds: one choice instead of four, so a step costs Hypothesis
-    less to generate.
-    """
-    per_value = [(Fraction(weight) / len(values), values) for weight, values in groups]
-    size = min(math.lcm(*(share.denominator for share, _ in per_value)), limit)
-    entries = [
-        value
-        for share, values in per_value
-        for value in tuple(values) * max(1, round(share * size))
-    ]
-    return st.sampled_from(entries)
-
-
 bad_ints = edges.bad_ints
 
 
@@ -104,25 +83,26 @@ def bad_values_of(*groups: Iterable[object]) -> st.SearchStrategy[object]:
     return st.one_of(*(st.sampled_from(tuple(group)) for group in groups))
 
 
-BAD_CALLS = Fraction(1, 4)
-"""How often a call has one bad argument."""
-
-
-def maybe_bad(**bad_values: tuple[Sequence[object], ...]) -> st.SearchStrategy[Bad | None]:
+def maybe_bad(
+    **bad_values: Iterable[object] | st.SearchStrategy[object],
+) -> st.SearchStrategy[Bad | None]:
     """Usually None (a valid call); else one argument, each equally likely, replaced by one
-    of its bad values: one of its groups (each equally likely), then one value of it.
-    One ``shares`` draw."""
-    argument = BAD_CALLS / len(bad_values)
-    bad = [
-        (argument / len(groups), tuple(Bad(name, value) for value in group))
-        for name, groups in bad_values.items()
-        for group in groups
+    of its bad values (a strategy, or a tuple drawn from uniformly)."""
+    per_argument = [
+        st.builds(
+            Bad,
+            st.just(name),
+            values if isinstance(values, st.SearchStrategy) else bad_values_of(values),
+        )
+        for name, values in bad_values.items()
     ]
-    return shares((1 - BAD_CALLS, (None,)), *bad)
+    bad = st.one_of(*per_argument)
+    return st.sampled_from((False, False, False, True)).flatmap(
+        lambda wanted: bad if wanted else st.none()
+    )
 
 
-BAD_IDENTIFIER_GROUPS = (BAD_IDENTIFIERS, edges.OUTSIDE_IDENTIFIERS)
-bad_identifiers = bad_values_of(*BAD_IDENTIFIER_GROUPS)
+bad_identifiers = bad_values_of(BAD_IDENTIFIERS, edges.OUTSIDE_IDENTIFIERS)
 jobs = st.sampled_from(JOBS)
 owners = st.sampled_from(OWNERS)
 qtys = st.sampled_from((1, 2, 1000))
@@ -160,18 +140,12 @@ BAD_EVENTS = (
 BAD_OUTCOMES = ("OK", "done", "", None, True, b"ok")
 
 enqueue_bad = maybe_bad(
-    event=(BAD_EVENTS,),
-    now=(BAD_TIMES,),
-    ttl_ms=(bad_ints(1, 60000),),
-    max_attempts=(bad_ints(1, 16),),
+    event=BAD_EVENTS, now=BAD_TIMES, ttl_ms=bad_ints(1, 60000), max_attempts=bad_ints(1, 16)
 )
-claim_bad = maybe_bad(owner=BAD_IDENTIFIER_GROUPS, now=(BAD_TIMES,), lease_ms=(bad_ints(1, 60000),))
-finish_bad = maybe_bad(outcome=(BAD_OUTCOMES,), now=(BAD_TIMES,), delay_ms=(bad_ints(0, 60000),))
+claim_bad = maybe_bad(owner=bad_identifiers, now=BAD_TIMES, lease_ms=bad_ints(1, 60000))
+finish_bad = maybe_bad(outcome=BAD_OUTCOMES, now=BAD_TIMES, delay_ms=bad_ints(0, 60000))
 redrive_bad = maybe_bad(
-    job=BAD_IDENTIFIER_GROUPS,
-    now=(BAD_TIMES,),
-    ttl_ms=(bad_ints(1, 60000),),
-    note=BAD_IDENTIFIER_GROUPS,
+    job=bad_identifiers, now=BAD_TIMES, ttl_ms=bad_ints(1, 60000), note=bad_identifiers
 )
 
 
@@ -217,13 +191,9 @@ MALFORMED_KINDS = (  # one ticket key (or the dict itself) first, then its bad v
     tuple(c for c in MALFORMED if not isinstance(c, Put)),
     tuple(Put(key, bad) for key in ("id", "owner") for bad in edges.OUTSIDE_IDENTIFIERS),
 )
-CHANGE_SHARES = ((Fraction(36, 71), (Keep(),)), (Fraction(8, 71), TOKEN_MISSES),
-                 (Fraction(18, 71), NEAR_MISSES))  # fmt: skip
-"""The odds ``weighted((4, [Keep()]), (1, TOKEN_MISSES), (2, NEAR_MISSES), (1, malformed))``
-gave, written out; the rest (9/71) is malformed, each kind equally likely."""
-changes = shares(
-    *CHANGE_SHARES,
-    *((Fraction(9, 71) / len(MALFORMED_KINDS), kind) for kind in MALFORMED_KINDS),
+malformed = st.one_of(*(st.sampled_from(kind) for kind in MALFORMED_KINDS))
+changes = weighted((4, [Keep()]), (1, TOKEN_MISSES), (2, NEAR_MISSES), (1, [None])).flatmap(
+    lambda change: malformed if change is None else st.just(change)
 )
 
 sends = st.sampled_from(tuple(Send(kind) for kind in SEND_KINDS))
