@@ -15,7 +15,8 @@ For each machine (``LeaseAgreement`` on the bundled worker, scratch storage on t
 
 Rates are per second of this process's CPU time (``time.process_time``), so that the
 other processes of a shared machine do not move them (wall time did, by 2x); every
-figure is single-process work. The figure to watch is ``machine / bare`` (1.0 would mean the checks cost nothing).
+figure is single-process work. The figure to watch is ``machine / bare`` (1.0 would
+mean the checks cost nothing).
 Each machine runs the examples and steps its ``leasecheck check --profile ci`` property
 runs (``lease.agreement``: the ci profile's; ``jobs.agreement``: 1.2 times its examples,
 at least 40 steps, see ``leasecheck/properties/test_job_agreement.py``); ``--examples``
