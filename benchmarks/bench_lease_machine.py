@@ -1,8 +1,8 @@
-"""Steps per second of the lease agreement machine, next to a bare Hypothesis machine.
+"""Steps per second of the agreement machines, next to bare Hypothesis machines.
 
-Run as ``python benchmarks/bench_lease_machine.py [--examples N] [--steps N] [--jobs N]``.
-Three figures from the same run, on the bundled worker and the same scratch storage
-(tmpfs):
+Run as ``python benchmarks/bench_lease_machine.py [--machines lease jobs] [--rounds N]``.
+For each machine (``LeaseAgreement`` on the bundled worker, scratch storage on tmpfs;
+``JobAgreement`` on the bundled JobQueue), figures from the same run:
 
 - the machine's rate counts every rule it executes (each one is an operation on the
   target *and* the model, a full state comparison and the invariants, plus Hypothesis'
@@ -10,10 +10,17 @@ Three figures from the same run, on the bundled worker and the same scratch stor
 - the bare rate is a ``RuleBasedStateMachine`` with the same rules, bundles and number
   of arguments per rule whose bodies do nothing and whose arguments are one small
   integer each: what Hypothesis itself costs per step, the floor the machine can reach;
-- the raw rate counts plain ``enqueue``/``claim``/``finish`` calls on the worker.
+- for the lease machine, the raw rate counts plain ``enqueue``/``claim``/``finish``
+  calls on the worker.
 
-The figure to watch is ``machine / bare`` (1.0 would mean the checks cost nothing).
-The defaults are the ``ci`` profile's examples and steps (``leasecheck.profiles``).
+Rates are per second of this process's CPU time (``time.process_time``), so that the
+other processes of a shared machine do not move them (wall time did, by 2x); every
+figure is single-process work. The figure to watch is ``machine / bare`` (1.0 would
+mean the checks cost nothing).
+Each machine runs the examples and steps its ``leasecheck check --profile ci`` property
+runs (``lease.agreement``: the ci profile's; ``jobs.agreement``: 1.2 times its examples,
+at least 40 steps, see ``leasecheck/properties/test_job_agreement.py``); ``--examples``
+and ``--steps`` override both.
 """
 
 from __future__ import annotations
@@ -36,8 +43,9 @@ from hypothesis.stateful import (
 )
 
 from leasecheck.profiles import PROFILES
+from leasecheck.stateful_tests.job_machine import JobAgreement
 from leasecheck.stateful_tests.lease_machine import LeaseAgreement
-from leasecheck.targets.loader import load_worker
+from leasecheck.targets.loader import load_jobs_target, load_worker
 from leasecheck.targets.scratch import scratch_dir
 
 CI = PROFILES["ci"]
@@ -122,6 +130,86 @@ class BareMachine(RuleBasedStateMachine):
         BareMachine.checks += 1
 
 
+class CountingJobs(JobAgreement):
+    """The JobQueue agreement machine, counting examples and checks (one per step)."""
+
+    examples: ClassVar[int] = 0
+    checks: ClassVar[int] = 0
+
+    def __init__(self) -> None:
+        super().__init__()
+        CountingJobs.examples += 1
+
+    @invariant()
+    def views_agree(self) -> None:
+        CountingJobs.checks += 1
+        super().views_agree()
+
+
+class BareJobs(RuleBasedStateMachine):
+    """``JobAgreement``'s rules, bundles and argument counts, doing nothing."""
+
+    examples: ClassVar[int] = 0
+    checks: ClassVar[int] = 0
+    leases = Bundle("leases")
+    observers = Bundle("observers")
+
+    def __init__(self) -> None:
+        super().__init__()
+        BareJobs.examples += 1
+
+    @initialize(policy=ARG, backlog=ARG)
+    def start(self, **arguments: int) -> None:
+        pass
+
+    @rule(target=observers, type=ARG, payload=ARG, priority=ARG, run_at_millis=ARG)
+    def submit(self, **arguments: int) -> Any:
+        return multiple()
+
+    @rule(target=leases, worker=ARG, lease_millis=ARG)
+    def poll(self, **arguments: int) -> Any:
+        return arguments["worker"]
+
+    @rule(target=observers, lease=ARG, job_id=ARG)
+    def complete(self, **arguments: int) -> Any:
+        return multiple()
+
+    @rule(target=observers, lease=ARG, job_id=ARG, error=ARG)
+    def fail(self, **arguments: int) -> Any:
+        return multiple()
+
+    @rule(target=observers, job_id=ARG)
+    def view(self, job_id: int) -> Any:
+        return multiple()
+
+    @rule(target=observers)
+    def dead_letters(self) -> Any:
+        return multiple()
+
+    @rule(target=observers, job_id=ARG)
+    def retry_dead(self, job_id: int) -> Any:
+        return multiple()
+
+    @rule(target=observers, job_id=ARG)
+    def cancel(self, job_id: int) -> Any:
+        return multiple()
+
+    @rule(target=observers, to=ARG, offset=ARG)
+    def advance_clock(self, **arguments: int) -> Any:
+        return multiple()
+
+    @invariant()
+    def views_agree(self) -> None:
+        BareJobs.checks += 1
+
+
+MACHINES: dict[str, tuple[Any, Any, int, int]] = {
+    "lease": (CountingAgreement, BareMachine, CI.max_examples, CI.step_count),
+    "jobs": (CountingJobs, BareJobs, CI.max_examples * 6 // 5, max(CI.step_count, 40)),
+}
+"""name -> (machine, its bare twin, examples and steps of its ci property)."""
+
+
 def _config(examples: int, steps: int) -> settings:
     return settings(
         max_examples=examples,
@@ -134,27 +222,27 @@ def _config(examples: int, steps: int) -> settings:
 
 
 def machine_rate(machine: Any, examples: int, steps: int) -> tuple[float, int, float]:
-    """(steps per second, steps, seconds) of ``machine`` (a counting machine class)."""
+    """(steps per CPU second, steps, CPU seconds) of ``machine`` (a counting machine class)."""
     machine.examples = machine.checks = 0
-    started = time.perf_counter()
+    started = time.process_time()
     run_state_machine_as_test(machine, settings=_config(examples, steps))
-    seconds = time.perf_counter() - started
+    seconds = time.process_time() - started
     ran = machine.checks - machine.examples  # one check before step 1
     return ran / seconds, ran, seconds
 
 
 def raw_rate(jobs: int) -> tuple[float, int, float]:
-    """(operations per second, operations, seconds): enqueue, claim, finish per job."""
+    """(operations per CPU second, operations, CPU seconds): enqueue, claim, finish per job."""
     worker = load_worker()
     with scratch_dir("leasecheck-bench-") as directory:
         con = worker.open_queue(directory / "queue.db")
         try:
-            started = time.perf_counter()
+            started = time.process_time()
             for n in range(jobs):
                 worker.enqueue(con, {"id": f"j{n}", "qty": 1}, n, 60000)
                 ticket = worker.claim(con, "w1", n, 1000)
                 worker.finish(con, ticket, "ok", n)
-            seconds = time.perf_counter() - started
+            seconds = time.process_time() - started
         finally:
             con.close()
     return 3 * jobs / seconds, 3 * jobs, seconds
@@ -163,29 +251,39 @@ def raw_rate(jobs: int) -> tuple[float, int, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--examples", type=int, default=CI.max_examples,
-        help=f"machine examples (the ci profile's: {CI.max_examples})",
+        "--machines", nargs="+", choices=sorted(MACHINES), default=["lease", "jobs"],
+        help="the machines to measure (default: both)",
     )  # fmt: skip
     parser.add_argument(
-        "--steps", type=int, default=CI.step_count,
-        help=f"steps per example (the ci profile's: {CI.step_count})",
-    )  # fmt: skip
+        "--examples", type=int, help="examples per machine (default: its ci property's)"
+    )
+    parser.add_argument("--steps", type=int, help="steps per example (default: its ci property's)")
     parser.add_argument("--jobs", type=int, default=3000, help="jobs in the raw loop")
     parser.add_argument("--rounds", type=int, default=3, help="rounds (medians are printed)")
     args = parser.parse_args()
     CountingAgreement.bind(load_worker())
-    rates: dict[str, list[float]] = {"raw": [], "machine": [], "bare": []}
-    for _ in range(args.rounds):  # interleaved, so a load spike hits all three alike
-        rates["raw"].append(raw_rate(args.jobs)[0])
-        rates["machine"].append(machine_rate(CountingAgreement, args.examples, args.steps)[0])
-        rates["bare"].append(machine_rate(BareMachine, args.examples, args.steps)[0])
-    raw, machine, bare = (statistics.median(rates[k]) for k in ("raw", "machine", "bare"))
-    print(f"{args.examples} examples x {args.steps} steps; medians of {args.rounds} rounds")
-    print(f"raw worker: {raw:10.0f} operations/s")
-    print(f"machine:    {machine:10.0f} steps/s")
-    print(f"bare:       {bare:10.0f} steps/s (Hypothesis alone, same rules and arguments)")
-    print(f"machine / bare: {machine / bare:6.2f}")
-    print(f"raw operations per machine step: {raw / machine:6.1f}")
+    CountingJobs.bind(load_jobs_target())
+    rates: dict[str, list[float]] = {"raw": []}
+    for _ in range(args.rounds):  # interleaved, so a load spike hits all alike
+        if "lease" in args.machines:
+            rates["raw"].append(raw_rate(args.jobs)[0])
+        for name in args.machines:
+            machine, bare, examples, steps = MACHINES[name]
+            examples, steps = args.examples or examples, args.steps or steps
+            rates.setdefault(name, []).append(machine_rate(machine, examples, steps)[0])
+            rates.setdefault(f"{name} bare", []).append(machine_rate(bare, examples, steps)[0])
+    median = {name: statistics.median(values) for name, values in rates.items() if values}
+    print(f"medians of {args.rounds} rounds")
+    for name in args.machines:
+        _, _, examples, steps = MACHINES[name]
+        machine, bare = median[name], median[f"{name} bare"]
+        print(f"{name}: {args.examples or examples} examples x {args.steps or steps} steps")
+        print(f"  machine:    {machine:10.0f} steps/s")
+        print(f"  bare:       {bare:10.0f} steps/s (Hypothesis alone, same rules and arguments)")
+        print(f"  machine / bare: {machine / bare:6.2f}")
+    if "raw" in median:
+        print(f"raw worker: {median['raw']:10.0f} operations/s")
+        print(f"raw operations per lease machine step: {median['raw'] / median['lease']:6.1f}")
 
 
 if __name__ == "__main__":

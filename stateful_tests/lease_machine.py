@@ -30,10 +30,8 @@ uses (``When``, ``Hook``, ``Send``, ``Clock``, the ticket changes, ``nan``, ``in
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import math
-import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -67,7 +65,6 @@ from leasecheck.targets.lease_compare import (
 )
 from leasecheck.targets.lease_target import LeaseTarget, read_snapshot, write_snapshot
 from leasecheck.targets.loader import load_worker
-from leasecheck.targets.scratch import scratch_dir
 
 from . import _lease_strategies as s
 from ._lease_values import (
@@ -87,6 +84,7 @@ from ._lease_values import (
     TicketDict,
     When,
 )
+from ._queue_files import files_for
 
 __all__ = [
     "Bad",
@@ -169,16 +167,15 @@ class LeaseAgreement(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.module = type(self).target_module or load_worker()
-        self._cleanup = contextlib.ExitStack()
-        self.dir = self._cleanup.enter_context(scratch_dir("leasecheck-agreement-"))
-        self.path = self.dir / "queue.db"
-        self.missing = self.dir / "missing.db"
-        self.directory = self.dir / "a-directory"
-        self.directory.mkdir()
-        self.fifo = self.dir / "fifo"
-        os.mkfifo(self.fifo)
+        self.files = files_for(self.module)
+        self.dir = self.files.dir
+        self.missing, self.directory, self.fifo = (
+            self.files.missing, self.files.directory, self.files.fifo
+        )  # fmt: skip
+        self.path = self.files.fresh()
         self.cons: list[sqlite3.Connection] = []
-        self.cons = [self.module.open_queue(self.path), self.module.open_queue(self.path)]
+        self.cons = [self.module.open_queue(self.path)]
+        """The open connections; the second is opened when a step first needs it."""
         self.active = 0
         self.model = LeaseModel()
         self.now = 0
@@ -193,10 +190,19 @@ class LeaseAgreement(RuleBasedStateMachine):
     def con(self) -> sqlite3.Connection:
         return self.cons[self.active]
 
+    def _other(self) -> sqlite3.Connection:
+        """The connection that is not active, opened on first use (the file already has
+        its tables and rows by then: open_queue must leave them alone)."""
+        if len(self.cons) < 2:
+            self.cons.append(self.module.open_queue(self.path))
+        return self.cons[1 - self.active]
+
     def teardown(self) -> None:
-        for con in self.cons:
-            con.close()
-        self._cleanup.close()
+        try:
+            for con in self.cons:
+                con.close()
+        finally:
+            self.files.remove(self.path)
 
     # --- the one place where target and model are compared -------------------------------
 
@@ -340,7 +346,7 @@ class LeaseAgreement(RuleBasedStateMachine):
 
     def _enqueue_elsewhere(self) -> None:
         """Enqueue through the other connection, failing at once if the file is locked."""
-        other = self.cons[1 - self.active]
+        other = self._other()  # opened before the step (run_once, run_file), so not locked
         other.execute("PRAGMA busy_timeout = 0")  # a locked file fails now, not in 1 s
         try:
             self.module.enqueue(other, dict(SEND_JOB), self.now, 60000)
@@ -526,6 +532,7 @@ class LeaseAgreement(RuleBasedStateMachine):
         )
         expected = self._would_claim(owner, readings[0], lease_ms)
         self._doing(owner, "run_once", readings[0], call)
+        self._ready(send)
         self._agree(
             call,
             lambda queue, side: queue.run_once(
@@ -553,6 +560,7 @@ class LeaseAgreement(RuleBasedStateMachine):
         call = f"run_file({path!r}, {owner!r}, clock={readings}, send={send!r}, jitter={jitter!r})"
         expected = self._would_claim(owner, readings[0], 1000) if path == "queue" else None
         self._doing(owner, "run_file", readings[0], call)
+        self._ready(send)
 
         def on_target(queue: Any, side: Side) -> object:
             return self.module.run_file(real, owner, clocks(), self._send(send, side), jitter)
@@ -570,6 +578,12 @@ class LeaseAgreement(RuleBasedStateMachine):
         if created:
             self._fail(f"{call} created {created}; run_file must never create a queue")
         return self._worked_under(expected)
+
+    def _ready(self, send: Send) -> None:
+        """Open the other connection before a ``Send('enqueue')`` step, not inside its send
+        (where a target holding the write lock would make the open wait)."""
+        if send.kind == "enqueue":
+            self._other()
 
     def _would_claim(self, owner: str, now: object, lease_ms: int) -> dict[str, Any] | None:
         """The ticket a claim at ``now`` would get (None if it would get none)."""
@@ -628,6 +642,8 @@ class LeaseAgreement(RuleBasedStateMachine):
     @rule(target=housekeeping, index=st.sampled_from((1, 0)))
     def use_connection(self, index: int) -> MultipleResults[object]:
         """Switch to another open connection to the same file."""
+        if index != self.active:
+            self._other()
         self.active = index
         self._doing(f"connection {index}", "use_connection", self.now, f"use_connection({index})")
         self._check_state(f"use_connection({index})")

@@ -74,12 +74,19 @@ def test_machine_passes_on_the_bundled_worker() -> None:
     assert run_machine(load_worker(), BUNDLED_SETTINGS) is None
 
 
-def test_teardown_closes_connections_and_removes_the_scratch_dir() -> None:
+def test_teardown_closes_connections_and_removes_the_examples_files() -> None:
     state = LeaseAgreement()
-    cons, directory = list(state.cons), state.dir
-    assert directory.is_dir()
+    state.use_connection(1)  # the second connection opens on first use
+    state.files.missing.write_text("a target created this")
+    (state.directory / "queue.db").write_text("and this")
+    cons, path = list(state.cons), state.path
+    assert len(cons) == 2 and path.is_file()
     state.teardown()
-    assert not directory.exists()
+    assert not path.exists() and not state.files.missing.exists()
+    assert list(state.directory.iterdir()) == []
+    following = LeaseAgreement()
+    assert following.path != path  # a fresh copy of the template per example
+    following.teardown()
     for con in cons:
         with pytest.raises(Exception, match="closed"):
             con.execute("SELECT 1")
