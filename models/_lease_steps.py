@@ -141,7 +141,9 @@ class Canon:
     so the held tickets are compared only among those (``best``).
     """
 
-    __slots__ = ("best", "delta", "mine", "names", "normal", "now", "renamed", "tokens")
+    __slots__ = (
+        "best", "delta", "mine", "names", "normal", "now", "renamed", "tokens", "worlds",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -176,6 +178,8 @@ class Canon:
         self.best = [(interned, perm) for key, interned, perm in candidates if key == smallest]
         self.mine: dict[tuple[TicketKey, ...], tuple[TicketKey, ...]] = {}
         self.renamed: dict[tuple[int, Held], Held] = {}
+        self.worlds: dict[Held, Any] = {}
+        """Per raw held tickets, the canonical world (kept by the system's ``_target``)."""
 
     def ticket(self, ticket: TicketKey) -> TicketKey:
         found = self.normal.get(ticket)

@@ -25,7 +25,7 @@ from typing import Any
 from leasecheck.models import edges, lease_model
 from leasecheck.models._lease_steps import Canon, QueueKey, Template, TicketKey, queue_key
 from leasecheck.models.contracts import FAULT_POINTS, JobRow, RedriveRow, Snapshot
-from leasecheck.models.explorer import Expansion, Move
+from leasecheck.models.explorer import Batch, Expansion, Move, Tally
 
 __all__ = ["LeaseScope", "LeaseSystem", "LeaseWorld", "TicketKey", "fault_variants", "ticket_dict"]
 
@@ -230,6 +230,42 @@ class LeaseSystem:
                 target = self._canonical(canon, held)
             yield target, template.counts, template.problem
 
+    def expand_batch(self, world: LeaseWorld) -> Batch[LeaseWorld] | None:
+        """What ``expand`` gives, in bulk: per run of templates (enqueues and claims, each
+        held ticket's finishes, redrives and tick) its coverage once, and the canonical
+        targets of the moves that change the world; None if a move breaks an invariant."""
+        steps = self._steps_of(world.queue, world.now)
+        blocks = [steps.first_block]
+        for index, owner in enumerate(self.scope.dispatchers):
+            for ticket in world.held[index]:
+                block = steps.finish_blocks.get((index, ticket))
+                if block is None:
+                    self._finishes_of(steps, world, index, owner, ticket)
+                    block = steps.finish_blocks[(index, ticket)]
+                blocks.append(block)
+        blocks.append(steps.last_block)
+        targets: list[tuple[int, LeaseWorld]] = []
+        offset, held = 0, world.held
+        for block in blocks:
+            if not block.clean:
+                return None
+            for position, template in block.moving:
+                targets.append((offset + position, self._target(template, world.now, held)))
+            offset += block.size
+        return offset, blocks, targets
+
+    def _target(self, template: Template, now: int, held: Held) -> LeaseWorld:
+        """The canonical world a template leads to from a world holding ``held``."""
+        canon = template.canon
+        if canon is None:
+            later = now if template.later is None else template.later
+            canon = template.canon = self._canon(template.after, later)
+        after = template.held_after(held)
+        found = canon.worlds.get(after)
+        if found is None:
+            found = canon.worlds[after] = self._canonical(canon, after)
+        return found
+
     def distinct_moves(
         self, sources: Iterable[LeaseWorld]
     ) -> Iterator[tuple[LeaseWorld, Move[LeaseWorld]]]:
@@ -275,28 +311,36 @@ class LeaseSystem:
 
     def _templates(self, world: LeaseWorld) -> Iterator[Template]:
         """The moves of ``world`` as templates, in the order of the System's moves."""
-        steps = self._steps.get((id(world.queue), world.now))
-        if steps is None:
-            steps = _Steps(world.queue, [], [], {})
-            self._build(steps, world.queue, world.now)
-            self._steps[(id(world.queue), world.now)] = steps
+        steps = self._steps_of(world.queue, world.now)
         yield from steps.first
         for index, owner in enumerate(self.scope.dispatchers):
             for ticket in world.held[index]:
                 finishes = steps.finishes.get((index, ticket))
                 if finishes is None:
-                    finishes = list(self._finishes(world.queue, world.now, index, owner, ticket))
-                    self._checked(world.queue, world.now, finishes)
-                    steps.finishes[(index, ticket)] = finishes
+                    finishes = self._finishes_of(steps, world, index, owner, ticket)
                 yield from finishes
         yield from steps.last
 
-    def _build(self, steps: _Steps, queue: Snapshot, now: int) -> None:
-        steps.first += [*self._enqueues(queue, now), *self._claims(queue, now)]
-        steps.last += [*self._redrives(queue, now), *self._tick(queue, now)]
-        if self.scope.refused_args:
-            steps.last += list(self._refused(queue, now))
-        self._checked(queue, now, steps.first + steps.last)
+    def _steps_of(self, queue: Snapshot, now: int) -> _Steps:
+        steps = self._steps.get((id(queue), now))
+        if steps is None:
+            first = [*self._enqueues(queue, now), *self._claims(queue, now)]
+            last = [*self._redrives(queue, now), *self._tick(queue, now)]
+            if self.scope.refused_args:
+                last += list(self._refused(queue, now))
+            self._checked(queue, now, first + last)
+            steps = _Steps(queue, first, last, {}, _Block(queue, first), _Block(queue, last), {})
+            self._steps[(id(queue), now)] = steps
+        return steps
+
+    def _finishes_of(
+        self, steps: _Steps, world: LeaseWorld, index: int, owner: str, ticket: TicketKey
+    ) -> list[Template]:
+        finishes = list(self._finishes(world.queue, world.now, index, owner, ticket))
+        self._checked(world.queue, world.now, finishes)
+        steps.finishes[(index, ticket)] = finishes
+        steps.finish_blocks[(index, ticket)] = _Block(world.queue, finishes)
+        return finishes
 
     def _checked(self, queue: Snapshot, now: int, templates: list[Template]) -> None:
         """Each template's transition invariant (it reads the queues and the op only)."""
@@ -530,6 +574,28 @@ class _Steps:
     last: list[Template]
     """redrive and tick moves."""
     finishes: dict[tuple[int, TicketKey], list[Template]]
+    first_block: _Block
+    last_block: _Block
+    finish_blocks: dict[tuple[int, TicketKey], _Block]
+
+
+class _Block(Tally):
+    """A run of templates of one queue for ``expand_batch``: their coverage, their count,
+    whether none breaks a transition invariant, and (position, template) of each that
+    changes the world (a template that keeps the queue, the tickets and the clock leads
+    back to the world it leaves)."""
+
+    __slots__ = ("clean", "moving", "size")
+
+    def __init__(self, queue: Snapshot, templates: list[Template]) -> None:
+        super().__init__([template.counts for template in templates])
+        self.size = len(templates)
+        self.clean = all(template.problem is None for template in templates)
+        self.moving = [
+            (position, template)
+            for position, template in enumerate(templates)
+            if not (template.after is queue and template.keep and template.later is None)
+        ]
 
 
 def _refusal(queue: Snapshot, op: tuple[Any, ...]) -> str:
