@@ -17,6 +17,7 @@ along every explored transition):
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -260,7 +261,7 @@ class LeaseSystem:
         if canon is None:
             later = now if template.later is None else template.later
             canon = template.canon = self._canon(template.after, later)
-        after = template.held_after(held)
+        after = held if template.keep else template.held_after(held)
         found = canon.worlds.get(after)
         if found is None:
             found = canon.worlds[after] = self._canonical(canon, after)
@@ -286,11 +287,15 @@ class LeaseSystem:
                                   template.hooks, template.counts)  # fmt: skip
 
     def _canonical(self, canon: Canon, held: Held) -> LeaseWorld:
-        queue, normal = canon.held(held, self.scope.dispatchers)
-        key = (id(queue), normal, canon.now)
-        found = self._worlds.get(key)
+        normal = canon.normalized(held)
+        found: LeaseWorld | None = canon.by_normal.get(normal)
         if found is None:
-            found = self._worlds[key] = LeaseWorld(queue, normal, canon.now)
+            queue, chosen = canon.choose(normal, self.scope.dispatchers)
+            key = (id(queue), chosen, canon.now)
+            found = self._worlds.get(key)
+            if found is None:
+                found = self._worlds[key] = LeaseWorld(queue, chosen, canon.now)
+            canon.by_normal[normal] = found
         return found
 
     def _canon(self, queue: Snapshot, now: int) -> Canon:
@@ -344,11 +349,8 @@ class LeaseSystem:
 
     def _checked(self, queue: Snapshot, now: int, templates: list[Template]) -> None:
         """Each template's transition invariant (it reads the queues and the op only)."""
-        source = LeaseWorld(queue, (), now)
-        for template in templates:
-            move = Move(template.op, LeaseWorld(template.after, (), now), template.result,
-                        template.error, template.hooks, template.counts)  # fmt: skip
-            template.problem = self.check_move(source, move)
+        for t in templates:
+            t.problem = _move_problem(queue, t.after, now, t.op, t.result, t.hooks)
 
     def check_state(self, world: LeaseWorld) -> str | None:
         queue = world.queue
@@ -379,17 +381,9 @@ class LeaseSystem:
         return found[1]
 
     def check_move(self, source: LeaseWorld, move: Move[LeaseWorld]) -> str | None:
-        before, after = source.queue, move.state.queue
-        if [r.id for r in after.jobs[: len(before.jobs)]] != [r.id for r in before.jobs]:
-            return "a job row was removed or reordered"
-        if after.redrives[: len(before.redrives)] != before.redrives:
-            return "an audit row was removed or changed"
-        for old, new in zip(before.jobs, after.jobs, strict=False):
-            if new.token < old.token:
-                return f"job {old.id!r}: token went down from {old.token} to {new.token}"
-            if old.status == "done" and new != old:
-                return f"job {old.id!r} was done and changed to {new.status}"
-        return _op_problem(source, move)
+        return _move_problem(
+            source.queue, move.state.queue, source.now, move.op, move.result, move.hooks
+        )
 
     def items(self, world: LeaseWorld) -> Sequence[str]:
         return [row.id for row in world.queue.jobs]
@@ -626,6 +620,7 @@ def _instants(queue: Snapshot) -> set[int]:
     return found
 
 
+@functools.cache
 def _counts(op: str, outcome: str, fault: str | None, hooks: tuple[str, ...]) -> tuple[str, ...]:
     counts = [f"op:{op}", *(f"hook:{point}" for point in hooks)]
     counts.append(f"crash:{fault}" if fault else outcome)
@@ -647,25 +642,43 @@ def _row_problem(row: JobRow) -> str | None:
     return None
 
 
-def _op_problem(source: LeaseWorld, move: Move[LeaseWorld]) -> str | None:
-    assert isinstance(move.op, tuple)
-    kind = move.op[0]
-    before, after = source.queue, move.state.queue
-    if kind == "claim" and isinstance(move.result, dict):
-        old = before.job(move.result["id"])
-        if old is None or move.result["token"] != old.token + 1:
-            return f"claim of {move.result['id']!r} did not make token+1"
-        if old.status == "leased" and old.lease_until is not None and source.now < old.lease_until:
+def _move_problem(
+    before: Snapshot, after: Snapshot, now: int, op: Hashable, result: Any, hooks: tuple[str, ...]
+) -> str | None:
+    """The transition invariants of one move from ``before`` at ``now`` to ``after``."""
+    if after is not before:  # an unchanged queue keeps its rows, audits and tokens
+        if [r.id for r in after.jobs[: len(before.jobs)]] != [r.id for r in before.jobs]:
+            return "a job row was removed or reordered"
+        if after.redrives[: len(before.redrives)] != before.redrives:
+            return "an audit row was removed or changed"
+        for old, new in zip(before.jobs, after.jobs, strict=False):
+            if new.token < old.token:
+                return f"job {old.id!r}: token went down from {old.token} to {new.token}"
+            if old.status == "done" and new != old:
+                return f"job {old.id!r} was done and changed to {new.status}"
+    return _op_problem(before, after, now, op, result, hooks)
+
+
+def _op_problem(
+    before: Snapshot, after: Snapshot, now: int, op: Hashable, result: Any, hooks: tuple[str, ...]
+) -> str | None:
+    assert isinstance(op, tuple)
+    kind = op[0]
+    if kind == "claim" and isinstance(result, dict):
+        old = before.job(result["id"])
+        if old is None or result["token"] != old.token + 1:
+            return f"claim of {result['id']!r} did not make token+1"
+        if old.status == "leased" and old.lease_until is not None and now < old.lease_until:
             return (
-                f"claim took job {old.id!r} at t={source.now} while {old.owner!r}'s lease"
+                f"claim took job {old.id!r} at t={now} while {old.owner!r}'s lease"
                 f" (token {old.token}) runs until {old.lease_until}: two live leases"
             )
     if kind == "finish":
-        ticket: TicketKey = move.op[2]
+        ticket: TicketKey = op[2]
         row = before.job(ticket[0])
-        stale = row is None or not _is_live(row, ticket, source.now)
-        if stale and (move.result is not False or after != before or move.hooks):
-            return f"a stale ticket (token {ticket[3]}) finished: result {move.result!r}"
+        stale = row is None or not _is_live(row, ticket, now)
+        if stale and (result is not False or after != before or hooks):
+            return f"a stale ticket (token {ticket[3]}) finished: result {result!r}"
     if kind == "redrive" and len(after.redrives) > len(before.redrives):
         audit: RedriveRow = after.redrives[-1]
         row = before.job(audit.id)
