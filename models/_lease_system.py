@@ -250,22 +250,23 @@ class LeaseSystem:
         for block in blocks:
             if not block.clean:
                 return None
-            for position, template in block.moving:
-                targets.append((offset + position, self._target(template, world.now, held)))
+            for position, template, canon, worlds in block.moving:
+                # each target canon remembers its world per held tickets (raw, then normalized)
+                after = held if template.keep else template.held_after(held)
+                found = worlds.get(after)
+                if found is None:
+                    found = worlds[after] = self._canonical(canon, after)
+                targets.append((offset + position, found))
             offset += block.size
         return offset, blocks, targets
 
-    def _target(self, template: Template, now: int, held: Held) -> LeaseWorld:
-        """The canonical world a template leads to from a world holding ``held``."""
+    def _target_canon(self, template: Template, now: int) -> Canon:
+        """The canon of the queue and clock a template leads to (computed once)."""
         canon = template.canon
         if canon is None:
             later = now if template.later is None else template.later
             canon = template.canon = self._canon(template.after, later)
-        after = held if template.keep else template.held_after(held)
-        found = canon.worlds.get(after)
-        if found is None:
-            found = canon.worlds[after] = self._canonical(canon, after)
-        return found
+        return canon
 
     def distinct_moves(
         self, sources: Iterable[LeaseWorld]
@@ -334,7 +335,8 @@ class LeaseSystem:
             if self.scope.refused_args:
                 last += list(self._refused(queue, now))
             self._checked(queue, now, first + last)
-            steps = _Steps(queue, first, last, {}, _Block(queue, first), _Block(queue, last), {})
+            blocks = self._block(queue, now, first), self._block(queue, now, last)
+            steps = _Steps(queue, first, last, {}, *blocks, {})
             self._steps[(id(queue), now)] = steps
         return steps
 
@@ -344,8 +346,19 @@ class LeaseSystem:
         finishes = list(self._finishes(world.queue, world.now, index, owner, ticket))
         self._checked(world.queue, world.now, finishes)
         steps.finishes[(index, ticket)] = finishes
-        steps.finish_blocks[(index, ticket)] = _Block(world.queue, finishes)
+        steps.finish_blocks[(index, ticket)] = self._block(world.queue, world.now, finishes)
         return finishes
+
+    def _block(self, queue: Snapshot, now: int, templates: list[Template]) -> _Block:
+        block = _Block(templates)
+        if block.clean:
+            block.moving = [
+                (position, template, canon, canon.worlds)
+                for position, template in enumerate(templates)
+                if not (template.after is queue and template.keep and template.later is None)
+                for canon in (self._target_canon(template, now),)
+            ]
+        return block
 
     def _checked(self, queue: Snapshot, now: int, templates: list[Template]) -> None:
         """Each template's transition invariant (it reads the queues and the op only)."""
@@ -575,21 +588,17 @@ class _Steps:
 
 class _Block(Tally):
     """A run of templates of one queue for ``expand_batch``: their coverage, their count,
-    whether none breaks a transition invariant, and (position, template) of each that
-    changes the world (a template that keeps the queue, the tickets and the clock leads
-    back to the world it leaves)."""
+    whether none breaks a transition invariant, and (position, template, target canon, its
+    worlds) of each that may change the world (``LeaseSystem._block``; a template that
+    keeps the queue, the tickets and the clock leads back to the world it leaves)."""
 
     __slots__ = ("clean", "moving", "size")
 
-    def __init__(self, queue: Snapshot, templates: list[Template]) -> None:
+    def __init__(self, templates: list[Template]) -> None:
         super().__init__([template.counts for template in templates])
         self.size = len(templates)
         self.clean = all(template.problem is None for template in templates)
-        self.moving = [
-            (position, template)
-            for position, template in enumerate(templates)
-            if not (template.after is queue and template.keep and template.later is None)
-        ]
+        self.moving: list[tuple[int, Template, Canon, dict[Held, LeaseWorld]]] = []
 
 
 def _refusal(queue: Snapshot, op: tuple[Any, ...]) -> str:
