@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from leasecheck.adapters.protocol import AdapterError, Clock
+from leasecheck.adapters.protocol import AdapterError, QueueClock
 
 __all__ = ["INSTALL", "TimePatch", "envelope", "installed_version", "job_of", "read_rows"]
 
@@ -80,19 +80,21 @@ class TimePatch:
     the last adapter detaches, so nothing outlives the adapters that needed it.
     """
 
-    def __init__(self, module: str, attribute: str, build: Callable[[Callable[[], Clock]], Any]):
+    def __init__(
+        self, module: str, attribute: str, build: Callable[[Callable[[], QueueClock]], Any]
+    ):
         self.module, self.attribute, self.build = module, attribute, build
-        self._clocks: list[Clock] = []
+        self._clocks: list[QueueClock] = []
         self._original: Any = None
 
-    def attach(self, clock: Clock) -> None:
+    def attach(self, clock: QueueClock) -> None:
         target = sys.modules[self.module]
         if not self._clocks:
             self._original = getattr(target, self.attribute)
             setattr(target, self.attribute, self.build(lambda: self._clocks[-1]))
         self._clocks.append(clock)
 
-    def detach(self, clock: Clock) -> None:
+    def detach(self, clock: QueueClock) -> None:
         if clock in self._clocks:
             self._clocks.remove(clock)
         if not self._clocks and self._original is not None:

@@ -4,7 +4,7 @@ Libraries that read the client's clock through a helper of their own (rq's
 ``rq.utils.now``/``current_timestamp``, saq's ``saq.utils.now``) import it by name into
 many modules. ``patch_time`` replaces every binding of such a helper in the library's
 loaded modules with one that reads the process's current clock (``use_clock``), so a
-test moves the library's time by advancing a ``Clock``. One clock per process: the last
+test moves the library's time by advancing a ``QueueClock``. One clock per process: the last
 adapter connected sets it, which is what a one-connection-per-process property needs.
 """
 
@@ -14,20 +14,20 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from leasecheck.adapters.protocol import Clock
+from leasecheck.adapters.protocol import QueueClock
 
 __all__ = ["current_clock", "patch_time", "use_clock"]
 
-_clock: list[Clock] = []
+_clock: list[QueueClock] = []
 _patched: set[str] = set()
 
 
-def use_clock(clock: Clock) -> None:
+def use_clock(clock: QueueClock) -> None:
     """From now on, every patched helper in this process reads ``clock``."""
     _clock[:] = [clock]
 
 
-def current_clock() -> Clock:
+def current_clock() -> QueueClock:
     if not _clock:
         raise RuntimeError("no clock was set: call use_clock(clock) when connecting")
     return _clock[0]

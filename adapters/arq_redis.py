@@ -48,12 +48,12 @@ from leasecheck.adapters.protocol import (
     AdapterError,
     Capabilities,
     Claim,
-    Clock,
     JobState,
-    JobView,
     Promise,
     Promises,
     QueueAdapter,
+    QueueClock,
+    StoredJob,
     Unsupported,
 )
 
@@ -129,7 +129,7 @@ class ArqRedis:
         _import_arq()
         return new_location(server, self.name)
 
-    def connect(self, location: str, clock: Clock) -> QueueAdapter:
+    def connect(self, location: str, clock: QueueClock) -> QueueAdapter:
         return ArqAdapter(location)
 
     def destroy(self, location: str) -> None:
@@ -251,10 +251,10 @@ class ArqAdapter:
     def recover(self) -> int:
         return -1
 
-    def observe(self) -> list[JobView]:
+    def observe(self) -> list[StoredJob]:
         from arq.constants import in_progress_key_prefix, result_key_prefix
 
-        async def read() -> list[JobView]:
+        async def read() -> list[StoredJob]:
             pool = self.worker.pool
             views = []
             for raw in await pool.lrange(f"{self.prefix}:order", 0, -1):
@@ -266,7 +266,7 @@ class ArqAdapter:
                     state = "leased" if held else "ready"
                 elif await pool.exists(result_key_prefix + jid):
                     state = "done"
-                views.append(JobView(job, state))
+                views.append(StoredJob(job, state))
             return views
 
         return list(self._run(read()))

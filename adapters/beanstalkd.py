@@ -60,12 +60,12 @@ from leasecheck.adapters.protocol import (
     AdapterError,
     Capabilities,
     Claim,
-    Clock,
     JobState,
-    JobView,
     Promise,
     Promises,
     QueueAdapter,
+    QueueClock,
+    StoredJob,
 )
 
 __all__ = ["TTR", "Beanstalkd", "server_seconds", "server_stamp"]
@@ -208,7 +208,7 @@ class Beanstalkd:
         )
         return str(directory)
 
-    def connect(self, location: str, clock: Clock) -> QueueAdapter:
+    def connect(self, location: str, clock: QueueClock) -> QueueAdapter:
         return BeanstalkdAdapter(Path(location), clock)
 
     def destroy(self, location: str) -> None:
@@ -252,7 +252,7 @@ def server_seconds(now_us: int, t0_us: int, lease_us: int) -> int:
 class BeanstalkdAdapter:
     """One connection to a store's beanstalkd; its time written before every command."""
 
-    def __init__(self, directory: Path, clock: Clock) -> None:
+    def __init__(self, directory: Path, clock: QueueClock) -> None:
         self.greenstalk = _import_greenstalk()
         self.directory, self.clock = directory, clock
         found = json.loads((directory / _SERVER_FILE).read_text())
@@ -341,7 +341,7 @@ class BeanstalkdAdapter:
         self._tick()
         return -1
 
-    def observe(self) -> list[JobView]:
+    def observe(self) -> list[StoredJob]:
         self._tick()
         views = []
         for job_id in range(1, int(self.client.stats()["total-jobs"]) + 1):
@@ -350,7 +350,7 @@ class BeanstalkdAdapter:
                 body = self.client.peek(job_id).body
             except self.greenstalk.NotFoundError:
                 continue  # deleted: absent reads done (ack_deletes)
-            views.append(JobView(job_of(body), _STATES[state]))
+            views.append(StoredJob(job_of(body), _STATES[state]))
         return views
 
     def close(self) -> None:

@@ -42,11 +42,11 @@ from leasecheck.adapters.protocol import (
     AdapterError,
     Capabilities,
     Claim,
-    Clock,
-    JobView,
     Promise,
     Promises,
     QueueAdapter,
+    QueueClock,
+    StoredJob,
     Unsupported,
 )
 
@@ -127,7 +127,7 @@ class DramatiqRabbitmq:
         DramatiqRabbitmqAdapter(location).close()  # connecting declared the queues
         return location
 
-    def connect(self, location: str, clock: Clock) -> QueueAdapter:
+    def connect(self, location: str, clock: QueueClock) -> QueueAdapter:
         return DramatiqRabbitmqAdapter(location)
 
     def destroy(self, location: str) -> None:
@@ -228,7 +228,7 @@ class DramatiqRabbitmqAdapter:
                 self.consumer(worker, anew=True)
         return -1
 
-    def observe(self) -> list[JobView]:
+    def observe(self) -> list[StoredJob]:
         raise Unsupported(
             "AMQP 0-9-1 reads a queue's messages only by taking them: no read-only "
             "per-job view (a passive queue.declare gives only the ready count)"

@@ -44,12 +44,12 @@ from leasecheck.adapters.protocol import (
     AdapterError,
     Capabilities,
     Claim,
-    Clock,
     JobState,
-    JobView,
     Promise,
     Promises,
     QueueAdapter,
+    QueueClock,
+    StoredJob,
 )
 
 __all__ = ["DramatiqRedis"]
@@ -102,7 +102,7 @@ PROMISES = Promises(
 )
 
 
-_CLOCK: list[Clock] = []
+_CLOCK: list[QueueClock] = []
 
 
 def _now_ms() -> int:
@@ -141,14 +141,14 @@ class DramatiqRedis:
         _import_dramatiq()
         return new_location(server, self.name)
 
-    def connect(self, location: str, clock: Clock) -> QueueAdapter:
+    def connect(self, location: str, clock: QueueClock) -> QueueAdapter:
         return DramatiqAdapter(location, clock)
 
 
 class DramatiqAdapter:
     """One ``RedisBroker`` (one worker id, one connection pool) on a store's namespace."""
 
-    def __init__(self, location: str, clock: Clock) -> None:
+    def __init__(self, location: str, clock: QueueClock) -> None:
         _import_dramatiq()
         import redis
 
@@ -225,7 +225,7 @@ class DramatiqAdapter:
             sweeper.client.close()
         return -1
 
-    def observe(self) -> list[JobView]:
+    def observe(self) -> list[StoredJob]:
         order = [raw.decode() for raw in self.client.lrange(self._key(_ORDER_KEY), 0, -1)]
         live = _jobs(self.client.hgetall(self._key(f"{QUEUE}.msgs")))
         dead = _jobs(self.client.hgetall(self._key(f"{QUEUE}.XQ.msgs")))
@@ -244,7 +244,7 @@ class DramatiqAdapter:
             elif job in live:
                 rid = live[job]
                 state = "leased" if rid in held else "ready" if rid in queued else "gone"
-            views.append(JobView(job, state))
+            views.append(StoredJob(job, state))
         return views
 
     def close(self) -> None:

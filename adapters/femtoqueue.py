@@ -50,12 +50,12 @@ from leasecheck.adapters._libs import TimePatch, envelope, installed_version, jo
 from leasecheck.adapters.protocol import (
     Capabilities,
     Claim,
-    Clock,
     JobState,
-    JobView,
     Promise,
     Promises,
     QueueAdapter,
+    QueueClock,
+    StoredJob,
     Unsupported,
 )
 
@@ -91,7 +91,7 @@ _TIME = TimePatch("femtoqueue", "time", _clock_module)
 class FemtoqueueAdapter:
     """One femtoqueue data directory, with femtoqueue's time read from ``clock``."""
 
-    def __init__(self, location: str, clock: Clock) -> None:
+    def __init__(self, location: str, clock: QueueClock) -> None:
         import femtoqueue
 
         self.femtoqueue: Any = femtoqueue
@@ -128,8 +128,8 @@ class FemtoqueueAdapter:
     def recover(self) -> int:
         return -1  # pop() moves stale tasks back to pending itself
 
-    def observe(self) -> list[JobView]:
-        views: list[tuple[str, JobView]] = []
+    def observe(self) -> list[StoredJob]:
+        views: list[tuple[str, StoredJob]] = []
         root = Path(self.location)
         for directory in sorted(p for p in root.iterdir() if p.is_dir()):
             if directory.name == "creating":
@@ -137,7 +137,7 @@ class FemtoqueueAdapter:
             state = _FIXED.get(directory.name, "leased")
             for path in directory.iterdir():
                 data = path.read_bytes()[_HEADER:]
-                views.append((path.name, JobView(job_of(data), state)))
+                views.append((path.name, StoredJob(job_of(data), state)))
         return [view for _, view in sorted(views, key=lambda item: item[0])]
 
     def close(self) -> None:
@@ -206,6 +206,6 @@ class Femtoqueue:
         femtoqueue.FemtoQueue(str(path), _CLIENT)
         return str(path)
 
-    def connect(self, location: str, clock: Clock) -> QueueAdapter:
+    def connect(self, location: str, clock: QueueClock) -> QueueAdapter:
         self.version()
         return FemtoqueueAdapter(location, clock)

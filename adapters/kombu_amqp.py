@@ -51,11 +51,11 @@ from leasecheck.adapters.protocol import (
     AdapterError,
     Capabilities,
     Claim,
-    Clock,
-    JobView,
     Promise,
     Promises,
     QueueAdapter,
+    QueueClock,
+    StoredJob,
     Unsupported,
 )
 
@@ -151,7 +151,7 @@ class KombuAmqp:
         adapter.close()  # connecting declared the queue
         return location
 
-    def connect(self, location: str, clock: Clock) -> QueueAdapter:
+    def connect(self, location: str, clock: QueueClock) -> QueueAdapter:
         return KombuAmqpAdapter(location)
 
     def destroy(self, location: str) -> None:
@@ -239,7 +239,7 @@ class KombuAmqpAdapter:
                 continue  # a channel closed by consumer_timeout, answered and reopened
         return -1
 
-    def observe(self) -> list[JobView]:
+    def observe(self) -> list[StoredJob]:
         raise Unsupported(
             "AMQP 0-9-1 reads a queue's messages only by taking them: no read-only "
             "per-job view (a passive queue.declare gives only the ready count)"

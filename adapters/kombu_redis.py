@@ -54,12 +54,12 @@ from leasecheck.adapters.protocol import (
     AdapterError,
     Capabilities,
     Claim,
-    Clock,
     JobState,
-    JobView,
     Promise,
     Promises,
     QueueAdapter,
+    QueueClock,
+    StoredJob,
     Unsupported,
 )
 
@@ -149,7 +149,7 @@ def _import_kombu() -> Any:
     return kombu
 
 
-_CLOCK: list[Clock] = []
+_CLOCK: list[QueueClock] = []
 
 
 def _now() -> float:
@@ -179,14 +179,14 @@ class KombuRedis:
         _import_kombu()
         return new_location(server, self.name)
 
-    def connect(self, location: str, clock: Clock) -> QueueAdapter:
+    def connect(self, location: str, clock: QueueClock) -> QueueAdapter:
         return KombuRedisAdapter(location, clock)
 
 
 class KombuRedisAdapter:
     """One kombu ``Connection`` and channel on a store's key prefix."""
 
-    def __init__(self, location: str, clock: Clock) -> None:
+    def __init__(self, location: str, clock: QueueClock) -> None:
         kombu = _import_kombu()
         import redis
 
@@ -247,7 +247,7 @@ class KombuRedisAdapter:
         qos.restore_visible(num=None, interval=1)
         return before - int(self.client.zcard(index))
 
-    def observe(self) -> list[JobView]:
+    def observe(self) -> list[StoredJob]:
         order = [raw.decode() for raw in self.client.lrange(self.prefix + _ORDER_KEY, 0, -1)]
         ready = {_job(json.loads(raw)) for raw in self._queued()}
         unacked = self.client.hvals(self.prefix + self.channel.unacked_key)
@@ -255,7 +255,7 @@ class KombuRedisAdapter:
         views = []
         for job in order:
             state: JobState = "leased" if job in leased else "ready" if job in ready else "gone"
-            views.append(JobView(job, state))
+            views.append(StoredJob(job, state))
         return views
 
     def _queued(self) -> list[bytes]:

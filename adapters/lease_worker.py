@@ -20,12 +20,12 @@ from typing import Any, ClassVar
 from leasecheck.adapters.protocol import (
     Capabilities,
     Claim,
-    Clock,
     JobState,
-    JobView,
     Promise,
     Promises,
     QueueAdapter,
+    QueueClock,
+    StoredJob,
     Unsupported,
 )
 from leasecheck.queue_impl import worker
@@ -43,7 +43,7 @@ STATES: dict[str, JobState] = {
 }
 
 
-def now_ms(clock: Clock) -> int:
+def now_ms(clock: QueueClock) -> int:
     """The shared clock in the contract's integer milliseconds."""
     return round(clock.now() * 1000)
 
@@ -56,7 +56,7 @@ def lease_ms(lease: float) -> int:
 class LeaseWorkerAdapter:
     """One connection (``worker.open_queue``) to one queue file."""
 
-    def __init__(self, path: str, clock: Clock) -> None:
+    def __init__(self, path: str, clock: QueueClock) -> None:
         self.con = worker.open_queue(path)
         self.clock = clock
 
@@ -79,7 +79,7 @@ class LeaseWorkerAdapter:
     def recover(self) -> int:
         return -1  # claim itself takes expired leases (lease-worker.md, claim step 2)
 
-    def observe(self) -> list[JobView]:
+    def observe(self) -> list[StoredJob]:
         rows = self.con.execute(
             "SELECT id, status, attempts, lease_until FROM jobs ORDER BY seq"
         ).fetchall()
@@ -102,8 +102,8 @@ def _ticket(claim: Claim) -> dict[str, Any]:
     return dict(handle)
 
 
-def _view(job: str, status: str, attempts: int, until: int | None) -> JobView:
-    return JobView(job, STATES[status], attempts, None if until is None else until / 1000)
+def _view(job: str, status: str, attempts: int, until: int | None) -> StoredJob:
+    return StoredJob(job, STATES[status], attempts, None if until is None else until / 1000)
 
 
 def _cite(section: str, note: str = "") -> Promise:
@@ -145,5 +145,5 @@ class LeaseWorker:
         worker.open_queue(path).close()
         return str(path)
 
-    def connect(self, location: str, clock: Clock) -> QueueAdapter:
+    def connect(self, location: str, clock: QueueClock) -> QueueAdapter:
         return LeaseWorkerAdapter(location, clock)

@@ -47,11 +47,11 @@ from leasecheck.adapters._libs import TimePatch, envelope, installed_version, jo
 from leasecheck.adapters.protocol import (
     Capabilities,
     Claim,
-    Clock,
     JobState,
-    JobView,
     Promise,
     Promises,
+    QueueClock,
+    StoredJob,
     Unsupported,
 )
 
@@ -69,7 +69,7 @@ _TIME = TimePatch("litequeue", "time_ns", lambda current: lambda: round(current(
 class LitequeueAdapter:
     """One ``LiteQueue`` on one SQLite file, with its time read from ``clock``."""
 
-    def __init__(self, location: str, clock: Clock) -> None:
+    def __init__(self, location: str, clock: QueueClock) -> None:
         import litequeue
 
         self.clock = clock
@@ -123,7 +123,7 @@ class LitequeueAdapter:
                     returned += 1
         return returned
 
-    def observe(self) -> list[JobView]:
+    def observe(self) -> list[StoredJob]:
         leases = self._leases()
         rows = self.queue.conn.execute(
             f"SELECT data, status, lock_time, message_id FROM {self.queue.table} ORDER BY rowid"
@@ -143,12 +143,12 @@ class LitequeueAdapter:
     @staticmethod
     def _view(
         leases: dict[str, float], data: str, status: int, lock_time: int | None, message_id: str
-    ) -> JobView:
+    ) -> StoredJob:
         state = _STATES[status]
         until = None
         if state == "leased" and lock_time is not None and message_id in leases:
             until = lock_time / _NS + leases[message_id]
-        return JobView(job_of(data), state, None, until)
+        return StoredJob(job_of(data), state, None, until)
 
 
 class Litequeue:
@@ -212,6 +212,6 @@ class Litequeue:
         litequeue.LiteQueue(str(path)).close()
         return str(path)
 
-    def connect(self, location: str, clock: Clock) -> LitequeueAdapter:
+    def connect(self, location: str, clock: QueueClock) -> LitequeueAdapter:
         self.version()
         return LitequeueAdapter(location, clock)

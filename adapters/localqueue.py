@@ -54,11 +54,11 @@ from leasecheck.adapters.protocol import (
     AdapterError,
     Capabilities,
     Claim,
-    Clock,
     JobState,
-    JobView,
     Promise,
     Promises,
+    QueueClock,
+    StoredJob,
 )
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ names 2 acked and 3 failed)."""
 class LocalqueueAdapter:
     """One ``SimpleQueue`` on one directory; real time only."""
 
-    def __init__(self, location: str, clock: Clock) -> None:
+    def __init__(self, location: str, clock: QueueClock) -> None:
         if getattr(clock, "real", False) is not True:
             raise AdapterError(
                 f"localqueue reads the system clock in its Rust engine, so it cannot follow "
@@ -115,7 +115,7 @@ class LocalqueueAdapter:
     def recover(self) -> int:
         return self.queue.reclaim_expired_leases()
 
-    def observe(self) -> list[JobView]:
+    def observe(self) -> list[StoredJob]:
         rows = read_rows(
             self.location / "localqueue.db",
             "SELECT payload, status, attempts, lease_until FROM messages "
@@ -142,10 +142,10 @@ class LocalqueueAdapter:
         return True
 
     @staticmethod
-    def _view(payload: bytes, status: int, attempts: int, lease_until: int | None) -> JobView:
+    def _view(payload: bytes, status: int, attempts: int, lease_until: int | None) -> StoredJob:
         state = _STATES[status]
         until = lease_until / 1000 if state == "leased" and lease_until is not None else None
-        return JobView(job_of(payload), state, attempts, until)
+        return StoredJob(job_of(payload), state, attempts, until)
 
 
 def _handle(claim: Claim) -> tuple[int, str]:
@@ -226,6 +226,6 @@ class Localqueue:
         SimpleQueue[dict[str, str]](str(path), _QUEUE).close()
         return str(path)
 
-    def connect(self, location: str, clock: Clock) -> LocalqueueAdapter:
+    def connect(self, location: str, clock: QueueClock) -> LocalqueueAdapter:
         self.version()
         return LocalqueueAdapter(location, clock)

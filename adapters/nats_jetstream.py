@@ -48,12 +48,12 @@ from leasecheck.adapters.protocol import (
     AdapterError,
     Capabilities,
     Claim,
-    Clock,
     JobState,
-    JobView,
     Promise,
     Promises,
     QueueAdapter,
+    QueueClock,
+    StoredJob,
 )
 
 __all__ = ["NatsJetstream"]
@@ -138,7 +138,7 @@ class NatsJetstream:
             adapter.close()
         return location
 
-    def connect(self, location: str, clock: Clock) -> QueueAdapter:
+    def connect(self, location: str, clock: QueueClock) -> QueueAdapter:
         return NatsAdapter(location)
 
 
@@ -236,10 +236,10 @@ class NatsAdapter:
     def recover(self) -> int:
         return -1
 
-    def observe(self) -> list[JobView]:
+    def observe(self) -> list[StoredJob]:
         return self.run(self._observe(), "observing the streams")  # type: ignore[no-any-return]
 
-    async def _observe(self) -> list[JobView]:
+    async def _observe(self) -> list[StoredJob]:
         from nats.js.errors import NotFoundError
 
         order = await self.js.stream_info(self.order)
@@ -260,10 +260,10 @@ class NatsAdapter:
             try:
                 await self.js.get_msg(self.stream, record["seq"])
             except NotFoundError:
-                views.append(JobView(record["job"], "gone"))
+                views.append(StoredJob(record["job"], "gone"))
                 continue
             state: JobState = "leased" if record["seq"] <= delivered else "ready"
-            views.append(JobView(record["job"], state))
+            views.append(StoredJob(record["job"], state))
         return views
 
     def close(self) -> None:

@@ -51,11 +51,11 @@ from leasecheck.adapters._libs import TimePatch, envelope, installed_version, jo
 from leasecheck.adapters.protocol import (
     Capabilities,
     Claim,
-    Clock,
     JobState,
-    JobView,
     Promise,
     Promises,
+    QueueClock,
+    StoredJob,
     Unsupported,
 )
 
@@ -75,7 +75,7 @@ _TIME = TimePatch(
 class PersistQueueAdapter:
     """One ``SQLiteAckQueue`` on one directory, its timestamps read from ``clock``."""
 
-    def __init__(self, location: str, clock: Clock, auto_resume: bool = False) -> None:
+    def __init__(self, location: str, clock: QueueClock, auto_resume: bool = False) -> None:
         import persistqueue.sqlackqueue
 
         self.clock = clock
@@ -108,9 +108,9 @@ class PersistQueueAdapter:
         self.queue.resume_unack_tasks()
         return held
 
-    def observe(self) -> list[JobView]:
+    def observe(self) -> list[StoredJob]:
         rows = sorted(self.queue.queue(), key=lambda row: row["id"])
-        return [JobView(job_of(row["data"]), _STATES[int(row["status"])]) for row in rows]
+        return [StoredJob(job_of(row["data"]), _STATES[int(row["status"])]) for row in rows]
 
     def close(self) -> None:
         try:
@@ -176,7 +176,7 @@ class PersistQueue:
         persistqueue.sqlackqueue.SQLiteAckQueue(str(path), auto_resume=False).close()
         return str(path)
 
-    def connect(self, location: str, clock: Clock) -> PersistQueueAdapter:
+    def connect(self, location: str, clock: QueueClock) -> PersistQueueAdapter:
         self.version()
         return PersistQueueAdapter(location, clock)
 
@@ -187,10 +187,10 @@ class PersistQueueDefaults(PersistQueue):
 
     name: ClassVar[str] = "persist-queue-defaults"
 
-    def connect(self, location: str, clock: Clock) -> PersistQueueAdapter:
+    def connect(self, location: str, clock: QueueClock) -> PersistQueueAdapter:
         self.version()
         return PersistQueueAdapter(location, clock, auto_resume=True)
 
-    def reader(self, location: str, clock: Clock) -> PersistQueueAdapter:
+    def reader(self, location: str, clock: QueueClock) -> PersistQueueAdapter:
         """A connection for the harness's own reads, which must not resume anything."""
         return PersistQueueAdapter(location, clock, auto_resume=False)

@@ -40,12 +40,12 @@ from leasecheck.adapters._postgres import PG_EXTRA, PgSession, drop_database, ne
 from leasecheck.adapters.protocol import (
     Capabilities,
     Claim,
-    Clock,
     JobState,
-    JobView,
     Promise,
     Promises,
     QueueAdapter,
+    QueueClock,
+    StoredJob,
 )
 
 __all__ = ["Pgqueuer"]
@@ -133,7 +133,7 @@ class Pgqueuer:
         """Drop the store's database (``create`` made one per store)."""
         drop_database(location)
 
-    def connect(self, location: str, clock: Clock) -> QueueAdapter:
+    def connect(self, location: str, clock: QueueClock) -> QueueAdapter:
         return PgqueuerAdapter(location)
 
 
@@ -195,11 +195,11 @@ class PgqueuerAdapter:
     def recover(self) -> int:
         return -1  # dequeue re-picks stale rows itself; there is no sweep to call
 
-    def observe(self) -> list[JobView]:
+    def observe(self) -> list[StoredJob]:
         views = []
         for job, status, attempts, last_log in self.session.rows(_OBSERVE):
             state = _ROW_STATE.get(status) if status else _LOG_STATE.get(last_log or "", "gone")
-            views.append(JobView(job, state or "gone", attempts))
+            views.append(StoredJob(job, state or "gone", attempts))
         return views
 
     def close(self) -> None:

@@ -26,7 +26,7 @@ from leasecheck.adapters.lease_worker import (
     lease_ms,
     now_ms,
 )
-from leasecheck.adapters.protocol import Capabilities, Claim, Clock, JobView, QueueAdapter
+from leasecheck.adapters.protocol import Capabilities, Claim, QueueAdapter, QueueClock, StoredJob
 from leasecheck.queue_impl import worker
 
 __all__ = ["CONTROLS", "PLANTED", "PlantedBug", "PlantedControl", "planted_library"]
@@ -156,7 +156,7 @@ class ExtendAfterExpiry(LeaseWorkerAdapter):
         ticket["lease_until"] = until  # finish compares the whole ticket, lease included
         return True
 
-    def observe(self) -> list[JobView]:
+    def observe(self) -> list[StoredJob]:
         now = now_ms(self.clock) / 1000
         return [
             replace(view, state="ready", lease_until=None)
@@ -288,7 +288,7 @@ def planted_library(bug: PlantedBug | PlantedControl) -> type[LeaseWorker]:
         name: ClassVar[str] = f"planted:{bug.name}"
         capabilities: ClassVar[Capabilities] = bug.capabilities
 
-        def connect(self, location: str, clock: Clock) -> QueueAdapter:
+        def connect(self, location: str, clock: QueueClock) -> QueueAdapter:
             return bug.adapter(location, clock)
 
     Planted.__name__ = Planted.__qualname__ = "Planted_" + bug.name.replace("-", "_")

@@ -31,12 +31,12 @@ from leasecheck.adapters._postgres import PG_EXTRA, PgSession, drop_database, ne
 from leasecheck.adapters.protocol import (
     Capabilities,
     Claim,
-    Clock,
     JobState,
-    JobView,
     Promise,
     Promises,
     QueueAdapter,
+    QueueClock,
+    StoredJob,
 )
 
 __all__ = ["Procrastinate"]
@@ -122,7 +122,7 @@ class Procrastinate:
         """Drop the store's database (``create`` made one per store)."""
         drop_database(location)
 
-    def connect(self, location: str, clock: Clock) -> QueueAdapter:
+    def connect(self, location: str, clock: QueueClock) -> QueueAdapter:
         return ProcrastinateAdapter(location)
 
 
@@ -213,9 +213,9 @@ class ProcrastinateAdapter:
                     recovered += 1
         return recovered
 
-    def observe(self) -> list[JobView]:
+    def observe(self) -> list[StoredJob]:
         return [
-            JobView(job, _STATE.get(status, "gone"), attempts)
+            StoredJob(job, _STATE.get(status, "gone"), attempts)
             for job, status, attempts in self.session.rows(_OBSERVE)
         ]
 

@@ -14,7 +14,7 @@ generic properties need one vocabulary, so an adapter maps its library onto:
 One ``QueueAdapter`` object is one connection, opened in one process; a property
 that races processes opens one per process on the same ``location`` (a file path or
 a server URL); a library may also ``destroy(location)`` a store once every connection
-to it is closed (optional, ``DestroysStores``). Time is whatever ``Clock`` says: every
+to it is closed (optional, ``DestroysStores``). Time is whatever ``QueueClock`` says: every
 adapter makes its library read the clock it was given, so a test can expire a lease
 without waiting, and processes that share a store share the clock.
 
@@ -40,14 +40,14 @@ __all__ = [
     "AdapterError",
     "Capabilities",
     "Claim",
-    "Clock",
     "DestroysStores",
-    "JobView",
     "Promise",
     "Promises",
     "QueueAdapter",
+    "QueueClock",
     "QueueLibrary",
     "SharedClock",
+    "StoredJob",
     "Unsupported",
     "destroy_store",
 ]
@@ -167,7 +167,7 @@ class Claim:
 
 
 @dataclass(frozen=True)
-class JobView:
+class StoredJob:
     """One job as the store holds it, read without changing anything."""
 
     job: str
@@ -177,7 +177,7 @@ class JobView:
 
 
 @runtime_checkable
-class Clock(Protocol):
+class QueueClock(Protocol):
     """Seconds since an arbitrary start, moved only by ``advance`` (or real time)."""
 
     def now(self) -> float: ...
@@ -249,7 +249,7 @@ class QueueAdapter(Protocol):
         """Run the library's own recovery of expired leases; how many jobs it returned
         (``-1`` where the library recovers lazily and cannot say)."""
 
-    def observe(self) -> list[JobView]:
+    def observe(self) -> list[StoredJob]:
         """Every job the store knows, in enqueue order, read-only."""
 
     def close(self) -> None:
@@ -269,7 +269,7 @@ class QueueLibrary(Protocol):
     def create(self, directory: Path, server: str | None) -> str:
         """Make an empty store in ``directory`` (or on ``server``, a URL); its location."""
 
-    def connect(self, location: str, clock: Clock) -> QueueAdapter:
+    def connect(self, location: str, clock: QueueClock) -> QueueAdapter:
         """Open one connection to the store at ``location``, reading time from ``clock``."""
 
 

@@ -49,12 +49,12 @@ from leasecheck.adapters.protocol import (
     AdapterError,
     Capabilities,
     Claim,
-    Clock,
     JobState,
-    JobView,
     Promise,
     Promises,
     QueueAdapter,
+    QueueClock,
+    StoredJob,
 )
 
 __all__ = ["Rq"]
@@ -151,14 +151,14 @@ class Rq:
         """Delete the store's keys (``create`` gave it a prefix of its own)."""
         drop_location(location)
 
-    def connect(self, location: str, clock: Clock) -> QueueAdapter:
+    def connect(self, location: str, clock: QueueClock) -> QueueAdapter:
         return RqAdapter(location, clock)
 
 
 class RqAdapter:
     """One Redis connection and the rq workers that claim through it."""
 
-    def __init__(self, location: str, clock: Clock) -> None:
+    def __init__(self, location: str, clock: QueueClock) -> None:
         rq = _import_rq()
         import redis
 
@@ -238,7 +238,7 @@ class RqAdapter:
         after = self.queue.started_job_registry.get_job_count(cleanup=False)
         return int(before - after)
 
-    def observe(self) -> list[JobView]:
+    def observe(self) -> list[StoredJob]:
         rq = _import_rq()
         views = []
         for raw in self.redis.lrange(self.order_key, 0, -1):
@@ -247,7 +247,7 @@ class RqAdapter:
             job = rq.job.Job.fetch(self._id(key), connection=self.redis) if found else None
             status = job.get_status(refresh=False) if job else None
             state = _STATE.get(str(getattr(status, "value", status)), "gone")
-            views.append(JobView(key, state))
+            views.append(StoredJob(key, state))
         return views
 
     def _exists(self, key: str) -> bool:

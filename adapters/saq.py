@@ -41,12 +41,12 @@ from leasecheck.adapters.protocol import (
     AdapterError,
     Capabilities,
     Claim,
-    Clock,
     JobState,
-    JobView,
     Promise,
     Promises,
     QueueAdapter,
+    QueueClock,
+    StoredJob,
 )
 
 __all__ = ["Saq"]
@@ -145,14 +145,14 @@ class Saq:
         """Delete the store's keys (``create`` gave it a prefix of its own)."""
         drop_location(location)
 
-    def connect(self, location: str, clock: Clock) -> QueueAdapter:
+    def connect(self, location: str, clock: QueueClock) -> QueueAdapter:
         return SaqAdapter(location, clock)
 
 
 class SaqAdapter:
     """One saq ``Queue`` (its own Redis connection pool) on a private loop."""
 
-    def __init__(self, location: str, clock: Clock) -> None:
+    def __init__(self, location: str, clock: QueueClock) -> None:
         saq = _import_saq()
         use_clock(clock)
         url, self.prefix = split_location(location)
@@ -221,12 +221,12 @@ class SaqAdapter:
         swept = self.run(self.queue.sweep(lock=1, abort=0.01), "sweep")
         return len(swept)
 
-    def observe(self) -> list[JobView]:
+    def observe(self) -> list[StoredJob]:
         keys = [raw.decode() for raw in self.run(self._order(), "reading enqueue order")]
         saq_keys = [self._key(key) for key in keys]
         jobs = self.run(self.queue.jobs(saq_keys), "reading jobs") if keys else []
         return [
-            JobView(key, _STATE.get(str(job.status.value), "gone") if job else "gone",
+            StoredJob(key, _STATE.get(str(job.status.value), "gone") if job else "gone",
                     job.attempts if job else None)
             for key, job in zip(keys, jobs, strict=True)
         ]  # fmt: skip

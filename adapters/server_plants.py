@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from leasecheck.adapters.pgqueuer import Pgqueuer, PgqueuerAdapter
-from leasecheck.adapters.protocol import Claim, Clock, Promise, Promises, QueueAdapter
+from leasecheck.adapters.protocol import Claim, Promise, Promises, QueueAdapter, QueueClock
 from leasecheck.adapters.rq import Rq, RqAdapter
 
 __all__ = ["FencedPgqueuer", "FencedRq", "OverpromisingRq", "VolatilePgqueuer"]
@@ -48,7 +48,7 @@ class FencedPgqueuer(Pgqueuer):
 
     name: ClassVar[str] = "pgqueuer-fenced"
 
-    def connect(self, location: str, clock: Clock) -> QueueAdapter:
+    def connect(self, location: str, clock: QueueClock) -> QueueAdapter:
         return _FencedAdapter(location)
 
 
@@ -80,7 +80,7 @@ class FencedRq(OverpromisingRq):
 
     name: ClassVar[str] = "rq-fenced"
 
-    def connect(self, location: str, clock: Clock) -> QueueAdapter:
+    def connect(self, location: str, clock: QueueClock) -> QueueAdapter:
         return _FencedRqAdapter(location, clock)
 
 

@@ -25,9 +25,9 @@ from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from types import ModuleType
 
+from leasecheck.models.job_ops import JobOp
 from leasecheck.stateful_tests._job_scenarios import call
 from leasecheck.stateful_tests.job_interleavings import CI_SCENARIOS, Scenario, check_scenarios
-from leasecheck.stateful_tests.parallel import Command
 from leasecheck.stateful_tests.thread_scheduler import Step, follow
 from leasecheck.targets.loader import load_jobs_target
 
@@ -80,8 +80,8 @@ class _CounterWorld:
         return problem
 
 
-def _submit(priority: int) -> Command:
-    return call("submit", type="email", payload="p", priority=priority, run_at=0, now=0)
+def _submit(priority: int) -> JobOp:
+    return call("submit", type="email", payload="p", priority=priority, run_at_millis=0, now=0)
 
 
 def _median(repeat: int, run: Callable[[], float]) -> float:

@@ -1,10 +1,10 @@
 """Evidence for the crash properties, from the operations and outcomes they already hold.
 
-Every ``Op`` of the lease worker takes its time as its second argument, so a step's
-model time is that argument. The target's leases are the tickets its claims returned
-(ended by a later claim of the job or by a finish with that ticket that it took); the
-model's are read from the model's state after each step. A stored state read back
-after a kill adds the leases its rows show.
+Every ``LeaseOp`` names its time (``now_ms``), so a step's model time is that argument.
+The target's leases are the tickets its claims returned (ended by a later claim of the
+job or by a finish with that ticket that it took); the model's are read from the model's
+state after each step. A stored state read back after a kill adds the leases its rows
+show.
 """
 
 from __future__ import annotations
@@ -12,37 +12,36 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from leasecheck.crash_harness._ops import Expected, Op, expect
-from leasecheck.crash_harness.engine import Outcome
+from leasecheck.crash_harness._ops import Expected, expect
+from leasecheck.crash_harness.engine import ChildResult
 from leasecheck.models.contracts import Snapshot
 from leasecheck.models.evidence import Evidence, Lease, Recorder
+from leasecheck.models.lease_ops import LeaseOp
 
 __all__ = ["HistoryRecorder", "at_of", "job_token", "owner_of"]
 
 
-def at_of(op: Op) -> float:
-    """The model time an operation runs at (its ``now_ms``: finish's third argument, the
-    second of every other operation)."""
-    where = 2 if op.name == "finish" else 1
-    at = op.args[where] if len(op.args) > where else 0
+def at_of(op: LeaseOp) -> float:
+    """The model time an operation runs at (its ``now_ms``)."""
+    at = op.arguments().get("now_ms", 0)
     return float(at) if isinstance(at, int | float) and not isinstance(at, bool) else 0.0
 
 
-def owner_of(op: Op, default: str = "queue") -> str:
+def owner_of(op: LeaseOp, default: str = "queue") -> str:
     """Who runs ``op``: a claim's owner, a finish's ticket owner, else ``default``."""
-    first = op.args[0] if op.args else None
-    if op.name == "claim" and isinstance(first, str):
-        return first
-    if op.name == "finish" and isinstance(first, dict) and isinstance(first.get("owner"), str):
-        return str(first["owner"])
+    owner, ticket = op.arguments().get("owner"), op.arguments().get("ticket")
+    if op.kind == "claim" and isinstance(owner, str):
+        return owner
+    if op.kind == "finish" and isinstance(ticket, dict) and isinstance(ticket.get("owner"), str):
+        return str(ticket["owner"])
     return default
 
 
-def job_token(op: Op, result: object = None) -> tuple[str | None, int | None]:
+def job_token(op: LeaseOp, result: object = None) -> tuple[str | None, int | None]:
     """The job and token ``op`` names (a finish's ticket) or got (a claim's ticket)."""
-    ticket = op.args[0] if op.name == "finish" and op.args else result
+    ticket = op.arguments().get("ticket") if op.kind == "finish" else result
     if not isinstance(ticket, dict):
-        job = op.args[0] if op.name == "redrive" and op.args else None
+        job = op.arguments().get("job_id")
         return (job if isinstance(job, str) else None), None
     job, token = ticket.get("id"), ticket.get("token")
     return (job if isinstance(job, str) else None), (token if type(token) is int else None)
@@ -62,8 +61,8 @@ class HistoryRecorder(Recorder):
 
     def ran(
         self,
-        op: Op,
-        got: Outcome | None,
+        op: LeaseOp,
+        got: ChildResult | None,
         who: str | None = None,
         expected: Expected | None = None,
         *,
@@ -76,9 +75,9 @@ class HistoryRecorder(Recorder):
         job, token = job_token(op, got.value if got is not None else expected.result)
         actor = who or owner_of(op)
         self.step(
-            actor, op.describe(), op.name, at, job, token,
+            actor, op.describe(), op.kind, at, job, token,
             target=got.describe() if got is not None else "no answer (killed)",
-            model=expected.describe(),
+            model=expected.describe(), call=op.to_json(),
         )  # fmt: skip
         if got is not None and got.error is None:
             self._target_lease(op, actor, got.value, at)
@@ -89,14 +88,14 @@ class HistoryRecorder(Recorder):
                 self.deadlines.setdefault(row.id, row.deadline)
         return expected
 
-    def _target_lease(self, op: Op, actor: str, value: Any, at: float) -> None:
-        if op.name == "claim" and isinstance(value, dict):
+    def _target_lease(self, op: LeaseOp, actor: str, value: Any, at: float) -> None:
+        if op.kind == "claim" and isinstance(value, dict):
             job, token = value.get("id"), value.get("token")
             until = value.get("lease_until")
             if isinstance(job, str) and isinstance(until, int | float):
                 lease = Lease("target", job, token, actor, at, float(until), self.last)
                 self.target_live[(job, token)] = lease
-        elif op.name == "finish" and value not in (False, None) and op.args:
+        elif op.kind == "finish" and value not in (False, None) and op.args:
             job, token = job_token(op)
             if job is not None:
                 self._end_target((job, token), at)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -23,54 +22,13 @@ from typing import Any
 from leasecheck.crash_harness.engine import Channel
 from leasecheck.models._history import Operation, Raised, Returned
 from leasecheck.models._linear_specs import BUSY, OPEN_TRANSACTION
+from leasecheck.models.lease_ops import Held, LeaseOp
 from leasecheck.targets.lease_compare import error_kind
 
-__all__ = ["HELD", "Call", "child_body", "trace_new_connections"]
+__all__ = ["HELD", "child_body", "trace_new_connections"]
 
-HELD = "held"
+HELD = Held()
 """A ``finish`` ticket argument meaning: the ticket this process's last claim returned."""
-
-
-@dataclass(frozen=True)
-class Call:
-    """One call of a process's program: a worker function and its data arguments.
-
-    ``run_once`` and ``run_file`` take ``owner``, ``now_ms`` and ``lease_ms``: the
-    child gives them a clock that reads ``now_ms`` and a send that acknowledges.
-    """
-
-    name: str
-    args: dict[str, Any] = field(default_factory=dict)
-
-    def text(self) -> str:
-        shown = ", ".join(f"{key}={value!r}" for key, value in self.args.items())
-        return f"{self.name}({shown})"
-
-
-def _resolve(call: Call, held: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The call's concrete arguments; None when it needs a ticket the process lacks."""
-    args = dict(call.args)
-    if args.get("ticket") == HELD:
-        if not held:
-            return None
-        args["ticket"] = dict(held[-1])
-    return args
-
-
-def _invoke(
-    module: ModuleType, con: sqlite3.Connection, path: Path, call: Call, args: dict[str, Any],
-    fault: Callable[[str], None],
-) -> Any:  # fmt: skip
-    """Call the target's function ``call.name`` with ``args``."""
-    if call.name in ("run_once", "run_file"):
-        now = args["now_ms"]
-        where: Any = con if call.name == "run_once" else str(path)
-        function = getattr(module, call.name)
-        return function(where, args["owner"], lambda: now, lambda event: True, 0.5,
-                        args["lease_ms"])  # fmt: skip
-    if call.name in ("claim", "finish", "redrive"):
-        return getattr(module, call.name)(con, **args, fault=fault)
-    return getattr(module, call.name)(con, **args)
 
 
 def _outcome(module: ModuleType, con: sqlite3.Connection, run: Callable[[], Any]) -> Any:
@@ -116,22 +74,22 @@ trace_new_connections = _trace_new_connections
 
 def _run_call(
     module: ModuleType, con: sqlite3.Connection, path: Path, channel: Channel,
-    where: tuple[str, int], call: Call, held: list[dict[str, Any]],
+    where: tuple[str, int], call: LeaseOp, held: list[dict[str, Any]],
 ) -> None:  # fmt: skip
     """Run one call, reporting ``invoke`` before and the ``Operation`` after it."""
-    args = _resolve(call, held)
-    if args is None:
+    op = call.resolve(held)
+    if op is None:
         return
     channel.send("invoke", where[1])
-    outcome = _outcome(module, con, lambda: _invoke(module, con, path, call, args, channel.fault))
+    outcome = _outcome(module, con, lambda: op.apply(module, con, channel.fault, path))
     con.set_trace_callback(channel.trace)
-    if call.name == "claim" and isinstance(outcome, Returned) and type(outcome.value) is dict:
+    if op.kind == "claim" and isinstance(outcome, Returned) and type(outcome.value) is dict:
         held.append(dict(outcome.value))
-    channel.send("op", Operation(where[0], where[1], call.name, args, 0, 0, outcome))
+    channel.send("op", Operation(where[0], where[1], op.kind, op.arguments(), 0, 0, outcome))
 
 
 def child_body(
-    module: ModuleType, path: Path, name: str, calls: tuple[Call, ...]
+    module: ModuleType, path: Path, name: str, calls: tuple[LeaseOp, ...]
 ) -> Callable[[Channel], str]:
     """The body the fork engine runs in process ``name``."""
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from leasecheck.crash_harness._interleave_child import HELD, Call
+from leasecheck.crash_harness._interleave_child import HELD
 from leasecheck.models.contracts import JobRow, Snapshot
+from leasecheck.models.lease_ops import LeaseOp
 
 __all__ = ["BOUNDS", "NOW", "SCENARIOS", "Scenario", "by_name"]
 
@@ -32,7 +33,7 @@ class Scenario:
 
     name: str
     initial: Snapshot
-    programs: tuple[tuple[Call, ...], ...]
+    programs: tuple[tuple[LeaseOp, ...], ...]
 
     @property
     def processes(self) -> int:
@@ -41,7 +42,7 @@ class Scenario:
     def describe(self) -> str:
         lines = [f"scenario {self.name!r}, from the seeded queue:", self.initial.describe()]
         for n, program in enumerate(self.programs, 1):
-            lines.append(f"  P{n}: " + "; ".join(call.text() for call in program))
+            lines.append(f"  P{n}: " + "; ".join(call.describe() for call in program))
         return "\n".join(lines)
 
 
@@ -61,25 +62,25 @@ def _dead(job_id: str) -> JobRow:
     return JobRow(job_id, 1, "dead", 3, 3, 3, NOW - 10, DEADLINE, reason="exhausted")
 
 
-def _claim(owner: str) -> Call:
-    return Call("claim", {"owner": owner, "now_ms": NOW, "lease_ms": LEASE_MS})
+def _claim(owner: str) -> LeaseOp:
+    return LeaseOp.of("claim", owner=owner, now_ms=NOW, lease_ms=LEASE_MS)
 
 
-def _finish(outcome: str, ticket: object = None) -> Call:
-    return Call("finish", {"ticket": _TICKET if ticket is None else ticket,
-                           "outcome": outcome, "now_ms": NOW})  # fmt: skip
+def _finish(outcome: str, ticket: object = None) -> LeaseOp:
+    return LeaseOp.of("finish", ticket=_TICKET if ticket is None else ticket, outcome=outcome,
+                      now_ms=NOW)  # fmt: skip
 
 
-def _enqueue(job_id: str) -> Call:
-    return Call("enqueue", {"event": {"id": job_id, "qty": 1}, "now_ms": NOW, "ttl_ms": 60_000})
+def _enqueue(job_id: str) -> LeaseOp:
+    return LeaseOp.of("enqueue", event={"id": job_id, "qty": 1}, now_ms=NOW, ttl_ms=60_000)
 
 
-def _redrive(note: str, job_id: str = "j1") -> Call:
-    return Call("redrive", {"job_id": job_id, "now_ms": NOW, "ttl_ms": 60_000, "note": note})
+def _redrive(note: str, job_id: str = "j1") -> LeaseOp:
+    return LeaseOp.of("redrive", job_id=job_id, now_ms=NOW, ttl_ms=60_000, note=note)
 
 
-def _run(name: str, owner: str) -> Call:
-    return Call(name, {"owner": owner, "now_ms": NOW, "lease_ms": LEASE_MS})
+def _run(name: str, owner: str) -> LeaseOp:
+    return LeaseOp.of(name, owner=owner, now_ms=NOW, lease_ms=LEASE_MS)
 
 
 _TWO = Snapshot((_pending("j1"), _pending("j2")))

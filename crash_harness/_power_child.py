@@ -5,7 +5,7 @@ target file, the queue file, the marker file and the ops. After each operation
 returns (or raises) to its caller, the child writes one line to the marker file:
 that write, in the recorded system calls, is the instant the caller was told. At the
 end it writes every outcome and the connection's journal mode and synchronous
-setting to the results file (pickled: ``Outcome`` keeps ``True`` apart from ``1``).
+setting to the results file (pickled: ``ChildResult`` keeps ``True`` apart from ``1``).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from leasecheck.crash_harness._ops import Op
-from leasecheck.crash_harness.engine import ErrorInfo, Outcome
+from leasecheck.crash_harness.engine import ChildResult, ErrorInfo
+from leasecheck.models.lease_ops import LeaseOp
 from leasecheck.targets.loader import load_module
 
 
@@ -31,11 +31,11 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         (journal,) = con.execute("PRAGMA journal_mode").fetchone()
         (synchronous,) = con.execute("PRAGMA synchronous").fetchone()
         outcomes = []
-        for index, (name, args) in enumerate(spec["ops"]):
+        for index, data in enumerate(spec["ops"]):
             try:
-                outcomes.append(Outcome(Op(name, tuple(args)).call(module, con)))
+                outcomes.append(ChildResult(LeaseOp.from_json(data).apply(module, con)))
             except Exception as error:
-                outcomes.append(Outcome(error=ErrorInfo.from_exception(error)))
+                outcomes.append(ChildResult(error=ErrorInfo.from_exception(error)))
             os.write(marker, f"ack {index}\n".encode())
     finally:
         con.close()

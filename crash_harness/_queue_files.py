@@ -19,10 +19,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from leasecheck.crash_harness._ops import Op
-from leasecheck.crash_harness.engine import Channel, Engine, ErrorInfo, Outcome
+from leasecheck.crash_harness.engine import Channel, ChildResult, Engine, ErrorInfo
 from leasecheck.crash_harness.zygote import Task
 from leasecheck.models.contracts import Snapshot
+from leasecheck.models.lease_ops import LeaseOp
 from leasecheck.targets.lease_target import read_snapshot, write_snapshot
 
 __all__ = [
@@ -47,7 +47,7 @@ class LeftOpen(Exception):
 def op_body(
     module: ModuleType,
     path: Path,
-    op: Op,
+    op: LeaseOp,
     *,
     hooked: bool = True,
     traced: bool = False,
@@ -62,14 +62,14 @@ def op_body(
 
 
 def _run_op(
-    module: ModuleType, path: Path, op: Op, hooked: bool, traced: bool, channel: Channel
+    module: ModuleType, path: Path, op: LeaseOp, hooked: bool, traced: bool, channel: Channel
 ) -> Any:
     con = module.open_queue(str(path))
     try:
         channel.send("event", ("opened", read_snapshot(con)))
         if traced:
             con.set_trace_callback(channel.trace)
-        value = op.call(module, con, channel.fault if hooked else None)
+        value = op.apply(module, con, channel.fault if hooked else None)
         if con.in_transaction:
             raise LeftOpen(f"{op.describe()} returned {value!r} with a transaction open")
         return value
@@ -82,7 +82,7 @@ def session_body(module: ModuleType) -> Callable[[Channel], Any]:
     """A child body that serves commands: one fork for a claim and the next kill.
 
     ``("claim", path, op)`` runs ``op`` without hooks on the queue at ``path`` (opened
-    and closed with the target's ``open_queue``) and reports its ``Outcome`` as the event
+    and closed with the target's ``open_queue``) and reports its ``ChildResult`` as the event
     ``("claimed", outcome)``; ``("op", path, op)`` runs ``op`` hooked, like ``op_body``,
     and is the body's last command (the harness kills it in a hook); ``("stop", None,
     None)`` ends the body.
@@ -98,29 +98,29 @@ def _run_session(module: ModuleType, channel: Channel) -> Any:
         if command == "stop":
             return None
         try:
-            outcome = Outcome(_run_op(module, path, op, False, False, channel))
+            outcome = ChildResult(_run_op(module, path, op, False, False, channel))
         except Exception as error:
-            outcome = Outcome(error=ErrorInfo.from_exception(error))
+            outcome = ChildResult(error=ErrorInfo.from_exception(error))
         channel.send("event", ("claimed", outcome))
 
 
-def sequence_body(module: ModuleType, path: Path, ops: list[Op]) -> Callable[[Channel], Any]:
+def sequence_body(module: ModuleType, path: Path, ops: list[LeaseOp]) -> Callable[[Channel], Any]:
     """A child body: open the queue, run ``ops`` one after another (no hooks), close.
 
-    Returns one ``Outcome`` per op, so a raising op does not hide the ones after it.
+    Returns one ``ChildResult`` per op, so a raising op does not hide the ones after it.
     """
     return Task(_run_sequence, (module, path, ops))
 
 
-def _run_sequence(module: ModuleType, path: Path, ops: list[Op], channel: Channel) -> Any:
+def _run_sequence(module: ModuleType, path: Path, ops: list[LeaseOp], channel: Channel) -> Any:
     con = module.open_queue(str(path))
     try:
         outcomes = []
         for op in ops:
             try:
-                outcomes.append(Outcome(op.call(module, con)))
+                outcomes.append(ChildResult(op.apply(module, con)))
             except Exception as error:
-                outcomes.append(Outcome(error=ErrorInfo.from_exception(error)))
+                outcomes.append(ChildResult(error=ErrorInfo.from_exception(error)))
         return outcomes
     finally:
         con.close()

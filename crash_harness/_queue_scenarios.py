@@ -49,7 +49,7 @@ class Verb:
     name: str
     cid: str = ""
 
-    def text(self) -> str:
+    def describe(self) -> str:
         return f"{self.name}({self.cid})"
 
 
@@ -82,7 +82,7 @@ class QueueScenario:
         )
         lines = [f"scenario {self.name!r}, from the seeded store: {seeded}"]
         for n, program in enumerate(self.programs, 1):
-            lines.append(f"  P{n}: " + "; ".join(verb.text() for verb in program))
+            lines.append(f"  P{n}: " + "; ".join(verb.describe() for verb in program))
         return "\n".join(lines)
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from leasecheck.crash_harness._ops import Op, agrees, expect
-from leasecheck.crash_harness.engine import Outcome
+from leasecheck.crash_harness._ops import agrees, expect
+from leasecheck.crash_harness.engine import ChildResult
 from leasecheck.models.contracts import Snapshot
+from leasecheck.models.lease_ops import LeaseOp
 
 __all__ = ["Call", "double_leases", "double_wins", "explain", "unexplained"]
 
@@ -23,8 +24,8 @@ class Call:
     """What one process called and what it got."""
 
     who: str
-    op: Op
-    outcome: Outcome
+    op: LeaseOp
+    outcome: ChildResult
 
     def describe(self) -> str:
         return f"{self.who}: {self.op.describe()} {self.outcome.describe()}"
@@ -61,7 +62,7 @@ def double_wins(calls: list[Call]) -> list[str]:
     owners: dict[tuple[object, object], list[str]] = {}
     for call in calls:
         ticket = call.outcome.value
-        if call.op.name == "claim" and isinstance(ticket, dict):
+        if call.op.kind == "claim" and isinstance(ticket, dict):
             owners.setdefault((ticket.get("id"), ticket.get("token")), []).append(call.who)
     return [
         f"job {job!r} with token {token} was won by {' and '.join(who)}"
@@ -74,9 +75,9 @@ def double_leases(calls: list[Call]) -> list[str]:
     """Sentences for every job leased to two claimers at once (the later claim came before
     the earlier lease ran out)."""
     tickets = [
-        (call.who, call.op.args[1], call.outcome.value)
+        (call.who, call.op.value("now_ms"), call.outcome.value)
         for call in calls
-        if call.op.name == "claim" and isinstance(call.outcome.value, dict)
+        if call.op.kind == "claim" and isinstance(call.outcome.value, dict)
     ]
     found = []
     for who, _, first in tickets:

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from leasecheck.adapters.protocol import Claim, Clock, QueueAdapter, SharedClock
+from leasecheck.adapters.protocol import Claim, QueueAdapter, QueueClock, SharedClock
 
 __all__ = ["OffsetClock", "load_library", "main"]
 
@@ -25,7 +25,7 @@ __all__ = ["OffsetClock", "load_library", "main"]
 class OffsetClock:
     """A clock ``offset`` seconds ahead of ``base`` (behind, when negative)."""
 
-    def __init__(self, base: Clock, offset: float) -> None:
+    def __init__(self, base: QueueClock, offset: float) -> None:
         self.base, self.offset = base, offset
 
     def now(self) -> float:

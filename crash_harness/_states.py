@@ -15,10 +15,11 @@ import random
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from leasecheck.crash_harness._ops import Expected, Op, expect
+from leasecheck.crash_harness._ops import Expected, expect
 from leasecheck.models import lease_model
 from leasecheck.models.contracts import Snapshot
 from leasecheck.models.edges import LEASE_STARTS
+from leasecheck.models.lease_ops import LeaseOp
 
 __all__ = ["OWNERS", "World", "prepare", "random_history", "random_op"]
 
@@ -32,14 +33,14 @@ class World:
     state: Snapshot = field(default_factory=Snapshot)
     now: int = 1000
     tickets: tuple[dict[str, Any], ...] = ()
-    history: tuple[Op, ...] = ()
+    history: tuple[LeaseOp, ...] = ()
     next_id: int = 0
 
-    def apply(self, op: Op) -> tuple[World, Expected]:
+    def apply(self, op: LeaseOp) -> tuple[World, Expected]:
         """The world after ``op`` (per the model), and what the model says it does."""
         expected = expect(op, self.state)
         tickets = self.tickets
-        if op.name == "claim" and isinstance(expected.result, dict):
+        if op.kind == "claim" and isinstance(expected.result, dict):
             tickets = (*tickets, expected.result)
         world = replace(self, state=expected.state, tickets=tickets, history=(*self.history, op))
         return world, expected
@@ -58,26 +59,28 @@ class World:
         return [row.id for row in self.state.jobs if row.status == "dead"]
 
 
-def _enqueue(rng: random.Random, world: World, max_attempts: int | None = None) -> Op:
+def _enqueue(rng: random.Random, world: World, max_attempts: int | None = None) -> LeaseOp:
     if world.state.jobs and rng.random() < 0.15:  # a retried intake: same id, maybe same qty
         row = rng.choice(world.state.jobs)
         qty = row.qty if rng.random() < 0.7 else row.qty % 1000 + 1
-        return Op("enqueue", ({"id": row.id, "qty": qty}, world.now, rng.randint(500, 8000), 3))
+        return LeaseOp.of(
+            "enqueue", {"id": row.id, "qty": qty}, world.now, rng.randint(500, 8000), 3
+        )
     job_id = f"j{world.next_id}"
     budget = max_attempts if max_attempts is not None else rng.randint(1, 4)
     event = {"id": job_id, "qty": rng.randint(1, 1000)}
-    return Op("enqueue", (event, world.now, rng.randint(500, 8000), budget))
+    return LeaseOp.of("enqueue", event, world.now, rng.randint(500, 8000), budget)
 
 
-def _claim(rng: random.Random, world: World) -> Op:
-    return Op("claim", (rng.choice(OWNERS), world.now, rng.randint(100, 1500)))
+def _claim(rng: random.Random, world: World) -> LeaseOp:
+    return LeaseOp.of("claim", rng.choice(OWNERS), world.now, rng.randint(100, 1500))
 
 
-def _finish(rng: random.Random, world: World, ticket: dict[str, Any], outcome: str) -> Op:
-    return Op("finish", (dict(ticket), outcome, world.now, rng.choice((0, 0, 50, 400, 3000))))
+def _finish(rng: random.Random, world: World, ticket: dict[str, Any], outcome: str) -> LeaseOp:
+    return LeaseOp.of("finish", dict(ticket), outcome, world.now, rng.choice((0, 0, 50, 400, 3000)))
 
 
-def random_op(rng: random.Random, world: World) -> Op:
+def random_op(rng: random.Random, world: World) -> LeaseOp:
     """The next operation of a plausible user: intake, dispatch, completion, operator redrive."""
     choice = rng.random()
     if choice < 0.3 or not world.state.jobs:
@@ -90,13 +93,13 @@ def random_op(rng: random.Random, world: World) -> Op:
         return _finish(rng, world, ticket, rng.choice(("ok", "retry", "retry", "permanent")))
     dead = world.dead_jobs()
     if dead:
-        return Op("redrive", (rng.choice(dead), world.now, rng.randint(500, 8000), "ops"))
+        return LeaseOp.of("redrive", rng.choice(dead), world.now, rng.randint(500, 8000), "ops")
     return _claim(rng, world)
 
 
-def step(rng: random.Random, world: World, op: Op) -> World:
+def step(rng: random.Random, world: World, op: LeaseOp) -> World:
     """Apply ``op`` (new ids advance the counter), then let the clock move a little."""
-    if op.name == "enqueue" and op.args[0]["id"] == f"j{world.next_id}":
+    if op.kind == "enqueue" and op.value("event")["id"] == f"j{world.next_id}":
         world, _ = world.new_id()
     world, _ = world.apply(op)
     return world.later(rng.choice((0, 0, 10, 100, 300, 800, 2000)))
@@ -125,10 +128,10 @@ class _Setup:
 
     world: World
     rng: random.Random
-    added: list[Op] = field(default_factory=list)
+    added: list[LeaseOp] = field(default_factory=list)
 
-    def run(self, op: Op) -> Expected:
-        if op.name == "enqueue":
+    def run(self, op: LeaseOp) -> Expected:
+        if op.kind == "enqueue":
             self.world, _ = self.world.new_id()
         self.world, expected = self.world.apply(op)
         self.added.append(op)
@@ -136,7 +139,10 @@ class _Setup:
 
     def claimable(self) -> None:
         """Make sure a claim at ``now`` gets a job: enqueue one if needed."""
-        if expect(Op("claim", ("probe", self.world.now, 1000)), self.world.state).result is None:
+        if (
+            expect(LeaseOp.of("claim", "probe", self.world.now, 1000), self.world.state).result
+            is None
+        ):
             self.run(_enqueue_new(self.rng, self.world))
 
     def live_ticket(self) -> dict[str, Any]:
@@ -156,16 +162,18 @@ class _Setup:
             return self.rng.choice(dead)
         self.claimable()
         ticket = self.run(_claim(self.rng, self.world)).result
-        self.run(Op("finish", (dict(ticket), "permanent", self.world.now, 0)))
+        self.run(LeaseOp.of("finish", dict(ticket), "permanent", self.world.now, 0))
         return str(ticket["id"])
 
 
-def _enqueue_new(rng: random.Random, world: World) -> Op:
+def _enqueue_new(rng: random.Random, world: World) -> LeaseOp:
     event = {"id": f"j{world.next_id}", "qty": rng.randint(1, 1000)}
-    return Op("enqueue", (event, world.now, rng.randint(2000, 8000), rng.randint(1, 4)))
+    return LeaseOp.of("enqueue", event, world.now, rng.randint(2000, 8000), rng.randint(1, 4))
 
 
-def prepare(rng: random.Random, world: World, name: str, outcome: str = "ok") -> tuple[World, Op]:
+def prepare(
+    rng: random.Random, world: World, name: str, outcome: str = "ok"
+) -> tuple[World, LeaseOp]:
     """A world (``world`` plus a few steps) and an op ``name`` that passes every hook point."""
     setup = _Setup(world, rng)
     if name == "claim":
@@ -173,9 +181,9 @@ def prepare(rng: random.Random, world: World, name: str, outcome: str = "ok") ->
         op = _claim(rng, setup.world)
     elif name == "finish":
         ticket = setup.live_ticket()
-        op = Op("finish", (dict(ticket), outcome, setup.world.now, rng.choice((0, 50, 3000))))
+        op = LeaseOp.of("finish", dict(ticket), outcome, setup.world.now, rng.choice((0, 50, 3000)))
     elif name == "redrive":
-        op = Op("redrive", (setup.dead_job(), setup.world.now, rng.randint(500, 8000), "ops"))
+        op = LeaseOp.of("redrive", setup.dead_job(), setup.world.now, rng.randint(500, 8000), "ops")
     else:
         raise ValueError(f"prepare: no fault points for {name!r}; use claim, finish or redrive")
     return setup.world, op

@@ -28,7 +28,7 @@ from pathlib import Path
 from types import ModuleType
 
 from leasecheck.crash_harness._evidence import HistoryRecorder, at_of, owner_of
-from leasecheck.crash_harness._ops import Op, agrees, expect
+from leasecheck.crash_harness._ops import agrees, expect
 from leasecheck.crash_harness._queue_files import (
     QueueFiles,
     Scenario,
@@ -38,9 +38,10 @@ from leasecheck.crash_harness._queue_files import (
     side_by_side,
 )
 from leasecheck.crash_harness._states import World, prepare, random_history
-from leasecheck.crash_harness.engine import DEFAULT_DEADLINE_S, Child, Engine, Outcome
+from leasecheck.crash_harness.engine import DEFAULT_DEADLINE_S, Child, ChildResult, Engine
 from leasecheck.models.contracts import Snapshot
 from leasecheck.models.evidence import attach
+from leasecheck.models.lease_ops import LeaseOp
 
 __all__ = ["POINT_CASES", "KillTable", "check_every_point"]
 
@@ -104,7 +105,7 @@ def check_every_point(
                 world, op = prepare(
                     rng, random_history(rng, rng.randint(0, 14), seeded=True), name, outcome
                 )
-                child = engine.fork(f"{op.name}@{point}", session_body(module))
+                child = engine.fork(f"{op.kind}@{point}", session_body(module))
                 if pending is not None:
                     child = _next_claim(engine, files, child, pending)
                 pending = _kill_case(files, child, world, op, point, Scenario(PROPERTY, seed))
@@ -131,7 +132,7 @@ class _NextClaim:
 
 
 def _kill_case(
-    files: QueueFiles, child: Child, world: World, op: Op, point: str, scenario: Scenario
+    files: QueueFiles, child: Child, world: World, op: LeaseOp, point: str, scenario: Scenario
 ) -> _NextClaim:
     before = world.state
     expected = expect(op, before)
@@ -148,7 +149,7 @@ def _kill_case(
     scenario.add(f"it is SIGKILLed inside fault({point!r}), {_when(committed)}")
     record = HistoryRecorder(before, at_of(op))
     record.ran(op, None, expected=expected, advance_model=False)
-    kept = f"kept: the state after {op.name}" if committed else f"the state before {op.name}"
+    kept = f"kept: the state after {op.kind}" if committed else f"the state before {op.kind}"
     record.answered(f"SIGKILLed in fault({point!r})", kept)
     try:
         child.answer(("op", path, op))
@@ -172,7 +173,7 @@ def _kill_case(
     return _NextClaim(path, world.now, wanted, scenario, record)
 
 
-def _run_to(child: Child, point: str, op: Op, before: Snapshot) -> list[str]:
+def _run_to(child: Child, point: str, op: LeaseOp, before: Snapshot) -> list[str]:
     """Run the child to ``point``; an open_queue that changed the rows is named as such."""
     try:
         passed = child.run_to_point(point, op.describe())
@@ -188,11 +189,11 @@ def _when(committed: bool) -> str:
 
 
 def _check_stored(
-    op: Op, point: str, committed: bool, before: Snapshot, wanted: Snapshot, stored: Snapshot
+    op: LeaseOp, point: str, committed: bool, before: Snapshot, wanted: Snapshot, stored: Snapshot
 ) -> None:
     lost = sorted({r.id for r in before.jobs} - {r.id for r in stored.jobs})
     if lost:
-        raise AssertionError(f"jobs {lost} are gone after the SIGKILL at {point!r} of {op.name}")
+        raise AssertionError(f"jobs {lost} are gone after the SIGKILL at {point!r} of {op.kind}")
     if stored != wanted:
         which = "after" if committed else "before"
         rule = (
@@ -202,8 +203,8 @@ def _check_stored(
         )
         raise AssertionError(
             f"after a SIGKILL at {point!r} ({_when(committed)}) the stored state is not the "
-            f"model's state {which} {op.name}; {rule}\n"
-            + side_by_side(f"model, {which} {op.name}", wanted, "stored", stored)
+            f"model's state {which} {op.kind}; {rule}\n"
+            + side_by_side(f"model, {which} {op.kind}", wanted, "stored", stored)
         )
 
 
@@ -222,7 +223,7 @@ def _next_claim(engine: Engine, files: QueueFiles, child: Child, case: _NextClai
 
 def _check_next_claim(child: Child, case: _NextClaim) -> bool:
     """Check the next claim on ``case``'s file, made by ``child``; True if that ended it."""
-    claim = Op("claim", ("next", case.now, 1000))
+    claim = LeaseOp.of("claim", "next", case.now, 1000)
     case.scenario.add(
         f"a new process reopens the file with open_queue and calls {claim.describe()}"
     )
@@ -231,7 +232,7 @@ def _check_next_claim(child: Child, case: _NextClaim) -> bool:
     waiting_for = f"{claim.describe()} on the reopened file"
     claimed = child.run_until(lambda m: m.kind == "event" and m.value[0] == "claimed", waiting_for)
     child.events.clear()  # what it saw opening that file is not the next case's concern
-    outcome = claimed if isinstance(claimed, Outcome) else claimed.value[1]
+    outcome = claimed if isinstance(claimed, ChildResult) else claimed.value[1]
     case.record.ran(claim, outcome, expected=expected)
     if not agrees(outcome, expected):
         raise AssertionError(
@@ -244,4 +245,4 @@ def _check_next_claim(child: Child, case: _NextClaim) -> bool:
             f"after the next {claim.describe()} the stored state is not the model's\n"
             + side_by_side("model", expected.state, "stored", stored)
         )
-    return isinstance(claimed, Outcome)
+    return isinstance(claimed, ChildResult)

@@ -37,8 +37,8 @@ from leasecheck.crash_harness.engine import (
     FINAL_KINDS,
     Channel,
     Child,
+    ChildResult,
     Engine,
-    Outcome,
 )
 from leasecheck.models import lease_model
 from leasecheck.models.contracts import Snapshot
@@ -237,7 +237,7 @@ def _check_final(wanted: Snapshot, stored: Snapshot, job: str) -> None:
 
 def _stop(receiver: Child) -> dict[str, Any]:
     receiver.answer("stop")
-    outcome: Outcome = receiver.outcome("the receiver to stop and report its inbox")
+    outcome: ChildResult = receiver.outcome("the receiver to stop and report its inbox")
     if outcome.raised:
         raise AssertionError(f"the receiver process {outcome.describe()}")
     value: dict[str, Any] = outcome.value

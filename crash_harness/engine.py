@@ -64,13 +64,13 @@ __all__ = [
     "Channel",
     "Child",
     "ChildDied",
+    "ChildResult",
     "Engine",
     "ErrorInfo",
     "HarnessError",
     "HarnessTimeout",
     "InjectedFault",
     "Message",
-    "Outcome",
     "PointNotReached",
     "describe_status",
 ]
@@ -155,7 +155,7 @@ class ErrorInfo:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class ChildResult:
     """What a child's body did: returned ``value`` or raised ``error``."""
 
     value: Any = None
@@ -393,7 +393,7 @@ class Child:
             f"{op} to reach fault point {point!r}",
             passed,
         )
-        if isinstance(reached, Outcome):
+        if isinstance(reached, ChildResult):
             raise PointNotReached(
                 f"{op} {reached.describe()} without calling fault({point!r}); the hook "
                 f"points it passed: {passed or 'none'}"
@@ -402,9 +402,9 @@ class Child:
 
     def run_until(
         self, match: Callable[[Message], bool], waiting_for: str, passed: list[str] | None = None
-    ) -> Message | Outcome:
+    ) -> Message | ChildResult:
         """Answer go to everything until a message ``match``es (returned, not answered) or the
-        body ends (its ``Outcome``, the child reaped). ``passed`` collects the points passed."""
+        body ends (its ``ChildResult``, the child reaped). ``passed`` collects the points passed."""
         points = passed if passed is not None else []
         while True:
             message = self.next(waiting_for)
@@ -423,7 +423,7 @@ class Child:
         if message.blocking:
             self.answer(GO)
 
-    def outcome(self, waiting_for: str, deadline_s: float | None = None) -> Outcome:
+    def outcome(self, waiting_for: str, deadline_s: float | None = None) -> ChildResult:
         """Answer go to every point and statement until the body returns or raises; reap."""
         while True:
             message = self.next(waiting_for, deadline_s)
@@ -543,8 +543,10 @@ class Child:
         return problem
 
 
-def _outcome(message: Message) -> Outcome:
-    return Outcome(error=message.value) if message.kind == "raise" else Outcome(message.value)
+def _outcome(message: Message) -> ChildResult:
+    return (
+        ChildResult(error=message.value) if message.kind == "raise" else ChildResult(message.value)
+    )
 
 
 def _sweep(groups: set[int]) -> list[int]:

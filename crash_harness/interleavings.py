@@ -374,7 +374,7 @@ class _Runner:
         if message.kind == "invoke":
             index = int(message.value)
             call = self.scenario.programs[int(proc.name[1:]) - 1][index - 1]
-            self.run.steps.append(Step(proc.name, "starts", call.text()))
+            self.run.steps.append(Step(proc.name, "starts", call.describe()))
             proc.invoked[index] = len(self.run.steps) * STEP_NS
             return False
         if message.kind == "op":

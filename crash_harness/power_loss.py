@@ -41,13 +41,14 @@ from types import ModuleType
 
 from leasecheck.crash_harness._disk import CrashState, Cut, DirChange, Disk, crash_states
 from leasecheck.crash_harness._evidence import HistoryRecorder, at_of
-from leasecheck.crash_harness._ops import Expected, Op, agrees, expect
+from leasecheck.crash_harness._ops import Expected, agrees, expect
 from leasecheck.crash_harness._queue_files import QueueFiles, read_stored
 from leasecheck.crash_harness._states import random_history, random_op, step
 from leasecheck.crash_harness._syscalls import record
-from leasecheck.crash_harness.engine import Engine, Outcome
+from leasecheck.crash_harness.engine import ChildResult, Engine
 from leasecheck.models.contracts import Snapshot
 from leasecheck.models.evidence import Evidence, attach
+from leasecheck.models.lease_ops import LeaseOp
 
 __all__ = [
     "PowerLoss",
@@ -99,13 +100,13 @@ class Settings:
 class Trial:
     """One history: a start state, the ops, and the model's state before/after each."""
 
-    ops: tuple[Op, ...]
+    ops: tuple[LeaseOp, ...]
     states: tuple[Snapshot, ...]
     """``states[i]``: the model's state after the first ``i`` ops."""
     expected: tuple[Expected, ...]
 
     @classmethod
-    def of(cls, start: Snapshot, ops: list[Op]) -> Trial:
+    def of(cls, start: Snapshot, ops: list[LeaseOp]) -> Trial:
         states, expected = [start], []
         for op in ops:
             verdict = expect(op, states[-1])
@@ -167,7 +168,7 @@ class PowerLoss:
     state: CrashState
     found: str
     settings: Settings
-    outcomes: tuple[Outcome, ...]
+    outcomes: tuple[ChildResult, ...]
 
     def explain(self) -> str:
         count = len(self.trial.states[0].jobs)
@@ -258,13 +259,13 @@ def run_trial(
 
 def _traced(
     module: ModuleType, root: Path, trial: Trial, before: dict[str, bytes]
-) -> tuple[tuple[Outcome, ...], Settings, Disk, list[Cut]]:
+) -> tuple[tuple[ChildResult, ...], Settings, Disk, list[Cut]]:
     spec = {
         "target": str(Path(str(module.__file__)).resolve()),
         "db": str(root / "queue" / DB),
         "marker": str(root / "acks"),
         "results": str(root / "results.pickle"),
-        "ops": [[op.name, list(op.args)] for op in trial.ops],
+        "ops": [op.to_json() for op in trial.ops],
     }
     (root / "spec.json").write_text(json.dumps(spec))
     argv = [sys.executable, "-m", "leasecheck.crash_harness._power_child", str(root / "spec.json")]
@@ -281,7 +282,7 @@ def _traced(
     return outcomes, Settings(results["journal_mode"], results["synchronous"]), disk, cuts
 
 
-def _check_outcomes(trial: Trial, outcomes: tuple[Outcome, ...]) -> None:
+def _check_outcomes(trial: Trial, outcomes: tuple[ChildResult, ...]) -> None:
     for index, (op, outcome) in enumerate(zip(trial.ops, outcomes, strict=True)):
         if not agrees(outcome, trial.expected[index]):
             raise AssertionError(

@@ -210,7 +210,7 @@ class _Process:
         if verb.name in ("open", "reopen"):
             return {}, _outcome(self.reopen)
         queue = self.queue
-        assert queue is not None, f"{verb.text()} before the process opened the store"
+        assert queue is not None, f"{verb.describe()} before the process opened the store"
         lease = LIVE_MS * self.scale
         if verb.name == "claim":
             outcome = _outcome(lambda: queue.claim(verb.cid, lease / 1000))

@@ -33,12 +33,12 @@ from types import ModuleType
 from typing import Any
 
 from leasecheck.crash_harness._evidence import HistoryRecorder
-from leasecheck.crash_harness._ops import Op
 from leasecheck.crash_harness._queue_files import LeftOpen, QueueFiles, Scenario, read_stored
 from leasecheck.crash_harness._serial import Call, double_leases, double_wins, explain, unexplained
-from leasecheck.crash_harness.engine import Channel, Child, Engine, ErrorInfo, Outcome
+from leasecheck.crash_harness.engine import Channel, Child, ChildResult, Engine, ErrorInfo
 from leasecheck.models.contracts import Snapshot
 from leasecheck.models.evidence import Evidence, attach, shrunk_evidence
+from leasecheck.models.lease_ops import LeaseOp
 from leasecheck.models.shrinking import Budget, shrink
 
 __all__ = ["RaceReport", "check_races"]
@@ -86,11 +86,11 @@ def _racer_body(module: ModuleType, path: Path, gate: int) -> Callable[[Channel]
                 outcomes = []
                 for op in ops:
                     try:
-                        outcomes.append(Outcome(op.call(module, con)))
+                        outcomes.append(ChildResult(op.apply(module, con)))
                         if con.in_transaction:
                             raise LeftOpen(f"{op.describe()} returned with a transaction open")
                     except Exception as error:
-                        outcomes.append(Outcome(error=ErrorInfo.from_exception(error)))
+                        outcomes.append(ChildResult(error=ErrorInfo.from_exception(error)))
                 channel.send("event", outcomes)
         finally:
             con.close()
@@ -114,7 +114,7 @@ class _Race:
     """Every call of the round so far, step by step (the evidence of a failure)."""
     began: Snapshot = field(default_factory=Snapshot)
     """The stored state the round started from."""
-    steps: list[tuple[str, list[list[Op]]]] = field(default_factory=list)
+    steps: list[tuple[str, list[list[LeaseOp]]]] = field(default_factory=list)
     """The round's steps so far: what each racer was handed (what a shrink re-runs)."""
 
     def evidence(self, now: int, message: str) -> Evidence:
@@ -128,7 +128,7 @@ class _Race:
     def failure(self, now: int, error: AssertionError) -> AssertionError:
         return attach(self.scenario.fail(str(error)), self.evidence(now, str(error)))
 
-    def step(self, what: str, ops: list[list[Op]]) -> list[Call]:
+    def step(self, what: str, ops: list[list[LeaseOp]]) -> list[Call]:
         """Release every racer with its calls at once; check the results; the calls."""
         self.scenario.add(what + ": " + _listing(ops))
         self.steps.append((what, ops))
@@ -158,9 +158,9 @@ class _Race:
 
     def _refused_if_stale(self, call: Call) -> None:
         """A finish whose ticket's job was claimed again must return False, whatever the order."""
-        if call.op.name != "finish" or call.outcome.busy:
+        if call.op.kind != "finish" or call.outcome.busy:
             return
-        ticket = call.op.args[0]
+        ticket = call.op.value("ticket")
         row = self.state.job(ticket["id"])
         if row is not None and row.token > ticket["token"] and call.outcome.value is not False:
             raise AssertionError(
@@ -174,7 +174,7 @@ class _Race:
         found = []
         for call in calls:
             ticket = call.outcome.value
-            if call.op.name == "claim" and isinstance(ticket, dict):
+            if call.op.kind == "claim" and isinstance(ticket, dict):
                 key = (ticket["id"], ticket["token"])
                 if key in self.winners:
                     found.append(
@@ -185,11 +185,11 @@ class _Race:
         return found
 
 
-_Planned = tuple[int, int, Op]
+_Planned = tuple[int, int, LeaseOp]
 """(step number in the round, racer number, operation): one item a shrink may drop."""
 
 
-def _count(steps: list[tuple[str, list[list[Op]]]]) -> int:
+def _count(steps: list[tuple[str, list[list[LeaseOp]]]]) -> int:
     return sum(len(calls) for _, ops in steps for calls in ops)
 
 
@@ -270,7 +270,7 @@ class _Shrink:
         return None
 
 
-def _listing(ops: list[list[Op]]) -> str:
+def _listing(ops: list[list[LeaseOp]]) -> str:
     parts = [
         f"r{index} " + ", ".join(op.describe() for op in calls)
         for index, calls in enumerate(ops)
@@ -332,7 +332,7 @@ def _round(race: _Race, now: int) -> None:
     intake = [_new_job(rng, race.state, now, n) for n in range(rng.choice((0, 1, 1, 2)))]
     if intake:
         race.step("intake", [intake] + [[] for _ in range(count - 1)])
-    claims = [[Op("claim", (f"r{i}", now, rng.randint(100, 1200)))] for i in range(count)]
+    claims = [[LeaseOp.of("claim", f"r{i}", now, rng.randint(100, 1200))] for i in range(count)]
     for call in race.step("claim race", claims):
         race.report.claims += 1
         if isinstance(call.outcome.value, dict):
@@ -363,12 +363,12 @@ def _keep(state: Snapshot, held: _Held) -> bool:
 
 
 def _superseded_call(race: _Race, call: Call) -> bool:
-    return any(h.tried_stale and h.ticket == call.op.args[0] for h in race.held)
+    return any(h.tried_stale and h.ticket == call.op.value("ticket") for h in race.held)
 
 
-def _new_job(rng: random.Random, state: Snapshot, now: int, offset: int) -> Op:
+def _new_job(rng: random.Random, state: Snapshot, now: int, offset: int) -> LeaseOp:
     event = {"id": f"j{len(state.jobs) + offset}", "qty": rng.randint(1, 1000)}
-    return Op("enqueue", (event, now, rng.randint(1500, 9000), rng.randint(1, 4)))
+    return LeaseOp.of("enqueue", event, now, rng.randint(1500, 9000), rng.randint(1, 4))
 
 
 def _superseded(state: Snapshot, ticket: dict[str, Any]) -> bool:
@@ -376,21 +376,21 @@ def _superseded(state: Snapshot, ticket: dict[str, Any]) -> bool:
     return row is not None and row.token > ticket["token"]
 
 
-def _stale(race: _Race) -> list[list[Op]]:
+def _stale(race: _Race) -> list[list[LeaseOp]]:
     """Each racer's finishes with tickets whose jobs were claimed again (at most 2)."""
-    ops: list[list[Op]] = [[] for _ in race.racers]
+    ops: list[list[LeaseOp]] = [[] for _ in race.racers]
     for held in race.held:
         if _superseded(race.state, held.ticket) and len(ops[held.racer]) < 2:
             held.tried_stale = True
             inside = race.rng.randint(held.claimed_at, held.ticket["lease_until"] - 1)
             outcome = race.rng.choice(("ok", "retry", "permanent"))
-            ops[held.racer].append(Op("finish", (dict(held.ticket), outcome, inside, 0)))
+            ops[held.racer].append(LeaseOp.of("finish", dict(held.ticket), outcome, inside, 0))
     return ops
 
 
-def _finishes(race: _Race, now: int) -> list[list[Op]]:
+def _finishes(race: _Race, now: int) -> list[list[LeaseOp]]:
     """Some racers complete some current tickets, inside their leases (at most 2 each)."""
-    ops: list[list[Op]] = [[] for _ in race.racers]
+    ops: list[list[LeaseOp]] = [[] for _ in race.racers]
     for held in race.held:
         row = race.state.job(held.ticket["id"])
         current = row is not None and row.token == held.ticket["token"]
@@ -399,5 +399,5 @@ def _finishes(race: _Race, now: int) -> list[list[Op]]:
             when = race.rng.randint(now, held.ticket["lease_until"] - 1)
             outcome = race.rng.choice(("ok", "ok", "retry", "permanent"))
             delay = race.rng.choice((0, 100, 500))
-            ops[held.racer].append(Op("finish", (dict(held.ticket), outcome, when, delay)))
+            ops[held.racer].append(LeaseOp.of("finish", dict(held.ticket), outcome, when, delay))
     return ops

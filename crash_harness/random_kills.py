@@ -26,7 +26,7 @@ from types import ModuleType
 from typing import Any
 
 from leasecheck.crash_harness._evidence import HistoryRecorder, at_of, owner_of
-from leasecheck.crash_harness._ops import Expected, Op, agrees
+from leasecheck.crash_harness._ops import Expected, agrees
 from leasecheck.crash_harness._queue_files import (
     QueueFiles,
     Scenario,
@@ -35,10 +35,18 @@ from leasecheck.crash_harness._queue_files import (
     side_by_side,
 )
 from leasecheck.crash_harness._states import World, random_op, step
-from leasecheck.crash_harness.engine import FINAL_KINDS, Channel, Child, Engine, ErrorInfo, Outcome
+from leasecheck.crash_harness.engine import (
+    FINAL_KINDS,
+    Channel,
+    Child,
+    ChildResult,
+    Engine,
+    ErrorInfo,
+)
 from leasecheck.crash_harness.zygote import Task
 from leasecheck.models.contracts import Snapshot
 from leasecheck.models.evidence import Evidence, attach, evidence_of, shrunk_evidence
+from leasecheck.models.lease_ops import LeaseOp
 from leasecheck.models.shrinking import Budget, Shrunk, shrink
 from leasecheck.targets.lease_target import read_snapshot
 
@@ -69,7 +77,7 @@ class RandomKillReport:
 
 @dataclass(frozen=True)
 class _Planned:
-    op: Op
+    op: LeaseOp
     expected: Expected
     world: World
     """The model's world after this operation."""
@@ -85,26 +93,26 @@ def _plan(rng: random.Random, world: World, length: int) -> list[_Planned]:
     return plan
 
 
-def _expected_of(op: Op, world: World) -> Expected:
+def _expected_of(op: LeaseOp, world: World) -> Expected:
     _, expected = world.apply(op)
     return expected
 
 
-def _history_body(module: ModuleType, path: Path, ops: list[Op]) -> Callable[[Channel], None]:
+def _history_body(module: ModuleType, path: Path, ops: list[LeaseOp]) -> Callable[[Channel], None]:
     """Run ``ops`` in order, acknowledging each result without waiting; then wait to die.
 
     A ``Task``: the zygote forks it."""
     return Task(_run_history, (module, path, ops))
 
 
-def _run_history(module: ModuleType, path: Path, ops: list[Op], channel: Channel) -> None:
+def _run_history(module: ModuleType, path: Path, ops: list[LeaseOp], channel: Channel) -> None:
     con = module.open_queue(str(path))
     channel.send("event", ("opened", read_snapshot(con)))
     for index, op in enumerate(ops):
         try:
-            outcome = Outcome(op.call(module, con))
+            outcome = ChildResult(op.apply(module, con))
         except Exception as error:
-            outcome = Outcome(error=ErrorInfo.from_exception(error))
+            outcome = ChildResult(error=ErrorInfo.from_exception(error))
         channel.send("event", ("ack", index, outcome))
     channel.send("event", ("done", None))
     channel.receive()  # blocks until the SIGKILL: the kill always finds a live process
@@ -257,7 +265,7 @@ class _Shrink:
             return None
         return self._reported(shrunk, len(plan))
 
-    def attempt(self, ops: list[Op]) -> AssertionError | None:
+    def attempt(self, ops: list[LeaseOp]) -> AssertionError | None:
         """Does the history ``ops``, killed with its last operation in flight, fail?"""
         plan = _replan(self.world, ops)
         path = self.files.fresh(self.world.state)
@@ -271,7 +279,7 @@ class _Shrink:
             self.files.remove(path)
         return None
 
-    def _reported(self, shrunk: Shrunk[Op, AssertionError], length: int) -> AssertionError:
+    def _reported(self, shrunk: Shrunk[LeaseOp, AssertionError], length: int) -> AssertionError:
         plan = _replan(self.world, list(shrunk.items))
         scenario = _scenario(self.seed, self.number, self.world, plan)
         scenario.add(
@@ -293,7 +301,7 @@ def _in_flight(error: AssertionError, plan: list[_Planned]) -> int:
     return min(max(ran - 1, 0), len(plan) - 1)
 
 
-def _replan(world: World, ops: list[Op]) -> list[_Planned]:
+def _replan(world: World, ops: list[LeaseOp]) -> list[_Planned]:
     """``ops`` with the model's verdict on each, applied in order from ``world``."""
     plan = []
     for op in ops:
@@ -303,7 +311,7 @@ def _replan(world: World, ops: list[Op]) -> list[_Planned]:
     return plan
 
 
-def _ops(plan: list[_Planned]) -> list[Op]:
+def _ops(plan: list[_Planned]) -> list[LeaseOp]:
     return [planned.op for planned in plan]
 
 
@@ -321,9 +329,9 @@ def _read_until(child: Child, trigger: int) -> list[Any]:
     return seen
 
 
-def _acks(seen: list[Any], plan: list[_Planned]) -> list[Outcome]:
+def _acks(seen: list[Any], plan: list[_Planned]) -> list[ChildResult]:
     """The acknowledged outcomes in order, each checked against the model."""
-    acks: list[Outcome] = []
+    acks: list[ChildResult] = []
     for kind, *rest in seen:
         if kind != "ack":
             continue
@@ -339,7 +347,9 @@ def _acks(seen: list[Any], plan: list[_Planned]) -> list[Outcome]:
     return acks
 
 
-def _mismatch(plan: list[_Planned], acks: list[Outcome], before: Snapshot, stored: Snapshot) -> str:
+def _mismatch(
+    plan: list[_Planned], acks: list[ChildResult], before: Snapshot, stored: Snapshot
+) -> str:
     done = len(acks)
     text = (
         f"after the SIGKILL the stored state is neither the model's state after the "

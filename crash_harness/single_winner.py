@@ -29,7 +29,7 @@ from types import ModuleType
 from typing import Any
 
 from leasecheck.crash_harness._evidence import HistoryRecorder, at_of, owner_of
-from leasecheck.crash_harness._ops import Op, agrees, expect
+from leasecheck.crash_harness._ops import agrees, expect
 from leasecheck.crash_harness._queue_files import (
     QueueFiles,
     Scenario,
@@ -40,9 +40,10 @@ from leasecheck.crash_harness._queue_files import (
 )
 from leasecheck.crash_harness._serial import Call, double_leases, double_wins, explain, unexplained
 from leasecheck.crash_harness._states import prepare, random_history
-from leasecheck.crash_harness.engine import GO, Child, Engine, Message, Outcome
+from leasecheck.crash_harness.engine import GO, Child, ChildResult, Engine, Message
 from leasecheck.models.contracts import JobRow, RedriveRow, Snapshot
 from leasecheck.models.evidence import Evidence, attach, shrunk_evidence
+from leasecheck.models.lease_ops import LeaseOp
 from leasecheck.models.shrinking import Budget, shrink
 
 __all__ = ["SingleWinnerReport", "check_single_winner"]
@@ -74,25 +75,25 @@ class _Case:
     module: ModuleType
     path: Path
     before: Snapshot
-    claim_a: Op
-    claim_b: Op
+    claim_a: LeaseOp
+    claim_b: LeaseOp
     scenario: Scenario
-    ran: list[tuple[str, Op, Outcome | None]] = field(default_factory=list)
+    ran: list[tuple[str, LeaseOp, ChildResult | None]] = field(default_factory=list)
     """What each process ran and got, in the order they answered (the evidence)."""
     killed: bool = False
 
     def fork_a(self) -> Child:
         return self.engine.fork("A", op_body(self.module, self.path, self.claim_a))
 
-    def hold_a(self) -> tuple[Child, Outcome | None]:
+    def hold_a(self) -> tuple[Child, ChildResult | None]:
         """A runs to after-claim and stays there; or ends first (its outcome)."""
         child = self.fork_a()
         reached = child.run_until(
             lambda m: m.kind == "point" and m.value == "after-claim", "A's claim to after-claim"
         )
-        return child, reached if isinstance(reached, Outcome) else None
+        return child, reached if isinstance(reached, ChildResult) else None
 
-    def resolve_a(self, child: Child, release: bool) -> Outcome | None:
+    def resolve_a(self, child: Child, release: bool) -> ChildResult | None:
         if release:
             self.scenario.add("A is released: it commits and returns")
             child.answer(GO)
@@ -218,8 +219,8 @@ def _new_case(
     world, _ = prepare(rng, random_history(rng, rng.randint(0, 10)), "claim")
     lease = rng.randint(200, 1500)
     scenario = _scenario(seed, world.state)
-    claim_a = Op("claim", ("A", world.now, lease))
-    claim_b = Op("claim", ("B", world.now, lease))
+    claim_a = LeaseOp.of("claim", "A", world.now, lease)
+    claim_b = LeaseOp.of("claim", "B", world.now, lease)
     path = files.fresh(world.state)
     return _Case(engine, module, path, world.state, claim_a, claim_b, scenario)
 
@@ -260,18 +261,18 @@ def _at_begin(case: _Case, k: int, release: bool) -> list[Call]:
     return _calls(case, a_outcome, b_outcome)
 
 
-def _run_to_begin(b: Child, k: int) -> Outcome | None:
+def _run_to_begin(b: Child, k: int) -> ChildResult | None:
     """Hold B at its k-th BEGIN (None), or B's outcome if it ended before that."""
     for number in range(1, k + 1):
         reached = b.run_until(_is_begin, f"B's claim to reach its BEGIN number {number}")
-        if isinstance(reached, Outcome):
+        if isinstance(reached, ChildResult):
             return reached
         if number < k:
             b.answer(GO)
     return None
 
 
-def _calls(case: _Case, a: Outcome | None, b: Outcome) -> list[Call]:
+def _calls(case: _Case, a: ChildResult | None, b: ChildResult) -> list[Call]:
     calls = [Call("A", case.claim_a, a)] if a is not None else []
     calls.append(Call("B", case.claim_b, b))
     case.ran += [(call.who, call.op, call.outcome) for call in calls]
@@ -309,13 +310,13 @@ def _takeover(case: _Case, ticket_a: dict[str, Any], state: Snapshot) -> int:
     """B takes A's job over after A's lease; A's late finishes must be refused. Returns the
     number of refused stale finishes (0 if B never reached A's job)."""
     later = ticket_a["lease_until"]
-    ops, ticket_b = _takeover_claims(state, ticket_a["id"], later, case.claim_b.args[2])
+    ops, ticket_b = _takeover_claims(state, ticket_a["id"], later, case.claim_b.value("lease_ms"))
     if ticket_b is not None:
-        a_now = case.claim_a.args[1] + 1  # A's clock: still inside its own lease
+        a_now = case.claim_a.value("now_ms") + 1  # A's clock: still inside its own lease
         ops += [
-            Op("finish", (dict(ticket_a), "ok", min(a_now, later - 1))),
-            Op("finish", (dict(ticket_b), "ok", later)),
-            Op("finish", (dict(ticket_a), "ok", min(a_now + 1, later - 1))),
+            LeaseOp.of("finish", dict(ticket_a), "ok", min(a_now, later - 1)),
+            LeaseOp.of("finish", dict(ticket_b), "ok", later),
+            LeaseOp.of("finish", dict(ticket_a), "ok", min(a_now + 1, later - 1)),
         ]
     for op in ops:
         case.scenario.add(f"then, in one process: {op.describe()}")
@@ -332,7 +333,9 @@ def _takeover(case: _Case, ticket_a: dict[str, Any], state: Snapshot) -> int:
                 f"{op.describe()} {got.describe()} but the model {expected.describe()}"
                 f"\nstate before it:\n{state.describe()}"
             )
-        refused += op.name == "finish" and op.args[0] == ticket_a and expected.result is False
+        refused += (
+            op.kind == "finish" and op.value("ticket") == ticket_a and expected.result is False
+        )
         state = expected.state
     stored = read_stored(case.path, "after the takeover")
     if stored != state:
@@ -345,11 +348,11 @@ def _takeover(case: _Case, ticket_a: dict[str, Any], state: Snapshot) -> int:
 
 def _takeover_claims(
     state: Snapshot, job_id: str, now: int, lease: int
-) -> tuple[list[Op], dict[str, Any] | None]:
+) -> tuple[list[LeaseOp], dict[str, Any] | None]:
     """Claims by B at ``now`` until the model gives B job ``job_id`` (at most 4 claims)."""
-    ops: list[Op] = []
+    ops: list[LeaseOp] = []
     for _ in range(4):
-        op = Op("claim", ("B", now, lease))
+        op = LeaseOp.of("claim", "B", now, lease)
         expected = expect(op, state)
         ops.append(op)
         state = expected.state

@@ -12,7 +12,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Operation", "Outcome", "Raised", "Returned", "SequentialSpec", "format_value"]
+__all__ = ["Operation", "Raised", "Response", "Returned", "SequentialSpec", "format_value"]
 
 S = TypeVar("S", bound=Hashable)
 
@@ -32,7 +32,7 @@ class Raised:
     message: str = ""
 
 
-Outcome = Returned | Raised | None
+Response = Returned | Raised | None
 """``None`` is an unknown outcome: the caller died (SIGKILL) before the response arrived."""
 
 
@@ -57,7 +57,7 @@ class Operation:
     args: dict[str, Any]
     invoked_ns: int
     returned_ns: int | None
-    outcome: Outcome
+    outcome: Response
     note: str = field(default="", compare=False)
 
     @property

@@ -19,7 +19,7 @@ Which histories may be split per job (P-compositionality) — only those in whic
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -27,6 +27,7 @@ from leasecheck.models import job_model as jm
 from leasecheck.models import lease_model as lm
 from leasecheck.models._history import Operation, Raised, Returned, SequentialSpec, format_value
 from leasecheck.models.contracts import Snapshot, same
+from leasecheck.models.lease_ops import LeaseOp
 from leasecheck.queue_impl.jobs import IllegalStateError, Lease, RetryPolicy
 
 __all__ = ["BUSY", "OPEN_TRANSACTION", "JobQueueSpec", "LeaseSpec"]
@@ -63,33 +64,13 @@ def _outcome_text(outcome: _Model) -> str:
 # --- lease worker -------------------------------------------------------------------------
 
 
-def _run_once(state: Snapshot, owner: str, now_ms: int, lease_ms: int = 1000) -> lm.Step:
-    """``run_once`` with a clock that reads ``now_ms`` twice and a send that acknowledges:
-    claim at ``now_ms``, then finish 'ok' at ``now_ms``, as one step.
-
-    run_once is two transactions with a send between them. Read as one atomic step it is
-    exact whenever nothing can change its job in between: with one clock reading the
-    lease cannot run out, so no claim can take the job, a redrive refuses it (not dead)
-    and a finish with another ticket is stale; every other operation commutes with it.
-    """
-    claimed = lm.claim(state, owner, now_ms, lease_ms)
-    ticket = claimed.result
-    if ticket is None:
-        return claimed
-    done = lm.finish(claimed.state, ticket, "ok", now_ms, 0)
-    status = "stale" if done.result is False else done.result
-    result = {"id": ticket["id"], "token": ticket["token"], "status": status}
-    return replace(done, result=result)
-
-
-_LEASE_OPS: dict[str, Callable[..., lm.Step]] = {
-    "enqueue": lm.enqueue,
-    "claim": lm.claim,
-    "finish": lm.finish,
-    "redrive": lm.redrive,
-    "run_once": _run_once,
-    "run_file": _run_once,  # on an existing file run_file is run_once on a new connection
-}
+def lease_op(op: Operation) -> LeaseOp:
+    """The history entry's call as the contract's record (built once per entry)."""
+    cached: LeaseOp | None = op.__dict__.get("_record")
+    if cached is None:
+        cached = LeaseOp.of(op.name, **op.args)
+        object.__setattr__(op, "_record", cached)
+    return cached
 
 
 class LeaseSpec(SequentialSpec[Snapshot]):
@@ -99,7 +80,7 @@ class LeaseSpec(SequentialSpec[Snapshot]):
         if op.name == "snapshot":
             return state, Returned(state)
         try:
-            step = _LEASE_OPS[op.name](state, **op.args)
+            step = lease_op(op).step(state)
         except (lm.Conflict, ValueError) as error:
             return state, Raised(type(error).__name__)
         return step.state, Returned(step.result)
@@ -204,7 +185,7 @@ class JobQueueSpec(SequentialSpec[jm.JobState]):
         try:
             if op.name == "submit":
                 state, job_id = jm.submit(
-                    state, a["type"], a["payload"], a["priority"], a["run_at"]
+                    state, a["type"], a["payload"], a["priority"], a["run_at_millis"]
                 )
                 return [state], Returned(job_id)
             if op.name == "poll":

@@ -29,11 +29,21 @@ from typing import Any
 
 from leasecheck.models import queue_model as qm
 from leasecheck.models._history import Operation, Raised, Returned, SequentialSpec
+from leasecheck.models.queue_ops import REFUSABLE, QueueOp, QueueOutcome
 
 __all__ = ["QueueSpec"]
 
-_REFUSABLE = ("ack", "nack", "extend")
+_REFUSABLE = REFUSABLE
 """Calls a library may refuse (False, or an error): a refusal changes nothing."""
+
+
+def queue_op(op: Operation) -> QueueOp:
+    """The history entry's call as the contract's record (built once per entry)."""
+    cached: QueueOp | None = op.__dict__.get("_record")
+    if cached is None:
+        cached = QueueOp.of(op.name, **op.args)
+        object.__setattr__(op, "_record", cached)
+    return cached
 
 
 class QueueSpec(SequentialSpec[qm.QueueState]):
@@ -52,23 +62,8 @@ class QueueSpec(SequentialSpec[qm.QueueState]):
         self.real_time = real_time
 
     def _step(self, state: qm.QueueState, op: Operation, value: Any) -> qm.Step:
-        args = op.args
-        if op.name == "claim":
-            return qm.claim(state, args["cid"], args["lease_ms"], value)
-        if op.name in ("ack", "nack"):
-            verb = qm.ack if op.name == "ack" else qm.nack
-            return verb(state, args["cid"], args["job"], value is True)
-        if op.name == "extend":
-            return qm.extend(state, args["cid"], args["job"], args["lease_ms"], value is True)
-        if op.name == "enqueue":
-            return qm.enqueue(state, args["job"])
-        if op.name == "advance":
-            return qm.advance(state, 0 if self.real_time else args["ms"])
-        if op.name == "recover":
-            return qm.recover(state, int(value))
-        if op.name == "observe":
-            return qm.observe(state, value, self.ack_deletes)
-        raise ValueError(f"QueueSpec: unknown operation {op.name!r}")
+        """The model's step for ``op`` had it reported ``value`` (the contract's record)."""
+        return queue_op(op).step(state, QueueOutcome(value), self.ack_deletes, self.real_time)
 
     def _value(self, op: Operation) -> Any:
         if isinstance(op.outcome, Returned):

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from leasecheck.queue_impl.jobs import JobView, Lease
 
 __all__ = [
-    "Clock",
+    "ClockFunction",
     "Fault",
     "InjectedFault",
     "JobQueueLike",
@@ -36,7 +36,7 @@ Ticket = dict[str, Any]
 """What ``claim`` returns and ``finish`` takes: id, qty, owner, token, attempt, lease_until."""
 
 Fault = Callable[[str], object] | None
-Clock = Callable[[], object]
+ClockFunction = Callable[[], object]
 Send = Callable[[dict[str, Any]], object]
 
 JOB_COLUMNS = (
@@ -146,7 +146,12 @@ class LeaseQueue(Protocol):
     ) -> object: ...
 
     def run_once(
-        self, owner: object, clock: Clock, send: Send, jitter: object, lease_ms: object = 1000
+        self,
+        owner: object,
+        clock: ClockFunction,
+        send: Send,
+        jitter: object,
+        lease_ms: object = 1000,
     ) -> object: ...
 
     def retry_delay(

@@ -78,6 +78,9 @@ class Step:
     job: str | None = None
     token: int | None = None
     """The job and token the operation names (a finish's ticket, a claim's result)."""
+    call: Mapping[str, Any] | None = field(default=None, compare=False)
+    """The operation as its contract's record, in JSON (``LeaseOp.to_json()``,
+    docs/operations.md), where the harness ran one; ``operation`` is its line."""
 
 
 @dataclass(frozen=True)
@@ -253,11 +256,14 @@ class Recorder:
         target: str | None = None,
         model: str | None = None,
         end: float | None = None,
+        call: Mapping[str, Any] | None = None,
     ) -> int:
         """Record one operation; returns its index (counted from 1)."""
         self.actor(actor, "queue" if actor == "queue" else "worker")
         index = len(self.steps) + 1
-        self.steps.append(Step(index, actor, operation, kind, at, end, target, model, job, token))
+        self.steps.append(
+            Step(index, actor, operation, kind, at, end, target, model, job, token, call)
+        )
         return index
 
     def answered(

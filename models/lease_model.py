@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
-from leasecheck.models.contracts import Clock, Fault, JobRow, RedriveRow, Send, Snapshot
+from leasecheck.models.contracts import ClockFunction, Fault, JobRow, RedriveRow, Send, Snapshot
 
 __all__ = [
     "MAX_NOW",
@@ -383,7 +383,12 @@ class LeaseModel:
         return retry_delay(attempt, base_ms, cap_ms, jitter)
 
     def run_once(
-        self, owner: object, clock: Clock, send: Send, jitter: object, lease_ms: object = 1000
+        self,
+        owner: object,
+        clock: ClockFunction,
+        send: Send,
+        jitter: object,
+        lease_ms: object = 1000,
     ) -> object:
         """Claim, send outside any transaction, read the clock again, finish."""
         ratio = _jitter(jitter)

@@ -38,7 +38,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic
 
-from leasecheck.models._history import Operation, Outcome, Raised, Returned, S, SequentialSpec
+from leasecheck.models._history import Operation, Raised, Response, Returned, S, SequentialSpec
 from leasecheck.models._linear_specs import BUSY, OPEN_TRANSACTION, JobQueueSpec, LeaseSpec
 
 __all__ = [
@@ -48,8 +48,8 @@ __all__ = [
     "JobQueueSpec",
     "LeaseSpec",
     "Operation",
-    "Outcome",
     "Raised",
+    "Response",
     "Returned",
     "SequentialSpec",
     "Verdict",

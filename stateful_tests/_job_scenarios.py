@@ -2,7 +2,7 @@
 
 A ``Scenario`` is a few opening calls run alone (they seed the queue: jobs submitted,
 one RUNNING under a lease, one DEAD) and then 2-3 threads of 1-3 calls each, written
-with the ``Command`` vocabulary of ``stateful_tests.parallel`` (``Held()`` is the
+as the contract's records (``models.job_ops.JobOp``; ``Held()`` is the
 latest lease the thread holds, from the opening or its own poll). Each scenario is
 one race shape, named after the spec sentence it is about. ``PLANS`` gives each
 profile its scenarios and the preemption bound of each.
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from leasecheck.stateful_tests.parallel import Command, Held
+from leasecheck.models.job_ops import Held, JobOp
 
 __all__ = [
     "CI_SCENARIOS",
@@ -31,28 +31,28 @@ NOW = 100
 """The instant every thread's call reads (the opening calls read earlier instants)."""
 
 
-def call(name: str, **args: Any) -> Command:
+def call(name: str, now: int = 0, **args: Any) -> JobOp:
     """One call: an operation name and its arguments (``now`` is the instant it reads)."""
-    return Command(name, tuple(args.items()))
+    return JobOp.of(name, now=now, **args)
 
 
-def _submit(priority: int = 0, now: int = 0, type: str = "email") -> Command:
-    return call("submit", type=type, payload="p", priority=priority, run_at=0, now=now)
+def _submit(priority: int = 0, now: int = 0, type: str = "email") -> JobOp:
+    return call("submit", type=type, payload="p", priority=priority, run_at_millis=0, now=now)
 
 
-def _poll(worker: str, now: int = NOW, lease: int = 1000) -> Command:
+def _poll(worker: str, now: int = NOW, lease: int = 1000) -> JobOp:
     return call("poll", worker_id=worker, lease_millis=lease, now=now)
 
 
-def _complete(now: int = NOW) -> Command:
-    return call("complete", token=Held(), now=now)
+def _complete(now: int = NOW) -> JobOp:
+    return call("complete", job_id=Held(), token=Held(), now=now)
 
 
-def _fail(now: int = NOW, error: str | None = "boom") -> Command:
-    return call("fail", token=Held(), now=now, error=error)
+def _fail(now: int = NOW, error: str | None = "boom") -> JobOp:
+    return call("fail", job_id=Held(), token=Held(), now=now, error=error)
 
 
-def _on(name: str, job_id: str = "J1", now: int = NOW) -> Command:
+def _on(name: str, job_id: str = "J1", now: int = NOW) -> JobOp:
     return call(name, job_id=job_id, now=now)
 
 
@@ -63,14 +63,16 @@ class Scenario:
     name: str
     why: str
     """The spec sentence the race is about."""
-    prefix: tuple[Command, ...]
-    threads: tuple[tuple[Command, ...], ...]
+    prefix: tuple[JobOp, ...]
+    threads: tuple[tuple[JobOp, ...], ...]
 
     def describe(self) -> list[str]:
         lines = [f"scenario {self.name!r} ({self.why})"]
-        lines += [f"  opening, run alone: {i}. {c.text()}" for i, c in enumerate(self.prefix, 1)]
+        lines += [
+            f"  opening, run alone: {i}. {c.describe()}" for i, c in enumerate(self.prefix, 1)
+        ]
         for number, calls in enumerate(self.threads, 1):
-            lines.append(f"  T{number}: " + "; then ".join(c.text() for c in calls))
+            lines.append(f"  T{number}: " + "; then ".join(c.describe() for c in calls))
         return lines
 
     def record(self) -> dict[str, Any]:
@@ -91,17 +93,26 @@ class Scenario:
         )
 
 
-def _command_record(command: Command) -> dict[str, Any]:
-    args = {k: {"held": v.back} if isinstance(v, Held) else v for k, v in command.args}
-    return {"name": command.name, "args": args}
+def _command_record(command: JobOp) -> dict[str, Any]:
+    return command.to_json()
 
 
-def _command_of(record: dict[str, Any]) -> Command:
-    args = {
+def _command_of(record: dict[str, Any]) -> JobOp:
+    """A call from its record; also reads the older ``{"name", "args"}`` form, in which
+    ``now`` was an argument, ``run_at`` named ``run_at_millis`` and a held lease was
+    ``{"held": back}`` for the token alone."""
+    if "kind" in record:
+        return JobOp.from_json(record)
+    args: dict[str, Any] = {
         k: Held(v["held"]) if isinstance(v, dict) and set(v) == {"held"} else v
         for k, v in record["args"].items()
     }
-    return Command(record["name"], tuple(args.items()))
+    if "run_at" in args:
+        args["run_at_millis"] = args.pop("run_at")
+    if isinstance(args.get("token"), Held):
+        args = {"job_id": args["token"], **args}
+    now = args.pop("now", 0)
+    return JobOp.of(record["name"], now=now, **args)
 
 
 _LEASED = (_submit(), _poll("w1", now=0))

@@ -2,7 +2,7 @@
 
 job-queue.md: "with many threads polling at once, a job is never leased to two
 workers at the same time; all methods are safe to call from many threads". The
-runner (``stateful_tests.job_threads``) records every call as a ``Call``; this module
+runner (``stateful_tests.job_threads``) records every call as a ``ThreadCall``; this module
 judges a finished round from those records alone, never from timing:
 
 - poll must never raise, complete and fail only ``IllegalStateError`` (a token
@@ -33,11 +33,11 @@ from leasecheck.models.evidence import Lease as Held
 from leasecheck.models.job_model import JobState, ModelJob
 from leasecheck.queue_impl.jobs import IllegalStateError, JobStatus, JobView, Lease, RetryPolicy
 
-__all__ = ["Call", "FinishedRound", "judge"]
+__all__ = ["FinishedRound", "ThreadCall", "judge"]
 
 
 @dataclass
-class Call:
+class ThreadCall:
     """One call a worker thread made, and what came of it."""
 
     worker: str
@@ -96,7 +96,7 @@ class FinishedRound:
     seed: int
     threads: int
     policy: RetryPolicy
-    log: Sequence[Call]
+    log: Sequence[ThreadCall]
     submitted: Sequence[tuple[str, str, str, int]]
     """(job_id, type, payload, priority) of every job, in submission order."""
     queue: Any
@@ -105,7 +105,7 @@ class FinishedRound:
     """The clock when the threads had finished."""
 
 
-def _evidence(summary: str, calls: Sequence[Call]) -> Evidence:
+def _evidence(summary: str, calls: Sequence[ThreadCall]) -> Evidence:
     """The calls involved, each on its thread's lane at the first clock value it read,
     and the leases the polls among them got (the target's side: no model runs here)."""
     record = Recorder()
@@ -135,9 +135,9 @@ class _Judge:
     def __init__(self, finished: FinishedRound) -> None:
         self.round = finished
         self.policy = finished.policy
-        self.leases: dict[str, list[Call]] = defaultdict(list)
-        self.ends: dict[str, list[Call]] = defaultdict(list)
-        self.refused: list[Call] = []
+        self.leases: dict[str, list[ThreadCall]] = defaultdict(list)
+        self.ends: dict[str, list[ThreadCall]] = defaultdict(list)
+        self.refused: list[ThreadCall] = []
         for call in finished.log:
             if call.method == "poll" and call.lease is not None and call.raised is None:
                 self.leases[call.lease.job_id].append(call)
@@ -158,7 +158,7 @@ class _Judge:
         self._refusals()
         self._dead_letters(views)
 
-    def fail(self, what: str, calls: Sequence[Call] = ()) -> None:
+    def fail(self, what: str, calls: Sequence[ThreadCall] = ()) -> None:
         steps = "\n".join(f"  {n}. {c.describe()}" for n, c in enumerate(calls, 1))
         error = AssertionError(
             f"{what}\n  (jobs.threads round seed {self.round.seed}, "
@@ -181,8 +181,8 @@ class _Judge:
             )
 
     def _tokens_unique(self) -> None:
-        seen: dict[Any, Call] = {}
-        unhashable: list[Call] = []
+        seen: dict[Any, ThreadCall] = {}
+        unhashable: list[ThreadCall] = []
         for calls in self.leases.values():
             for call in calls:
                 assert call.lease is not None
@@ -234,7 +234,9 @@ class _Judge:
             )
         return state
 
-    def _grant(self, job_id: str, state: JobState, poll: Call, before: list[Call]) -> JobState:
+    def _grant(
+        self, job_id: str, state: JobState, poll: ThreadCall, before: list[ThreadCall]
+    ) -> JobState:
         assert poll.lease is not None
         for now in poll.reads or [poll.clock[0]]:
             after, lease = job_model.poll(state, self.policy, now, poll.worker, poll.lease_millis)
@@ -255,7 +257,9 @@ class _Judge:
         )
         raise AssertionError  # unreachable: fail raises
 
-    def _end(self, job_id: str, state: JobState, end: Call, calls: list[Call]) -> JobState:
+    def _end(
+        self, job_id: str, state: JobState, end: ThreadCall, calls: list[ThreadCall]
+    ) -> JobState:
         assert end.lease is not None
         token = state.jobs[0].token
         for now in end.reads or [end.clock[0]]:
@@ -328,12 +332,12 @@ class _Judge:
             )
 
 
-def _attempt(call: Call) -> int:
+def _attempt(call: ThreadCall) -> int:
     assert call.lease is not None
     return call.lease.attempt
 
 
-def _same_token(a: Call, b: Call) -> bool:
+def _same_token(a: ThreadCall, b: ThreadCall) -> bool:
     return a.lease is not None and b.lease is not None and a.lease.token == b.lease.token
 
 

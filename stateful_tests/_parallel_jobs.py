@@ -22,17 +22,17 @@ import random
 import sys
 import threading
 import time
-from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from leasecheck.models.job_ops import JobOp
 from leasecheck.models.linearizability import Operation, Raised, Returned
 from leasecheck.queue_impl.jobs import Lease, RetryPolicy
 from leasecheck.stateful_tests import _coop_threading as coop
-from leasecheck.stateful_tests.parallel import JOB_POLICY, Command, Held, ParallelProgram
+from leasecheck.stateful_tests.parallel import JOB_POLICY, ParallelProgram, ProgramOp
 from leasecheck.targets.lease_compare import error_kind
 
-__all__ = ["ThreadClock", "TurnScheduler", "run_jobs_program"]
+__all__ = ["ThreadClock", "TurnScheduler", "history_args", "run_jobs_program"]
 
 JOIN_DEADLINE_S = 10.0
 
@@ -176,56 +176,35 @@ class TurnScheduler:
         return threading.current_thread().name
 
 
-def _call(queue: Any, command: Command, args: dict[str, Any]) -> Callable[[], Any]:
-    name = command.name
-    if name == "submit":
-        return lambda: queue.submit(args["type"], args["payload"], args["priority"], args["run_at"])
-    if name == "poll":
-        return lambda: queue.poll(args["worker_id"], args["lease_millis"])
-    if name == "complete":
-        return lambda: queue.complete(args["job_id"], args["token"])
-    if name == "fail":
-        return lambda: queue.fail(args["job_id"], args["token"], args["error"])
-    if name == "dead_letters":
-        return lambda: queue.dead_letters()
-    method = getattr(queue, name)
-    return lambda: method(args["job_id"])
-
-
-def _resolve(command: Command, held: list[Lease]) -> dict[str, Any] | None:
-    args = command.kwargs()
-    if isinstance(args.get("token"), Held):
-        back = args["token"].back
-        if back >= len(held):
-            return None
-        lease = held[-1 - back]
-        args["job_id"], args["token"] = lease.job_id, lease.token
-        args = {"job_id": args.pop("job_id"), **args}
-    return args
+def history_args(op: JobOp) -> dict[str, Any]:
+    """A JobQueue call's arguments as the history records them: the method's, then the
+    instant the thread set its clock to (``now``)."""
+    return op.arguments() | {"now": op.now}
 
 
 def run_command(
-    queue: Any, clock: ThreadClock, where: tuple[str, int], command: Command, held: list[Lease]
+    queue: Any, clock: ThreadClock, where: tuple[str, int], command: ProgramOp, held: list[Lease]
 ) -> Operation | None:
     """Run one command; keep a returned lease in ``held``; the recorded operation."""
-    args = _resolve(command, held)
-    if args is None:
+    assert isinstance(command, JobOp), f"a JobQueue program holds {command!r}"
+    op = command.resolve(held)
+    if op is None:
         return None
-    clock.set(args["now"])
-    call = _call(queue, command, args)
+    args = history_args(op)
+    clock.set(op.now or 0)
     started = time.monotonic_ns()
     try:
-        outcome: Returned | Raised = Returned(call())
+        outcome: Returned | Raised = Returned(op.apply(queue))
     except Exception as error:
         outcome = Raised(error_kind(error), str(error))
     ended = time.monotonic_ns()
     if isinstance(outcome, Returned) and isinstance(outcome.value, Lease):
         held.append(outcome.value)
-    return Operation(where[0], where[1], command.name, args, started, ended, outcome)
+    return Operation(where[0], where[1], op.kind, args, started, ended, outcome)
 
 
 def _thread_body(
-    queue: Any, clock: ThreadClock, name: str, suffix: tuple[Command, ...],
+    queue: Any, clock: ThreadClock, name: str, suffix: tuple[JobOp, ...],
     held: list[Lease], scheduler: TurnScheduler, out: list[Operation],
 ) -> None:  # fmt: skip
     coop.scheduled(True)
@@ -302,7 +281,7 @@ def _final_views(queue: Any, clock: ThreadClock, ops: list[Operation]) -> list[O
     submitted = sum(1 for op in ops if op.name == "submit" and isinstance(op.outcome, Returned))
     views = []
     for number in range(1, submitted + 1):
-        command = Command("view", (("job_id", f"J{number}"), ("now", 0)))
+        command = JobOp.of("view", f"J{number}", now=0)
         op = run_command(queue, clock, ("harness", number), command, [])
         assert op is not None
         views.append(op)

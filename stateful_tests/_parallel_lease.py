@@ -28,25 +28,15 @@ from typing import Any
 
 from leasecheck.crash_harness import _lock_view
 from leasecheck.crash_harness.engine import Channel, Child, Engine, Message
+from leasecheck.models.lease_ops import LeaseOp
 from leasecheck.models.linearizability import BUSY, OPEN_TRANSACTION, Operation, Raised, Returned
-from leasecheck.stateful_tests.parallel import Command, Held, ParallelProgram
+from leasecheck.stateful_tests.parallel import ParallelProgram, ProgramOp
 from leasecheck.targets.lease_compare import error_kind
 from leasecheck.targets.lease_target import read_snapshot
 
 __all__ = ["run_lease_program"]
 
 DEADLINE_S = 10.0
-
-
-def _resolve(command: Command, held: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The command's concrete arguments; None when it needs a ticket the process lacks."""
-    args = command.kwargs()
-    ticket = args.get("ticket")
-    if isinstance(ticket, Held):
-        if ticket.back >= len(held):
-            return None
-        args["ticket"] = dict(held[-1 - ticket.back])
-    return args
 
 
 def _outcome(module: ModuleType, con: sqlite3.Connection, call: Callable[[], Any]) -> Any:
@@ -68,27 +58,28 @@ def run_command(
     module: ModuleType,
     con: sqlite3.Connection,
     where: tuple[str, int],
-    command: Command,
+    command: ProgramOp,
     held: list[dict[str, Any]],
     announce: Callable[[str, Any], None] | None = None,
 ) -> Operation | None:
     """Run one command on ``con``, keep a returned ticket in ``held``; the operation."""
-    args = _resolve(command, held)
-    if args is None:
+    assert isinstance(command, LeaseOp), f"a lease program holds {command!r}"
+    op = command.resolve(held)
+    if op is None:
         return None
-    function = getattr(module, command.name)
+    args = op.arguments()
     started = time.monotonic_ns()
     if announce is not None:
-        announce("invoke", (where[1], command.name, args, started))
-    outcome = _outcome(module, con, lambda: function(con, **args))
+        announce("invoke", (where[1], op.kind, args, started))
+    outcome = _outcome(module, con, lambda: op.apply(module, con))
     ended = time.monotonic_ns()
-    if command.name == "claim" and isinstance(outcome, Returned) and type(outcome.value) is dict:
+    if op.kind == "claim" and isinstance(outcome, Returned) and type(outcome.value) is dict:
         held.append(dict(outcome.value))
-    return Operation(where[0], where[1], command.name, args, started, ended, outcome)
+    return Operation(where[0], where[1], op.kind, args, started, ended, outcome)
 
 
 def _child(
-    module: ModuleType, path: Path, name: str, suffix: tuple[Command, ...], held: list[Any]
+    module: ModuleType, path: Path, name: str, suffix: tuple[ProgramOp, ...], held: list[Any]
 ) -> Callable[[Channel], str]:
     def body(channel: Channel) -> str:
         con = module.open_queue(str(path))

@@ -31,6 +31,7 @@ from typing import Any
 
 from leasecheck.models.evidence import attach, shrunk_evidence
 from leasecheck.models.history_evidence import schedule_evidence
+from leasecheck.models.job_ops import JobOp
 from leasecheck.models.linearizability import Operation, Raised, Returned
 from leasecheck.models.shrinking import Budget, shrink
 from leasecheck.queue_impl.jobs import Lease, RetryPolicy
@@ -44,9 +45,9 @@ from leasecheck.stateful_tests._job_scenarios import (
     Scenario,
     call,
 )
-from leasecheck.stateful_tests._parallel_jobs import ThreadClock, _call, _resolve
+from leasecheck.stateful_tests._parallel_jobs import ThreadClock, history_args
 from leasecheck.stateful_tests._state_key import state_key
-from leasecheck.stateful_tests.parallel import JOB_POLICY, Command, check_jobs_history
+from leasecheck.stateful_tests.parallel import JOB_POLICY, check_jobs_history
 from leasecheck.stateful_tests.thread_scheduler import (
     Bound,
     Exploration,
@@ -120,7 +121,7 @@ class _JobWorld:
             for n, calls in enumerate(self.scenario.threads, 1)
         ]
 
-    def _body(self, name: str, calls: tuple[Command, ...]) -> Callable[[], None]:
+    def _body(self, name: str, calls: tuple[JobOp, ...]) -> Callable[[], None]:
         def body() -> None:
             held = list(self.opening)
             run = active_run()
@@ -134,13 +135,13 @@ class _JobWorld:
         return body
 
     def _run(
-        self, where: tuple[str, int], command: Command, held: list[Lease], run: Run | None = None
+        self, where: tuple[str, int], command: JobOp, held: list[Lease], run: Run | None = None
     ) -> None:
-        args = _resolve(command, held)
-        if args is None:  # a call on a lease the thread never got: not made
+        op = command.resolve(held)
+        if op is None:  # a call on a lease the thread never got: not made
             return
-        self.clock.set(args["now"])
-        call = _call(self.queue, command, args)
+        args = history_args(op)
+        self.clock.set(op.now or 0)
         invoked: list[int] = []
 
         def invoke() -> None:
@@ -152,7 +153,7 @@ class _JobWorld:
         else:
             run.on_next_grant(invoke)
         try:
-            outcome: Returned | Raised = Returned(call())
+            outcome: Returned | Raised = Returned(op.apply(self.queue))
         except Exception as error:
             outcome = Raised(error_kind(error), str(error))
         if run is not None:
@@ -161,9 +162,7 @@ class _JobWorld:
         self.events.append((where, outcome))
         if isinstance(outcome, Returned) and isinstance(outcome.value, Lease):
             held.append(outcome.value)
-        self.ops.append(
-            Operation(where[0], where[1], command.name, args, invoked[0], returned, outcome)
-        )
+        self.ops.append(Operation(where[0], where[1], op.kind, args, invoked[0], returned, outcome))
 
     # -- World --
     def roots(self) -> tuple[object, ...]:
@@ -434,7 +433,7 @@ def _calls(scenario: Scenario) -> int:
     return len(scenario.prefix) + sum(map(len, scenario.threads))
 
 
-def _without(scenario: Scenario, kept: list[tuple[int, Command]]) -> Scenario:
+def _without(scenario: Scenario, kept: list[tuple[int, JobOp]]) -> Scenario:
     """``scenario`` with only the ``kept`` calls (0: the opening; n: thread Tn); a thread
     left without calls is dropped."""
     threads = [tuple(c for n, c in kept if n == t) for t in range(1, len(scenario.threads) + 1)]
@@ -454,7 +453,7 @@ def shrunk(
     items += [(n, c) for n, calls in enumerate(scenario.threads, 1) for c in calls]
     bound = Bound(len(failure.schedule.preempted), prune=prune)
 
-    def fails(kept: list[tuple[int, Command]]) -> Failure | None:
+    def fails(kept: list[tuple[int, JobOp]]) -> Failure | None:
         smaller = _without(scenario, kept)
         if len(smaller.threads) < 2:
             return None  # no longer concurrent

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from leasecheck.queue_impl.jobs import Lease, RetryPolicy
-from leasecheck.stateful_tests._job_threads_judge import Call, FinishedRound, judge
+from leasecheck.stateful_tests._job_threads_judge import FinishedRound, ThreadCall, judge
 
 __all__ = ["HammerConfig", "HammerReport", "SwitchingTime", "hammer", "run_round"]
 
@@ -111,7 +111,7 @@ class _Round:
         self.seed = seed
         self.clock = SwitchingTime(config.tick_every)
         self.queue = target_class(self.clock, config.policy)
-        self.log: list[Call] = []
+        self.log: list[ThreadCall] = []
         self.inside: dict[str, str] = {}
         """worker -> the method it is inside right now (for the deadlock verdict)."""
         self.crashed: list[BaseException] = []
@@ -122,7 +122,7 @@ class _Round:
             job_id = self.queue.submit("email", f"p{number}", priority, 0)
             self.submitted.append((job_id, "email", f"p{number}", priority))
 
-    def call(self, record: Call, op: Callable[[], Any]) -> Any:
+    def call(self, record: ThreadCall, op: Callable[[], Any]) -> Any:
         self.inside[record.worker] = record.method
         before = self.clock.peek()
         with self.clock.reading() as seen:
@@ -148,7 +148,7 @@ class _Round:
             if mine and rng.random() < 0.1:
                 self._end(worker, rng.choice(mine), rng)  # a zombie: an old lease of mine
             millis = rng.randint(*self.config.lease_millis)
-            record = Call(worker, "poll", None, lease_millis=millis)
+            record = ThreadCall(worker, "poll", None, lease_millis=millis)
             lease = self.call(record, functools.partial(self.queue.poll, worker, millis))
             if not isinstance(lease, Lease):
                 continue
@@ -160,13 +160,13 @@ class _Round:
     def _end(self, worker: str, lease: Lease, rng: random.Random) -> None:
         if rng.random() < 0.5:
             self.call(
-                Call(worker, "complete", lease),
+                ThreadCall(worker, "complete", lease),
                 lambda: self.queue.complete(lease.job_id, lease.token),
             )
             return
         error = rng.choice(["boom", None])
         self.call(
-            Call(worker, "fail", lease, error_text=error),
+            ThreadCall(worker, "fail", lease, error_text=error),
             lambda: self.queue.fail(lease.job_id, lease.token, error),
         )
 

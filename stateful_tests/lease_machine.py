@@ -59,7 +59,7 @@ from leasecheck.models.evidence import Recorder, attach
 from leasecheck.models.lease_model import MAX_NOW, MAX_TOKEN, LeaseModel, retry_delay_readings
 from leasecheck.stateful_tests.program import check
 from leasecheck.targets.lease_compare import (
-    Outcome,
+    LeaseOutcome,
     differences,
     error_kind,
     same,
@@ -207,7 +207,7 @@ class LeaseAgreement(RuleBasedStateMachine):
         on_model: Operation | None = None,
         accept: frozenset[str] = frozenset(),
         **inputs: object,
-    ) -> Outcome:
+    ) -> LeaseOutcome:
         """Run the operation on both sides, compare everything, return the model's outcome.
 
         ``on_target(queue, side, **inputs)`` gets the caller's values and ``on_model``
@@ -234,7 +234,7 @@ class LeaseAgreement(RuleBasedStateMachine):
 
     def _attempt(
         self, side: Side, operation: Operation, queue: Any, inputs: dict[str, object]
-    ) -> Outcome:
+    ) -> LeaseOutcome:
         try:
             result = operation(queue, side, **inputs)
         except Exception as error:
@@ -244,15 +244,19 @@ class LeaseAgreement(RuleBasedStateMachine):
                 else error_kind(error, self.module)
             )
             text = f": {str(error)[:160]}" if str(error) else ""
-            return self._seen(side, Outcome(error=kind, detail=f"{type(error).__name__}{text}"))
-        return self._seen(side, Outcome(result=result))
+            return self._seen(
+                side, LeaseOutcome(error=kind, detail=f"{type(error).__name__}{text}")
+            )
+        return self._seen(side, LeaseOutcome(result=result))
 
     @staticmethod
-    def _seen(side: Side, outcome: Outcome) -> Outcome:
+    def _seen(side: Side, outcome: LeaseOutcome) -> LeaseOutcome:
         """``outcome`` with the hook points and sends its side recorded."""
         return replace(outcome, hooks=tuple(side.hooks), sends=tuple(side.sends))
 
-    def _compare(self, call: str, target: Outcome, model: Outcome, accept: frozenset[str]) -> None:
+    def _compare(
+        self, call: str, target: LeaseOutcome, model: LeaseOutcome, accept: frozenset[str]
+    ) -> None:
         for problem in differences(call, target, model, accept):
             self._fail(problem)
 

@@ -37,17 +37,19 @@ from leasecheck.models.contracts import Snapshot
 from leasecheck.models.evidence import Evidence, attach, shrunk_evidence
 from leasecheck.models.history_evidence import history_evidence
 from leasecheck.models.job_model import JobState
+from leasecheck.models.job_ops import JobOp
+from leasecheck.models.lease_ops import Held, LeaseOp
 from leasecheck.models.linearizability import JobQueueSpec, LeaseSpec, Operation, Verdict, check
 from leasecheck.models.shrinking import Budget, shrink
 from leasecheck.queue_impl.jobs import RetryPolicy
 
 __all__ = [
     "JOB_POLICY",
-    "Command",
     "Failure",
     "FailureMemo",
     "Held",
     "ParallelProgram",
+    "ProgramOp",
     "check_jobs_history",
     "check_lease_history",
     "failure",
@@ -60,28 +62,9 @@ __all__ = [
 JOB_POLICY = RetryPolicy(max_attempts=2, base_backoff_millis=10, max_backoff_millis=40)
 
 
-@dataclass(frozen=True)
-class Held:
-    """A ticket (lease) the process holds, counted back from the latest one it got."""
-
-    back: int = 0
-
-    def __repr__(self) -> str:
-        return "<latest ticket>" if self.back == 0 else f"<ticket {self.back} before the latest>"
-
-
-@dataclass(frozen=True)
-class Command:
-    """One generated operation: a queue function name and its arguments."""
-
-    name: str
-    args: tuple[tuple[str, Any], ...]
-
-    def text(self) -> str:
-        return f"{self.name}({', '.join(f'{k}={v!r}' for k, v in self.args)})"
-
-    def kwargs(self) -> dict[str, Any]:
-        return dict(self.args)
+ProgramOp = LeaseOp | JobOp
+"""One operation of a parallel program: the contract's own record (``Held`` stands for
+a ticket or lease the process got earlier, counted back from its latest)."""
 
 
 @dataclass(frozen=True)
@@ -96,18 +79,18 @@ class ParallelProgram:
     leaving its operation with an unknown outcome.
     """
 
-    prefix: tuple[Command, ...]
-    suffixes: tuple[tuple[Command, ...], ...]
+    prefix: tuple[ProgramOp, ...]
+    suffixes: tuple[tuple[ProgramOp, ...], ...]
     seed: int = 0
     switch_percent: int = 50
     kill: tuple[int, int] | None = None
 
     def __repr__(self) -> str:
         lines = ["ParallelProgram(", "  prefix, run alone in order:"]
-        lines += [f"    {i}. {cmd.text()}" for i, cmd in enumerate(self.prefix, 1)]
+        lines += [f"    {i}. {cmd.describe()}" for i, cmd in enumerate(self.prefix, 1)]
         for number, suffix in enumerate(self.suffixes, 1):
             lines.append(f"  P{number}, at the same time as the others:")
-            lines += [f"    P{number}#{i}. {cmd.text()}" for i, cmd in enumerate(suffix, 1)]
+            lines += [f"    P{number}#{i}. {cmd.describe()}" for i, cmd in enumerate(suffix, 1)]
         lines.append(f"  schedule: seed={self.seed}, switch_percent={self.switch_percent}")
         if self.kill:
             lines.append(f"  kill P{self.kill[0]} at its statement #{self.kill[1]}")
@@ -124,8 +107,12 @@ SUFFIX_TIMES = st.integers(0, 10).map(lambda k: SUFFIX_BASE + 20 * k)
 SCHEDULES = st.tuples(st.integers(0, 2**16), st.sampled_from([50, 20, 80]))
 
 
-def _command(name: str, **args: Any) -> Command:
-    return Command(name, tuple(args.items()))
+def _command(name: str, **args: Any) -> LeaseOp:
+    return LeaseOp.of(name, **args)
+
+
+def _job(name: str, now: int, **args: Any) -> JobOp:
+    return JobOp.of(name, now=now, **args)
 
 
 LEASE_KINDS = ("claim", "claim", "finish", "enqueue", "redrive", "claim", "finish")
@@ -134,7 +121,7 @@ LEASE_KINDS = ("claim", "claim", "finish", "enqueue", "redrive", "claim", "finis
 @st.composite
 def _lease_command(
     draw: st.DrawFn, now: int, kinds: tuple[str, ...] = LEASE_KINDS, jobs: tuple[str, ...] = ()
-) -> Command:
+) -> LeaseOp:
     kind = draw(st.sampled_from(kinds))
     if kind == "claim":
         lease = draw(st.sampled_from([40, 1000, 15]))
@@ -170,7 +157,7 @@ finish with the prefix's ticket, which is now stale)."""
 @st.composite
 def _suffixes(
     draw: st.DrawFn, count: int, size: int, make: Any, opening: Any
-) -> tuple[tuple[Command, ...], ...]:
+) -> tuple[tuple[ProgramOp, ...], ...]:
     """``count`` suffixes, each prefixed with its command from ``opening`` (if any)."""
     firsts = draw(opening(count))
     suffixes = [draw(_timed(SUFFIX_TIMES, (1, size), make)) for _ in range(count)]
@@ -178,7 +165,7 @@ def _suffixes(
 
 
 @st.composite
-def _lease_openings(draw: st.DrawFn, count: int) -> list[tuple[Command, ...]]:
+def _lease_openings(draw: st.DrawFn, count: int) -> list[tuple[LeaseOp, ...]]:
     kind = draw(st.sampled_from(OPENINGS))
     if kind == "none":
         return [()] * count
@@ -188,7 +175,7 @@ def _lease_openings(draw: st.DrawFn, count: int) -> list[tuple[Command, ...]]:
     claim = _command("claim", owner="w1", now_ms=SUFFIX_BASE, lease_ms=1000)
     outcome = draw(st.sampled_from(["ok", "retry", "permanent"]))
     stale = _command("finish", ticket=Held(0), outcome=outcome, now_ms=SUFFIX_BASE, delay_ms=0)
-    openings: list[tuple[Command, ...]] = [(claim,)]
+    openings: list[tuple[LeaseOp, ...]] = [(claim,)]
     return openings + [(stale,)] * (count - 1)
 
 
@@ -204,7 +191,7 @@ def lease_programs(
     more = draw(_timed(PREFIX_TIMES, (0, 3), lambda now: _lease_command(now, PREFIX_KINDS)))
     count = draw(st.integers(*processes))
     suffixes = draw(_suffixes(count, suffix_len, _lease_command, _lease_openings))
-    if suffixes[0][0].name == "claim" and suffixes[-1][0].name == "finish":  # a reclaim race
+    if suffixes[0][0].kind == "claim" and suffixes[-1][0].kind == "finish":  # a reclaim race
         more.append(_command("claim", owner="w1", now_ms=60, lease_ms=30))
     kill = None
     if draw(st.integers(0, 9)) == 0:
@@ -220,32 +207,31 @@ JOB_KINDS += ("cancel", "retry_dead", "dead_letters")
 
 
 @st.composite
-def _job_command(draw: st.DrawFn, now: int, kinds: tuple[str, ...] = JOB_KINDS) -> Command:
+def _job_command(draw: st.DrawFn, now: int, kinds: tuple[str, ...] = JOB_KINDS) -> JobOp:
     kind = draw(st.sampled_from(kinds))
     if kind == "poll":
         lease = draw(st.sampled_from([1000, 30, 5]))
-        return _command(
-            "poll", worker_id=draw(st.sampled_from(OWNERS)), lease_millis=lease, now=now
-        )
+        return _job("poll", now, worker_id=draw(st.sampled_from(OWNERS)), lease_millis=lease)
     if kind in ("complete", "fail"):
         extra = {"error": draw(st.sampled_from([None, "boom"]))} if kind == "fail" else {}
-        return _command(kind, token=Held(draw(st.integers(0, 1))), now=now, **extra)
+        held = Held(draw(st.integers(0, 1)))
+        return _job(kind, now, job_id=held, token=held, **extra)
     if kind == "submit":
-        return _command(
+        return _job(
             "submit",
+            now,
             type=draw(st.sampled_from(JOB_TYPES)),
             payload="p",
             priority=draw(st.integers(0, 2)),
-            run_at=draw(st.sampled_from([0, 120])),
-            now=now,
+            run_at_millis=draw(st.sampled_from([0, 120])),
         )
     if kind == "dead_letters":
-        return _command("dead_letters", now=now)
-    return _command(kind, job_id=f"J{draw(st.integers(1, 3))}", now=now)
+        return _job("dead_letters", now)
+    return _job(kind, now, job_id=f"J{draw(st.integers(1, 3))}")
 
 
 @st.composite
-def _job_openings(draw: st.DrawFn, count: int) -> list[tuple[Command, ...]]:
+def _job_openings(draw: st.DrawFn, count: int) -> list[tuple[JobOp, ...]]:
     if draw(st.sampled_from(OPENINGS)) == "none":
         return [()] * count
     return [(draw(_job_command(SUFFIX_BASE, ("poll", "poll", "complete", "submit"))),)] * count
@@ -257,8 +243,13 @@ def job_programs(
 ) -> ParallelProgram:
     """Programs for JobQueue: a few submits first, then mostly polls racing for them."""
     first = [
-        _command(
-            "submit", type="email", payload="p", priority=draw(st.integers(0, 1)), run_at=0, now=0
+        _job(
+            "submit",
+            0,
+            type="email",
+            payload="p",
+            priority=draw(st.integers(0, 1)),
+            run_at_millis=0,
         )
         for _ in range(draw(st.integers(1, 3)))
     ]
@@ -312,7 +303,7 @@ class FailureMemo:
         raise attach(error, failed.evidence) if failed.evidence else error
 
 
-_Placed = tuple[int, Command]
+_Placed = tuple[int, ProgramOp]
 """A command and where it runs: 0 the prefix, n the suffix of process/thread Pn."""
 
 

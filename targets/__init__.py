@@ -11,7 +11,7 @@ stateful_tests, crash_harness < leasecheck):
 - ``targets.scratch``: tmpfs scratch directories for queue files.
 """
 
-from leasecheck.targets.lease_compare import Outcome, differences, error_kind, same
+from leasecheck.targets.lease_compare import LeaseOutcome, differences, error_kind, same
 from leasecheck.targets.lease_target import LeaseTarget, read_snapshot, write_snapshot
 from leasecheck.targets.loader import (
     BUNDLED_JOBS,
@@ -30,8 +30,8 @@ __all__ = [
     "BUNDLED_WORKER",
     "JOBQUEUE_METHODS",
     "WORKER_NAMES",
+    "LeaseOutcome",
     "LeaseTarget",
-    "Outcome",
     "TargetError",
     "differences",
     "error_kind",

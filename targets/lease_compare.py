@@ -2,25 +2,26 @@
 
 Every harness that runs an operation on a target and on the model (the agreement
 machine, the conformance replay of explored transitions, the crash harness and its
-races) turns each side's call into an ``Outcome`` and asks ``differences``. The
-comparison is *strict*: ``True`` and ``1`` differ, and so do ``{'a': 1}`` and a dict
-subclass with the same items, at every depth of dicts, lists and tuples, because the
-spec fixes exact types ("returns ``True``", "exactly a dict"). Errors are compared by
-the contract's name for them (``error_kind``), since a target defines its own
-``Conflict``.
+races) turns each side's call into a ``LeaseOutcome`` (``models.lease_ops``) and asks
+``differences``. The comparison is *strict*: ``True`` and ``1`` differ, and so do
+``{'a': 1}`` and a dict subclass with the same items, at every depth of dicts, lists and
+tuples, because the spec fixes exact types ("returns ``True``", "exactly a dict").
+Errors are compared by the contract's name for them (``error_kind``), since a target
+defines its own ``Conflict``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from types import ModuleType
 
 from leasecheck.models.contracts import Snapshot, same
+from leasecheck.models.lease_ops import LeaseOutcome
 
 __all__ = [
     "WORKER_ERRORS",
-    "Outcome",
+    "LeaseOutcome",
     "differences",
     "error_kind",
     "kind_from_classes",
@@ -57,39 +58,13 @@ def kind_from_classes(classes: Iterable[str]) -> str:
     return f"unexpected {names[0] if names else 'error'}"
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """What one call did on one side.
-
-    ``error`` is the contract's name for what it raised (``None``: it returned
-    ``result``). ``hooks``, ``sends`` and ``state`` are compared only when both sides
-    recorded them (``None``: not observed by this harness).
-    """
-
-    result: object = None
-    error: str | None = None
-    detail: str = ""
-    """The raised error's class and text, for messages."""
-    hooks: tuple[str, ...] | None = None
-    sends: tuple[object, ...] | None = None
-    state: Snapshot | None = None
-
-    def describe(self) -> str:
-        if self.error is None:
-            return f"returned {self.result!r}"
-        return f"raised {self.error} ({self.detail})" if self.detail else f"raised {self.error}"
-
-    def agrees_with(self, model: Outcome, accept: frozenset[str] = frozenset()) -> bool:
-        """Same result (strictly), or errors of one kind; ``accept`` lists kinds the spec
-        leaves open between (each accepted for the other)."""
-        kinds = {self.error, model.error}
-        if self.error != model.error and not (None not in kinds and kinds <= accept):
-            return False
-        return self.error is not None or same(self.result, model.result)
+Outcome = LeaseOutcome
+"""The old name of ``LeaseOutcome``, kept for ``leasecheck.conformance`` until it adopts
+the record (the same class: one meaning)."""
 
 
 def differences(
-    call: str, target: Outcome, model: Outcome, accept: frozenset[str] = frozenset()
+    call: str, target: LeaseOutcome, model: LeaseOutcome, accept: frozenset[str] = frozenset()
 ) -> list[str]:
     """One sentence for each way ``target`` differs from ``model`` (empty: they agree)."""
     found = []

@@ -15,7 +15,7 @@ from types import ModuleType
 from leasecheck.models.contracts import (
     JOB_COLUMNS,
     REDRIVE_COLUMNS,
-    Clock,
+    ClockFunction,
     Fault,
     JobRow,
     RedriveRow,
@@ -94,7 +94,12 @@ class LeaseTarget:
         return self.module.redrive(self.con, job_id, now_ms, ttl_ms, note, fault)
 
     def run_once(
-        self, owner: object, clock: Clock, send: Send, jitter: object, lease_ms: object = 1000
+        self,
+        owner: object,
+        clock: ClockFunction,
+        send: Send,
+        jitter: object,
+        lease_ms: object = 1000,
     ) -> object:
         return self.module.run_once(self.con, owner, clock, send, jitter, lease_ms)
 

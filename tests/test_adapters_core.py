@@ -39,7 +39,7 @@ from typing import ClassVar
 
 from leasecheck.adapters.lease_worker import LeaseWorker
 from leasecheck.adapters.planted import AckIgnoresLease
-from leasecheck.adapters.protocol import Clock, Promise, Promises, QueueAdapter
+from leasecheck.adapters.protocol import QueueClock, Promise, Promises, QueueAdapter
 
 
 class ByIdQueue:
@@ -59,7 +59,7 @@ class ByIdQueue:
     def create(self, directory: Path, server: str | None) -> str:
         return LeaseWorker().create(directory, server)
 
-    def connect(self, location: str, clock: Clock) -> QueueAdapter:
+    def connect(self, location: str, clock: QueueClock) -> QueueAdapter:
         return AckIgnoresLease(location, clock)
 '''
 

@@ -13,7 +13,7 @@ beanstalkd are fixed scenarios here, each judged by the protocol's own sentences
   not exist or is not either reserved by the client, ready, or buried" (the delete is
   refused and the job stays the new holder's).
 
-Clock skew does not apply: the TTR runs on the server's clock alone, never a client's.
+QueueClock skew does not apply: the TTR runs on the server's clock alone, never a client's.
 """
 
 from __future__ import annotations

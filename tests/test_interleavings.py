@@ -46,7 +46,7 @@ def test_every_scenario_of_the_profiles_exists() -> None:
     names = {s.name for s in SCENARIOS}
     for bounds in BOUNDS.values():
         assert {name for name, _ in bounds} <= names
-    written = {call.name for s in SCENARIOS for program in s.programs for call in program}
+    written = {call.kind for s in SCENARIOS for program in s.programs for call in program}
     assert written == {"enqueue", "claim", "finish", "redrive", "run_once", "run_file"}
 
 

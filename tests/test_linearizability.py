@@ -18,6 +18,8 @@ import pytest
 
 from leasecheck.models.contracts import JobRow, Snapshot
 from leasecheck.models.job_model import JobState
+from leasecheck.models.job_ops import JobOp
+from leasecheck.models.lease_ops import LeaseOp
 from leasecheck.models.linearizability import (
     BUSY,
     OPEN_TRANSACTION,
@@ -41,10 +43,10 @@ from leasecheck.stateful_tests._parallel_jobs import (
 from leasecheck.stateful_tests._parallel_lease import run_lease_program
 from leasecheck.stateful_tests.parallel import (
     JOB_POLICY,
-    Command,
     FailureMemo,
     Held,
     ParallelProgram,
+    ProgramOp,
     check_jobs_history,
     check_lease_history,
 )
@@ -241,7 +243,7 @@ def test_finishes_alone_split_per_job_but_claims_do_not() -> None:
 
 # --- the JobQueue spec -------------------------------------------------------------------
 
-SUBMIT = {"type": "email", "payload": "p", "priority": 0, "run_at": 0, "now": 0}
+SUBMIT = {"type": "email", "payload": "p", "priority": 0, "run_at_millis": 0, "now": 0}
 
 
 def _lease(token: object) -> Lease:
@@ -296,8 +298,12 @@ def test_both_readings_of_retry_dead_are_accepted(cleared: str | None) -> None:
 # --- the race mutants are caught -----------------------------------------------------------
 
 
-def _c(name: str, **args: Any) -> Command:
-    return Command(name, tuple(args.items()))
+def _c(name: str, **args: Any) -> LeaseOp:
+    return LeaseOp.of(name, **args)
+
+
+def _j(name: str, now: int, **args: Any) -> JobOp:
+    return JobOp.of(name, now=now, **args)
 
 
 LEASE_RACES = {
@@ -323,7 +329,9 @@ LEASE_RACES = {
 }
 
 
-def _program(prefix: list[Command], suffixes: list[list[Command]], seed: int) -> ParallelProgram:
+def _program(
+    prefix: Sequence[ProgramOp], suffixes: Sequence[Sequence[ProgramOp]], seed: int
+) -> ParallelProgram:
     return ParallelProgram(tuple(prefix), tuple(tuple(s) for s in suffixes), seed, 50)
 
 
@@ -346,8 +354,8 @@ def test_lease_races_are_not_linearizable(name: str, scratch: Path) -> None:
 @pytest.mark.parametrize("name", ["jobs-poll-two-critical-sections", "jobs-unlocked-poll"])
 def test_jobs_races_are_not_linearizable(name: str, tmp_path: Path) -> None:
     cls = load_jobs_target(materialize(by_name(name), tmp_path))
-    submit = _c("submit", type="email", payload="p", priority=0, run_at=0, now=0)
-    poll = _c("poll", worker_id="w1", lease_millis=1000, now=100)
+    submit = _j("submit", 0, type="email", payload="p", priority=0, run_at_millis=0)
+    poll = _j("poll", 100, worker_id="w1", lease_millis=1000)
     programs = [_program([submit, submit], [[poll, poll]] * 3, seed) for seed in range(20)]
     assert any(not check_jobs_history(run_jobs_program(cls, p)).linearizable for p in programs)
     bundled = load_jobs_target(None)

@@ -17,7 +17,7 @@ from leasecheck.runner import NOT_CHECKED, CheckOptions, run_check
 
 ADAPTER = """
 from leasecheck.adapters.lease_worker import LeaseWorker, LeaseWorkerAdapter
-from leasecheck.adapters.protocol import Claim, Clock, QueueAdapter
+from leasecheck.adapters.protocol import Claim, QueueClock, QueueAdapter
 
 
 class Broken(LeaseWorkerAdapter):
@@ -27,7 +27,7 @@ class Broken(LeaseWorkerAdapter):
 class BrokenQueue(LeaseWorker):
     name = "broken-queue"
 
-    def connect(self, location: str, clock: Clock) -> QueueAdapter:
+    def connect(self, location: str, clock: QueueClock) -> QueueAdapter:
         return Broken(location, clock)
 """
 REFUSES_ACKS = "def ack(self, claim: Claim) -> bool:\n        return False"

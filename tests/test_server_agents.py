@@ -22,9 +22,9 @@ from leasecheck.adapters.protocol import (
     AdapterError,
     Capabilities,
     Claim,
-    Clock,
-    JobView,
+    QueueClock,
     SharedClock,
+    StoredJob,
 )
 from leasecheck.crash_harness.server_agents import Agent, AgentError, AgentRefused
 
@@ -35,7 +35,7 @@ class FileQueue:
     name: ClassVar[str] = "file-queue"
     capabilities: ClassVar[Capabilities] = Capabilities(clock="injected")
 
-    def connect(self, location: str, clock: Clock) -> FileQueue:
+    def connect(self, location: str, clock: QueueClock) -> FileQueue:
         self.path = Path(location)
         return self
 
@@ -53,8 +53,8 @@ class FileQueue:
     def ack(self, claim: Claim) -> bool:
         raise AdapterError(f"refusing to ack {claim.job!r}")
 
-    def observe(self) -> list[JobView]:
-        return [JobView(job, "ready") for job in self.path.read_text().split()]
+    def observe(self) -> list[StoredJob]:
+        return [StoredJob(job, "ready") for job in self.path.read_text().split()]
 
     def close(self) -> None:
         pass

@@ -22,6 +22,7 @@ from leasecheck.counterexample import Counterexample, export
 from leasecheck.crash_harness.races import check_races
 from leasecheck.crash_harness.single_winner import check_single_winner
 from leasecheck.models.evidence import SHRUNK_FROM, evidence_of
+from leasecheck.models.lease_ops import LeaseOp
 from leasecheck.models.shrinking import Budget, shrink
 from leasecheck.mutants import by_name, materialize
 from leasecheck.replay import ENV
@@ -36,7 +37,6 @@ from leasecheck.stateful_tests.job_interleavings import (
 )
 from leasecheck.stateful_tests.job_machine import JobAgreement
 from leasecheck.stateful_tests.parallel import (
-    Command,
     Failure,
     ParallelProgram,
     check_lease_history,
@@ -147,14 +147,13 @@ def test_races_stale_finish_shrinks_to_one_claim_and_the_finish(
     check_races(load_worker(BUNDLED_WORKER), scratch, 3, 20, 0)
 
 
-def _enqueue(job: str, now: int) -> Command:
+def _enqueue(job: str, now: int) -> LeaseOp:
     event = {"id": job, "qty": 1}
-    args = {"event": event, "now_ms": now, "ttl_ms": 60000, "max_attempts": 3}
-    return Command("enqueue", tuple(args.items()))
+    return LeaseOp.of("enqueue", event=event, now_ms=now, ttl_ms=60000, max_attempts=3)
 
 
-def _claim(now: int) -> Command:
-    return Command("claim", (("owner", "w1"), ("now_ms", now), ("lease_ms", 40)))
+def _claim(now: int) -> LeaseOp:
+    return LeaseOp.of("claim", owner="w1", now_ms=now, lease_ms=40)
 
 
 HYPOTHESIS_MINIMAL = ParallelProgram(

@@ -715,7 +715,7 @@ def test_a_failing_commit_rolls_back(connect: Connect) -> None:
 # --- run_once -----------------------------------------------------------------------------
 
 
-class Clock:
+class Readings:
     """A clock that returns ``readings`` in turn and counts how often it was read."""
 
     def __init__(self, *readings: object) -> None:
@@ -751,14 +751,14 @@ class Send:
 
 
 def test_run_once_without_a_job_does_not_send(q: Q) -> None:
-    clock, send = Clock(T0), Send()
+    clock, send = Readings(T0), Send()
     assert q.run_once("w", clock, send, 0.5) is None
     assert (clock.reads, send.got) == (1, [])
 
 
 def test_run_once_delivers_and_finishes(q: Q) -> None:
     q.put(PENDING)
-    clock, send = Clock(T0, T0 + 20), Send()
+    clock, send = Readings(T0, T0 + 20), Send()
     assert q.run_once("w", clock, send, 0.5, 300) == {"id": "a", "token": 1, "status": "done"}
     assert send.got == [{"id": "a", "qty": 5}]
     assert q.job("a") == replace(PENDING, status="done", attempts=1, token=1, available_at=T0 + 20)
@@ -775,7 +775,7 @@ def test_run_once_sends_outside_any_transaction(q: Q, connect: Connect) -> None:
         other.execute("COMMIT")
         seen.append(read_snapshot(other).job("a"))
 
-    q.run_once("w", Clock(T0, T0 + 1), Send(during=meanwhile), 0.5, 300)
+    q.run_once("w", Readings(T0, T0 + 1), Send(during=meanwhile), 0.5, 300)
     assert seen == [leased(PENDING, "w", T0 + 300)]
 
 
@@ -788,7 +788,7 @@ def test_run_once_keeps_its_marker_whatever_send_does(q: Q, connect: Connect) ->
         worker.enqueue(other, {"id": "new", "qty": 1}, T0, 1000)
         return True
 
-    result = q.run_once("w", Clock(T0, T0 + 1), vandal, 0.5)
+    result = q.run_once("w", Readings(T0, T0 + 1), vandal, 0.5)
     assert result == {"id": "a", "token": 1, "status": "done"}
     assert [(row.id, row.status) for row in q.snap().jobs] == [("a", "done"), ("new", "pending")]
 
@@ -797,7 +797,7 @@ def test_run_once_gives_send_a_fresh_dict_each_time(q: Q) -> None:
     q.put(PENDING, replace(PENDING, id="b"))
     dicts: list[dict[str, Any]] = []
     for _ in range(2):
-        q.run_once("w", Clock(T0, T0), Send(keep=dicts), 0.5)
+        q.run_once("w", Readings(T0, T0), Send(keep=dicts), 0.5)
     assert dicts == [{"id": "a", "qty": 5}, {"id": "b", "qty": 5}]
     assert all(type(job) is dict for job in dicts) and dicts[0] is not dicts[1]
 
@@ -806,7 +806,7 @@ def test_run_once_gives_send_a_fresh_dict_each_time(q: Q) -> None:
 def test_run_once_needs_exactly_true(q: Q, reply: object) -> None:
     q.put(PENDING)
     with pytest.raises(worker.BadAck, match=re.escape(f"got {reply!r}")):
-        q.run_once("w", Clock(T0, T0 + 1), Send(reply), 0.5)
+        q.run_once("w", Readings(T0, T0 + 1), Send(reply), 0.5)
     assert q.job("a").status == "leased"
     assert q.job("a").token == 1
 
@@ -829,7 +829,7 @@ def test_run_once_retries_with_the_backoff_delay(
 ) -> None:
     row = replace(PENDING, attempts=attempts, token=attempts, max_attempts=5)
     q.put(row)
-    result = q.run_once("w", Clock(T0, T0 + 20), Send(error), jitter)
+    result = q.run_once("w", Readings(T0, T0 + 20), Send(error), jitter)
     assert result == {"id": "a", "token": attempts + 1, "status": "pending"}
     expected = finished(leased(row, "w", T0 + 1000), "pending", "retry", T0 + 20 + delay)
     assert q.job("a") == expected
@@ -837,15 +837,15 @@ def test_run_once_retries_with_the_backoff_delay(
 
 def test_run_once_retry_past_the_budget_or_deadline_is_dead(q: Q) -> None:
     q.put(replace(PENDING, max_attempts=1), replace(PENDING, id="b", deadline=T0 + 100))
-    assert q.run_once("w", Clock(T0, T0), Send(worker.Retryable()), 1)["status"] == "dead"
-    assert q.run_once("w", Clock(T0, T0), Send(worker.Retryable()), 1)["status"] == "dead"
+    assert q.run_once("w", Readings(T0, T0), Send(worker.Retryable()), 1)["status"] == "dead"
+    assert q.run_once("w", Readings(T0, T0), Send(worker.Retryable()), 1)["status"] == "dead"
     reasons = [(row.status, row.reason) for row in q.snap().jobs]
     assert reasons == [("dead", "exhausted"), ("dead", "deadline")]
 
 
 def test_run_once_permanent(q: Q) -> None:
     q.put(PENDING)
-    result = q.run_once("w", Clock(T0, T0 + 5), Send(worker.Permanent("409")), 0.5)
+    result = q.run_once("w", Readings(T0, T0 + 5), Send(worker.Permanent("409")), 0.5)
     assert result == {"id": "a", "token": 1, "status": "dead"}
     assert (q.job("a").reason, q.job("a").available_at) == ("permanent", T0 + 5)
 
@@ -854,14 +854,14 @@ def test_run_once_permanent(q: Q) -> None:
 def test_run_once_other_errors_propagate_and_keep_the_lease(q: Q, error: Exception) -> None:
     q.put(PENDING)
     with pytest.raises(type(error)) as raised:
-        q.run_once("w", Clock(T0, T0 + 1), Send(error), 0.5)
+        q.run_once("w", Readings(T0, T0 + 1), Send(error), 0.5)
     assert raised.value is error
     assert (q.job("a").status, q.job("a").owner, q.job("a").token) == ("leased", "w", 1)
 
 
 def test_run_once_late_finish_is_stale(q: Q) -> None:
     q.put(PENDING)
-    result = q.run_once("w", Clock(T0, T0 + 300), Send(), 0.5, 300)
+    result = q.run_once("w", Readings(T0, T0 + 300), Send(), 0.5, 300)
     assert result == {"id": "a", "token": 1, "status": "stale"}
     assert q.job("a").status == "leased"
 
@@ -870,7 +870,7 @@ def test_run_once_late_finish_is_stale(q: Q) -> None:
 def test_run_once_bad_second_clock_keeps_the_claim(q: Q, second: object) -> None:
     q.put(PENDING)
     with pytest.raises(ValueError, match=r"^run_once: "):
-        q.run_once("w", Clock(T0, second), Send(), 0.5, 300)
+        q.run_once("w", Readings(T0, second), Send(), 0.5, 300)
     assert q.job("a") == leased(PENDING, "w", T0 + 300)
 
 
@@ -887,7 +887,7 @@ def bad_run_once_cases() -> list[Any]:
 def test_run_once_rejects_bad_arguments_before_claiming(
     prepared: Q, bad: dict[str, object], name: str
 ) -> None:
-    before, clock, send = prepared.snap(), Clock(T0 + 10, T0 + 11), Send()
+    before, clock, send = prepared.snap(), Readings(T0 + 10, T0 + 11), Send()
     arguments = {"owner": "w2", "clock": clock, "send": send, "jitter": 0.5, "lease_ms": 300}
     with pytest.raises(ValueError, match=f"^run_once: .*{name}"):
         prepared.run_once(**{**arguments, **bad})
@@ -901,7 +901,7 @@ def test_run_once_rejects_bad_arguments_before_claiming(
 def test_run_once_bad_first_clock_claims_nothing(prepared: Q, first: object) -> None:
     before, send = prepared.snap(), Send()
     with pytest.raises(ValueError, match=r"^run_once: the first clock\(\) reading must"):
-        prepared.run_once("w2", Clock(first, T0 + 11), send, 0.5)
+        prepared.run_once("w2", Readings(first, T0 + 11), send, 0.5)
     assert prepared.snap() == before
     assert send.got == []
 
@@ -916,10 +916,10 @@ def test_run_file_runs_once_and_closes_its_connection(
     setup.put(PENDING, replace(PENDING, id="b"))
     setup.con.close()
     for job_id in ("a", "b"):
-        result = worker.run_file(queue_file, "w", Clock(T0, T0 + 1), Send(), 0.5)
+        result = worker.run_file(queue_file, "w", Readings(T0, T0 + 1), Send(), 0.5)
         assert result == {"id": job_id, "token": 1, "status": "done"}
         assert scratch_open_files() == []
-    assert worker.run_file(str(queue_file), "w", Clock(T0), Send(), 0.5) is None
+    assert worker.run_file(str(queue_file), "w", Readings(T0), Send(), 0.5) is None
     assert scratch_open_files() == []
 
 
@@ -930,7 +930,7 @@ def test_run_file_closes_its_connection_on_failure(
     setup.put(PENDING)
     setup.con.close()
     with pytest.raises(RuntimeError):
-        worker.run_file(queue_file, "w", Clock(T0, T0), Send(RuntimeError("down")), 0.5)
+        worker.run_file(queue_file, "w", Readings(T0, T0), Send(RuntimeError("down")), 0.5)
     assert scratch_open_files() == []
     assert read_snapshot(connect()).job("a") == leased(PENDING, "w", T0 + 1000)
 
@@ -943,6 +943,6 @@ def test_run_file_needs_an_existing_file(scratch: Path, kind: str) -> None:
         path.mkdir()
     send = Send()
     with pytest.raises(FileNotFoundError, match="run_file: path must be an existing queue file"):
-        worker.run_file(path, "w", Clock(T0, T0), send, 0.5)
+        worker.run_file(path, "w", Readings(T0, T0), send, 0.5)
     assert sorted(p.name for p in scratch.rglob("*")) == (["dir"] if kind == "directory" else [])
     assert send.got == []
