@@ -27,6 +27,7 @@ from leasecheck.models import edges, lease_model
 from leasecheck.models._lease_steps import Canon, QueueKey, Template, TicketKey, queue_key
 from leasecheck.models.contracts import FAULT_POINTS, JobRow, RedriveRow, Snapshot
 from leasecheck.models.explorer import Batch, Expansion, Move, Tally
+from leasecheck.models.lease_ops import LeaseOp
 
 __all__ = ["LeaseScope", "LeaseSystem", "LeaseWorld", "TicketKey", "fault_variants", "ticket_dict"]
 
@@ -435,6 +436,13 @@ class LeaseSystem:
         if op[0] == "redrive":
             return ("redrive", op[3], op[4])
         return ("tick",)
+
+    @staticmethod
+    def record(op: Hashable) -> LeaseOp | None:
+        """The explored operation as the contract's ``LeaseOp`` (None for a clock tick, which
+        calls nothing): what a move is once it leaves the explorer (replays, evidence)."""
+        assert isinstance(op, tuple)
+        return LeaseOp.from_move(op, NOTE)
 
     @staticmethod
     def describe_op_label(op: Hashable) -> str:
