@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 MASK = 2**64 - 1
@@ -44,6 +45,18 @@ def result_repr(value: object) -> str:
     return repr(value)
 
 
+def known(cls: Any, fields: dict[str, Any]) -> dict[str, Any]:
+    """``fields`` without the ones an older tree's scope lacks (they must be at their
+    default there: a part that needs one cannot be compared with that tree)."""
+    have = cls.__dataclass_fields__
+    for name in set(fields) - set(have):
+        default = {"start": None, "max_depth": None, "unreached": (), "refused_args": False,
+                   "seed": None}.get(name, fields[name])  # fmt: skip
+        if fields[name] != default:
+            raise SystemExit(f"{cls.__name__} of this tree has no field {name!r}")
+    return {name: value for name, value in fields.items() if name in have}
+
+
 def main(system_name: str, scope_json: str, mode: str) -> dict[str, Any]:
     fields: dict[str, Any] = {
         k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(scope_json).items()
@@ -53,7 +66,7 @@ def main(system_name: str, scope_json: str, mode: str) -> dict[str, Any]:
     if system_name == "lease":
         from leasecheck.models.lease_explorer import LeaseScope, explore_lease
 
-        scope: Any = LeaseScope(**fields)
+        scope: Any = LeaseScope(**known(LeaseScope, fields))
         started = time.perf_counter()
         system, result = explore_lease(scope)
         key = lease_key
@@ -62,7 +75,7 @@ def main(system_name: str, scope_json: str, mode: str) -> dict[str, Any]:
         from leasecheck.models.job_explorer import JobScope, explore_jobs
         from leasecheck.targets.loader import load_jobs_target
 
-        scope = JobScope(**fields)
+        scope = JobScope(**known(JobScope, fields))
         cls = load_jobs_target()
         readings = probe_clear_error(cls), probe_expiry_on_error(cls)
         started = time.perf_counter()
@@ -109,7 +122,26 @@ def replay(system_name: str, system: Any, result: Any) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def import_from(tree: str) -> None:
+    """Make ``import leasecheck`` load ``tree``'s copy. An editable install's finder sits
+    before the path finder on ``sys.meta_path`` and would load this checkout's whatever
+    ``sys.path`` says (both sides would then measure the same code): drop it."""
+    sys.meta_path[:] = [f for f in sys.meta_path
+                        if not getattr(f, "__module__", "").startswith("__editable__")]  # fmt: skip
+    sys.path.insert(0, tree)
+    if not (Path(tree) / "leasecheck" / "models").exists():  # before the one namespace
+        import importlib
+
+        for name in ("models", "targets"):
+            sys.modules[f"leasecheck.{name}"] = importlib.import_module(name)
+    import leasecheck.models  # noqa: F401
+
+    loaded = Path(str(sys.modules["leasecheck.models"].__file__)).resolve().parents[1]
+    if loaded != Path(tree).resolve():
+        raise SystemExit(f"leasecheck.models was imported from {loaded}, not from {tree}")
+
+
 if __name__ == "__main__":
     tree, system_name, scope_json, mode = sys.argv[1:5]
-    sys.path.insert(0, tree)
+    import_from(tree)
     print(json.dumps(main(system_name, scope_json, mode)))

@@ -18,16 +18,16 @@ from collections.abc import Hashable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
-from leasecheck.models._lease_system import LeaseSystem, LeaseWorld, ticket_dict
+from leasecheck.models._lease_system import LeaseSystem, LeaseWorld
 from leasecheck.models.contracts import InjectedFault, Snapshot
 from leasecheck.models.evidence import Evidence, Recorder
 from leasecheck.models.explorer import Edge, ExploreResult, Move, concretize
-from leasecheck.targets.lease_compare import Outcome, differences, error_kind
+from leasecheck.models.lease_ops import LeaseOp, LeaseOutcome
+from leasecheck.targets.lease_compare import differences, error_kind
 from leasecheck.targets.lease_target import read_snapshot, write_snapshot
 
-__all__ = ["ConformanceReport", "InjectedFault", "replay_lease"]
+__all__ = ["ConformanceReport", "InjectedFault", "replay_lease", "run_on_target", "run_record"]
 
 
 @dataclass
@@ -57,45 +57,38 @@ class _Hook:
             raise InjectedFault(point)
 
 
-def run_on_target(module: ModuleType, con: sqlite3.Connection, op: Hashable) -> Outcome:
-    """Run one explored operation on the target connection."""
-    assert isinstance(op, tuple)
-    kind, *args = op
-    hook = _Hook(args[-1] if kind != "enqueue" else None)
+def run_on_target(module: ModuleType, con: sqlite3.Connection, op: Hashable) -> LeaseOutcome:
+    """Run one explored operation on the target connection, as its ``LeaseOp`` record."""
+    call = LeaseSystem.record(op)
+    assert call is not None, f"{op!r} calls nothing on the target"
+    return run_record(module, con, call)
+
+
+def run_record(module: ModuleType, con: sqlite3.Connection, call: LeaseOp) -> LeaseOutcome:
+    """Run one call on the target with a hook that records every point and raises at the
+    call's fault; what it returned or raised, the hooks and the stored state after."""
+    hook = _Hook(call.fault)
     try:
-        result = _call(module, con, hook, kind, args)
+        result = call.apply(module, con, hook)
     except InjectedFault:
-        return _observed(Outcome(error="fault"), hook, con)
+        return _observed(LeaseOutcome(error="fault"), hook, con)
     except Exception as exc:  # a target's error is data here: its kind is compared
-        return _observed(Outcome(error=error_kind(exc, module), detail=str(exc)[:160]), hook, con)
-    return _observed(Outcome(result=result), hook, con)
+        outcome = LeaseOutcome(error=error_kind(exc, module), detail=str(exc)[:160])
+        return _observed(outcome, hook, con)
+    return _observed(LeaseOutcome(result=result), hook, con)
 
 
-def _call(
-    module: ModuleType, con: sqlite3.Connection, hook: _Hook, kind: str, args: list[Any]
-) -> object:
-    if kind == "enqueue":
-        job_id, qty, now, ttl, budget = args
-        return module.enqueue(con, {"id": job_id, "qty": qty}, now, ttl, budget)
-    if kind == "claim":
-        owner, now, lease, _ = args
-        return module.claim(con, owner, now, lease, hook)
-    if kind == "finish":
-        _, ticket, outcome, now, delay, _ = args
-        return module.finish(con, ticket_dict(ticket), outcome, now, delay, hook)
-    job_id, now, ttl, _ = args
-    return module.redrive(con, job_id, now, ttl, "n", hook)
-
-
-def _observed(outcome: Outcome, hook: _Hook, con: sqlite3.Connection) -> Outcome:
+def _observed(outcome: LeaseOutcome, hook: _Hook, con: sqlite3.Connection) -> LeaseOutcome:
     return replace(outcome, hooks=tuple(hook.points), state=read_snapshot(con))
 
 
-def _model_outcome(move: Move[LeaseWorld]) -> Outcome:
-    return Outcome(move.result, move.error, hooks=move.hooks, state=move.state.queue)
+def _model_outcome(move: Move[LeaseWorld]) -> LeaseOutcome:
+    return LeaseOutcome(move.result, move.error, hooks=move.hooks, state=move.state.queue)
 
 
-def compare(model: Outcome, target: Outcome, in_transaction: bool, call: str = "it") -> list[str]:
+def compare(
+    model: LeaseOutcome, target: LeaseOutcome, in_transaction: bool, call: str = "it"
+) -> list[str]:
     """Sentences for every way ``target`` differs from ``model`` (empty: they agree)."""
     problems = differences(call, target, model)
     return [*problems, "the target left a transaction open"] if in_transaction else problems
@@ -185,7 +178,11 @@ def _explain(
 
 
 def _evidence(
-    system: LeaseSystem, steps: list[Move[LeaseWorld]], before: LeaseWorld, ran: Outcome, said: str
+    system: LeaseSystem,
+    steps: list[Move[LeaseWorld]],
+    before: LeaseWorld,
+    ran: LeaseOutcome,
+    said: str,
 ) -> Evidence:
     """The run as evidence: every step's model state (the target agreed on all but the
     last), and what the target returned and stored at the last."""
@@ -194,34 +191,26 @@ def _evidence(
     record.rows("model", before.queue.jobs, at)
     record.rows("target", before.queue.jobs, at)
     for number, move in enumerate(steps, 1):
-        assert isinstance(move.op, tuple)
-        kind: str = move.op[0]
-        args: list[Any] = list(move.op[1:])
-        if kind == "tick":
+        call = LeaseSystem.record(move.op)
+        if call is None:  # the clock moved
             record.event("clock", "clock", move.state.now, f"t={move.state.now}")
             continue
         last = number == len(steps)
+        at = float(call.value("now_ms"))
         record.step(
-            _actor(kind, args), system.describe_op(move.op), kind, _at(kind, args),
+            _actor(call), system.describe_op(move.op), call.kind, at,
             target=ran.describe() if last else None,
-            model=_model_outcome(move).describe(),
+            model=_model_outcome(move).describe(), call=call.to_json(),
         )  # fmt: skip
-        record.rows("model", move.state.queue.jobs, _at(kind, args))
+        record.rows("model", move.state.queue.jobs, at)
         stored = ran.state if last and ran.state is not None else move.state.queue
-        record.rows("target", stored.jobs, _at(kind, args))
+        record.rows("target", stored.jobs, at)
     return record.evidence(said)
 
 
-def _actor(kind: str, args: list[Any]) -> str:
-    if kind == "claim":
-        return str(args[0])
-    if kind == "finish":
-        return str(ticket_dict(args[1])["owner"])
+def _actor(call: LeaseOp) -> str:
+    if call.kind == "claim":
+        return str(call.value("owner"))
+    if call.kind == "finish":
+        return str(call.value("ticket")["owner"])
     return "queue"
-
-
-def _at(kind: str, args: list[Any]) -> float:
-    """An explored operation's time: its ``now`` argument."""
-    where = {"enqueue": 2, "claim": 1, "finish": 3, "redrive": 1}.get(kind, 0)
-    at = args[where] if len(args) > where else 0
-    return float(at) if isinstance(at, int | float) else 0.0

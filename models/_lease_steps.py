@@ -141,7 +141,10 @@ class Canon:
     so the held tickets are compared only among those (``best``).
     """
 
-    __slots__ = ("best", "delta", "mine", "names", "normal", "now", "renamed", "tokens")
+    __slots__ = (
+        "best", "by_normal", "delta", "mine", "names", "normal", "now", "renamed", "tokens",
+        "worlds",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -174,8 +177,12 @@ class Canon:
             candidates.append((key, interned, perm))
         smallest = min(key for key, _, _ in candidates)
         self.best = [(interned, perm) for key, interned, perm in candidates if key == smallest]
-        self.mine: dict[tuple[TicketKey, ...], tuple[TicketKey, ...]] = {}
+        self.mine = _Mine(self)
         self.renamed: dict[tuple[int, Held], Held] = {}
+        self.worlds: dict[Held, Any] = {}
+        """Per raw held tickets, the canonical world (kept by the system's ``_target``)."""
+        self.by_normal: dict[Held, Any] = {}
+        """Per normalized held tickets, the canonical world (kept by the system)."""
 
     def ticket(self, ticket: TicketKey) -> TicketKey:
         found = self.normal.get(ticket)
@@ -187,7 +194,14 @@ class Canon:
 
     def held(self, held: Held, names: tuple[str, ...]) -> tuple[Snapshot, Held]:
         """The canonical (queue, held tickets) of a world holding ``held``."""
-        normal = tuple(self._mine(mine) for mine in held)
+        return self.choose(self.normalized(held), names)
+
+    def normalized(self, held: Held) -> Held:
+        """Each dispatcher's tickets normalized and sorted (before any renaming)."""
+        return tuple(map(self.mine.__getitem__, held))
+
+    def choose(self, normal: Held, names: tuple[str, ...]) -> tuple[Snapshot, Held]:
+        """The renaming of ``normal`` (normalized tickets) with the smallest world."""
         best = self.best
         if len(best) == 1 and best[0][1] is None:
             return best[0][0], normal
@@ -204,11 +218,18 @@ class Canon:
         assert found is not None
         return found[1], found[0]
 
-    def _mine(self, mine: tuple[TicketKey, ...]) -> tuple[TicketKey, ...]:
-        """One dispatcher's tickets, normalized and sorted."""
-        found = self.mine.get(mine)
-        if found is None:
-            found = self.mine[mine] = tuple(sorted(self.ticket(t) for t in mine))
+
+class _Mine(dict[tuple[TicketKey, ...], tuple[TicketKey, ...]]):
+    """One dispatcher's tickets -> normalized and sorted, computed on the first lookup."""
+
+    __slots__ = ("canon",)
+
+    def __init__(self, canon: Canon) -> None:
+        super().__init__()
+        self.canon = canon
+
+    def __missing__(self, mine: tuple[TicketKey, ...]) -> tuple[TicketKey, ...]:
+        found = self[mine] = tuple(sorted(self.canon.ticket(t) for t in mine))
         return found
 
 

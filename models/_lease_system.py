@@ -17,6 +17,7 @@ along every explored transition):
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -25,7 +26,8 @@ from typing import Any
 from leasecheck.models import edges, lease_model
 from leasecheck.models._lease_steps import Canon, QueueKey, Template, TicketKey, queue_key
 from leasecheck.models.contracts import FAULT_POINTS, JobRow, RedriveRow, Snapshot
-from leasecheck.models.explorer import Expansion, Move
+from leasecheck.models.explorer import Batch, Expansion, Move, Tally
+from leasecheck.models.lease_ops import LeaseOp
 
 __all__ = ["LeaseScope", "LeaseSystem", "LeaseWorld", "TicketKey", "fault_variants", "ticket_dict"]
 
@@ -230,6 +232,43 @@ class LeaseSystem:
                 target = self._canonical(canon, held)
             yield target, template.counts, template.problem
 
+    def expand_batch(self, world: LeaseWorld) -> Batch[LeaseWorld] | None:
+        """What ``expand`` gives, in bulk: per run of templates (enqueues and claims, each
+        held ticket's finishes, redrives and tick) its coverage once, and the canonical
+        targets of the moves that change the world; None if a move breaks an invariant."""
+        steps = self._steps_of(world.queue, world.now)
+        blocks = [steps.first_block]
+        for index, owner in enumerate(self.scope.dispatchers):
+            for ticket in world.held[index]:
+                block = steps.finish_blocks.get((index, ticket))
+                if block is None:
+                    self._finishes_of(steps, world, index, owner, ticket)
+                    block = steps.finish_blocks[(index, ticket)]
+                blocks.append(block)
+        blocks.append(steps.last_block)
+        targets: list[tuple[int, LeaseWorld]] = []
+        offset, held = 0, world.held
+        for block in blocks:
+            if not block.clean:
+                return None
+            for position, template, canon, worlds in block.moving:
+                # each target canon remembers its world per held tickets (raw, then normalized)
+                after = held if template.keep else template.held_after(held)
+                found = worlds.get(after)
+                if found is None:
+                    found = worlds[after] = self._canonical(canon, after)
+                targets.append((offset + position, found))
+            offset += block.size
+        return offset, blocks, targets
+
+    def _target_canon(self, template: Template, now: int) -> Canon:
+        """The canon of the queue and clock a template leads to (computed once)."""
+        canon = template.canon
+        if canon is None:
+            later = now if template.later is None else template.later
+            canon = template.canon = self._canon(template.after, later)
+        return canon
+
     def distinct_moves(
         self, sources: Iterable[LeaseWorld]
     ) -> Iterator[tuple[LeaseWorld, Move[LeaseWorld]]]:
@@ -250,11 +289,15 @@ class LeaseSystem:
                                   template.hooks, template.counts)  # fmt: skip
 
     def _canonical(self, canon: Canon, held: Held) -> LeaseWorld:
-        queue, normal = canon.held(held, self.scope.dispatchers)
-        key = (id(queue), normal, canon.now)
-        found = self._worlds.get(key)
+        normal = canon.normalized(held)
+        found: LeaseWorld | None = canon.by_normal.get(normal)
         if found is None:
-            found = self._worlds[key] = LeaseWorld(queue, normal, canon.now)
+            queue, chosen = canon.choose(normal, self.scope.dispatchers)
+            key = (id(queue), chosen, canon.now)
+            found = self._worlds.get(key)
+            if found is None:
+                found = self._worlds[key] = LeaseWorld(queue, chosen, canon.now)
+            canon.by_normal[normal] = found
         return found
 
     def _canon(self, queue: Snapshot, now: int) -> Canon:
@@ -275,36 +318,53 @@ class LeaseSystem:
 
     def _templates(self, world: LeaseWorld) -> Iterator[Template]:
         """The moves of ``world`` as templates, in the order of the System's moves."""
-        steps = self._steps.get((id(world.queue), world.now))
-        if steps is None:
-            steps = _Steps(world.queue, [], [], {})
-            self._build(steps, world.queue, world.now)
-            self._steps[(id(world.queue), world.now)] = steps
+        steps = self._steps_of(world.queue, world.now)
         yield from steps.first
         for index, owner in enumerate(self.scope.dispatchers):
             for ticket in world.held[index]:
                 finishes = steps.finishes.get((index, ticket))
                 if finishes is None:
-                    finishes = list(self._finishes(world.queue, world.now, index, owner, ticket))
-                    self._checked(world.queue, world.now, finishes)
-                    steps.finishes[(index, ticket)] = finishes
+                    finishes = self._finishes_of(steps, world, index, owner, ticket)
                 yield from finishes
         yield from steps.last
 
-    def _build(self, steps: _Steps, queue: Snapshot, now: int) -> None:
-        steps.first += [*self._enqueues(queue, now), *self._claims(queue, now)]
-        steps.last += [*self._redrives(queue, now), *self._tick(queue, now)]
-        if self.scope.refused_args:
-            steps.last += list(self._refused(queue, now))
-        self._checked(queue, now, steps.first + steps.last)
+    def _steps_of(self, queue: Snapshot, now: int) -> _Steps:
+        steps = self._steps.get((id(queue), now))
+        if steps is None:
+            first = [*self._enqueues(queue, now), *self._claims(queue, now)]
+            last = [*self._redrives(queue, now), *self._tick(queue, now)]
+            if self.scope.refused_args:
+                last += list(self._refused(queue, now))
+            self._checked(queue, now, first + last)
+            blocks = self._block(queue, now, first), self._block(queue, now, last)
+            steps = _Steps(queue, first, last, {}, *blocks, {})
+            self._steps[(id(queue), now)] = steps
+        return steps
+
+    def _finishes_of(
+        self, steps: _Steps, world: LeaseWorld, index: int, owner: str, ticket: TicketKey
+    ) -> list[Template]:
+        finishes = list(self._finishes(world.queue, world.now, index, owner, ticket))
+        self._checked(world.queue, world.now, finishes)
+        steps.finishes[(index, ticket)] = finishes
+        steps.finish_blocks[(index, ticket)] = self._block(world.queue, world.now, finishes)
+        return finishes
+
+    def _block(self, queue: Snapshot, now: int, templates: list[Template]) -> _Block:
+        block = _Block(templates)
+        if block.clean:
+            block.moving = [
+                (position, template, canon, canon.worlds)
+                for position, template in enumerate(templates)
+                if not (template.after is queue and template.keep and template.later is None)
+                for canon in (self._target_canon(template, now),)
+            ]
+        return block
 
     def _checked(self, queue: Snapshot, now: int, templates: list[Template]) -> None:
         """Each template's transition invariant (it reads the queues and the op only)."""
-        source = LeaseWorld(queue, (), now)
-        for template in templates:
-            move = Move(template.op, LeaseWorld(template.after, (), now), template.result,
-                        template.error, template.hooks, template.counts)  # fmt: skip
-            template.problem = self.check_move(source, move)
+        for t in templates:
+            t.problem = _move_problem(queue, t.after, now, t.op, t.result, t.hooks)
 
     def check_state(self, world: LeaseWorld) -> str | None:
         queue = world.queue
@@ -335,17 +395,9 @@ class LeaseSystem:
         return found[1]
 
     def check_move(self, source: LeaseWorld, move: Move[LeaseWorld]) -> str | None:
-        before, after = source.queue, move.state.queue
-        if [r.id for r in after.jobs[: len(before.jobs)]] != [r.id for r in before.jobs]:
-            return "a job row was removed or reordered"
-        if after.redrives[: len(before.redrives)] != before.redrives:
-            return "an audit row was removed or changed"
-        for old, new in zip(before.jobs, after.jobs, strict=False):
-            if new.token < old.token:
-                return f"job {old.id!r}: token went down from {old.token} to {new.token}"
-            if old.status == "done" and new != old:
-                return f"job {old.id!r} was done and changed to {new.status}"
-        return _op_problem(source, move)
+        return _move_problem(
+            source.queue, move.state.queue, source.now, move.op, move.result, move.hooks
+        )
 
     def items(self, world: LeaseWorld) -> Sequence[str]:
         return [row.id for row in world.queue.jobs]
@@ -384,6 +436,13 @@ class LeaseSystem:
         if op[0] == "redrive":
             return ("redrive", op[3], op[4])
         return ("tick",)
+
+    @staticmethod
+    def record(op: Hashable) -> LeaseOp | None:
+        """The explored operation as the contract's ``LeaseOp`` (None for a clock tick, which
+        calls nothing): what a move is once it leaves the explorer (replays, evidence)."""
+        assert isinstance(op, tuple)
+        return LeaseOp.from_move(op, NOTE)
 
     @staticmethod
     def describe_op_label(op: Hashable) -> str:
@@ -530,6 +589,24 @@ class _Steps:
     last: list[Template]
     """redrive and tick moves."""
     finishes: dict[tuple[int, TicketKey], list[Template]]
+    first_block: _Block
+    last_block: _Block
+    finish_blocks: dict[tuple[int, TicketKey], _Block]
+
+
+class _Block(Tally):
+    """A run of templates of one queue for ``expand_batch``: their coverage, their count,
+    whether none breaks a transition invariant, and (position, template, target canon, its
+    worlds) of each that may change the world (``LeaseSystem._block``; a template that
+    keeps the queue, the tickets and the clock leads back to the world it leaves)."""
+
+    __slots__ = ("clean", "moving", "size")
+
+    def __init__(self, templates: list[Template]) -> None:
+        super().__init__([template.counts for template in templates])
+        self.size = len(templates)
+        self.clean = all(template.problem is None for template in templates)
+        self.moving: list[tuple[int, Template, Canon, dict[Held, LeaseWorld]]] = []
 
 
 def _refusal(queue: Snapshot, op: tuple[Any, ...]) -> str:
@@ -560,6 +637,7 @@ def _instants(queue: Snapshot) -> set[int]:
     return found
 
 
+@functools.cache
 def _counts(op: str, outcome: str, fault: str | None, hooks: tuple[str, ...]) -> tuple[str, ...]:
     counts = [f"op:{op}", *(f"hook:{point}" for point in hooks)]
     counts.append(f"crash:{fault}" if fault else outcome)
@@ -581,25 +659,43 @@ def _row_problem(row: JobRow) -> str | None:
     return None
 
 
-def _op_problem(source: LeaseWorld, move: Move[LeaseWorld]) -> str | None:
-    assert isinstance(move.op, tuple)
-    kind = move.op[0]
-    before, after = source.queue, move.state.queue
-    if kind == "claim" and isinstance(move.result, dict):
-        old = before.job(move.result["id"])
-        if old is None or move.result["token"] != old.token + 1:
-            return f"claim of {move.result['id']!r} did not make token+1"
-        if old.status == "leased" and old.lease_until is not None and source.now < old.lease_until:
+def _move_problem(
+    before: Snapshot, after: Snapshot, now: int, op: Hashable, result: Any, hooks: tuple[str, ...]
+) -> str | None:
+    """The transition invariants of one move from ``before`` at ``now`` to ``after``."""
+    if after is not before:  # an unchanged queue keeps its rows, audits and tokens
+        if [r.id for r in after.jobs[: len(before.jobs)]] != [r.id for r in before.jobs]:
+            return "a job row was removed or reordered"
+        if after.redrives[: len(before.redrives)] != before.redrives:
+            return "an audit row was removed or changed"
+        for old, new in zip(before.jobs, after.jobs, strict=False):
+            if new.token < old.token:
+                return f"job {old.id!r}: token went down from {old.token} to {new.token}"
+            if old.status == "done" and new != old:
+                return f"job {old.id!r} was done and changed to {new.status}"
+    return _op_problem(before, after, now, op, result, hooks)
+
+
+def _op_problem(
+    before: Snapshot, after: Snapshot, now: int, op: Hashable, result: Any, hooks: tuple[str, ...]
+) -> str | None:
+    assert isinstance(op, tuple)
+    kind = op[0]
+    if kind == "claim" and isinstance(result, dict):
+        old = before.job(result["id"])
+        if old is None or result["token"] != old.token + 1:
+            return f"claim of {result['id']!r} did not make token+1"
+        if old.status == "leased" and old.lease_until is not None and now < old.lease_until:
             return (
-                f"claim took job {old.id!r} at t={source.now} while {old.owner!r}'s lease"
+                f"claim took job {old.id!r} at t={now} while {old.owner!r}'s lease"
                 f" (token {old.token}) runs until {old.lease_until}: two live leases"
             )
     if kind == "finish":
-        ticket: TicketKey = move.op[2]
+        ticket: TicketKey = op[2]
         row = before.job(ticket[0])
-        stale = row is None or not _is_live(row, ticket, source.now)
-        if stale and (move.result is not False or after != before or move.hooks):
-            return f"a stale ticket (token {ticket[3]}) finished: result {move.result!r}"
+        stale = row is None or not _is_live(row, ticket, now)
+        if stale and (result is not False or after != before or hooks):
+            return f"a stale ticket (token {ticket[3]}) finished: result {result!r}"
     if kind == "redrive" and len(after.redrives) > len(before.redrives):
         audit: RedriveRow = after.redrives[-1]
         row = before.job(audit.id)

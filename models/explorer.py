@@ -20,12 +20,15 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 __all__ = [
+    "Batch",
+    "Batching",
     "Edge",
     "Expanding",
     "Expansion",
     "ExploreResult",
     "Move",
     "System",
+    "Tally",
     "Violation",
     "concretize",
     "explore",
@@ -163,6 +166,35 @@ class Expanding(System[S], Protocol[S]):
     def expand(self, state: S) -> Iterable[Expansion[S]]: ...
 
 
+class Tally:
+    """The coverage keys of a fixed run of moves (one per move), counted once per use.
+
+    A system that expands many states from the same runs of moves (the templates of one
+    queue) hands the search a ``Tally`` per run instead of one key tuple per move; the
+    search counts each tally by identity and spreads it over its keys at the end."""
+
+    __slots__ = ("counts",)
+
+    def __init__(self, counts: Sequence[tuple[str, ...]]) -> None:
+        self.counts = tuple(counts)
+
+
+Batch = tuple[int, Sequence[Tally], Sequence[tuple[int, S]]]
+"""A state's moves in bulk: how many, their coverage as tallies (in move order, one key
+tuple per move), and (move index, canonical target) of each move whose target may differ
+from the state itself (a move known to lead back to its source is left out)."""
+
+
+class Batching(Expanding[S], Protocol[S]):
+    """A system that expands a state in bulk (the fastest path).
+
+    ``expand_batch(state)`` says what ``expand(state)`` says, minus the moves that lead
+    back to ``state``, or None when some move may break a transition invariant (the
+    search then takes ``expand``, which reports it exactly)."""
+
+    def expand_batch(self, state: S) -> Batch[S] | None: ...
+
+
 @dataclass
 class ExploreResult(Generic[S]):
     """What one exploration found.
@@ -292,7 +324,9 @@ def _search(system: System[S], max_states: int, max_depth: int | None) -> Explor
     depth = [0]
     successors: list[list[int]] = []
     tally: Counter[tuple[str, ...]] = Counter()
+    tallies: Counter[Tally] = Counter()
     expand = getattr(system, "expand", None) or (lambda s: _moves_expansion(system, s))
+    batch = getattr(system, "expand_batch", None) or (lambda s: None)
     result.violation = _check_state(system, result, result.found[0])
     bounded = False
     while result.expanded < len(result.found) and result.violation is None:
@@ -301,10 +335,18 @@ def _search(system: System[S], max_states: int, max_depth: int | None) -> Explor
             bounded = True  # BFS order: every later state is on the bound too
             break
         result.expanded += 1
-        result.violation = _expand(system, expand(result.found[number]), result, number,
-                                   depth, successors, tally)  # fmt: skip
+        bulk = batch(result.found[number])
+        if bulk is None:
+            result.violation = _expand(system, expand(result.found[number]), result, number,
+                                       depth, successors, tally)  # fmt: skip
+        else:
+            result.violation = _expand_bulk(system, bulk, result, number, depth, successors,
+                                            tallies, tally)  # fmt: skip
         if len(result.found) >= max_states and result.expanded < len(result.found):
             break
+    for block, times in tallies.items():
+        for counts in block.counts:
+            tally[counts] += times
     for counts, times in tally.items():
         for key in counts:
             result.coverage[key] += times
@@ -361,6 +403,44 @@ def _expand(
             if violation is not None:
                 return violation
         nexts.append(number)
+    successors.append(nexts)
+    return None
+
+
+def _expand_bulk(
+    system: System[S],
+    bulk: Batch[S],
+    result: ExploreResult[S],
+    source: int,
+    depth: list[int],
+    successors: list[list[int]],
+    tallies: Counter[Tally],
+    tally: Counter[tuple[str, ...]],
+) -> Violation[S] | None:
+    """``_expand`` from a ``Batch``: the same states, numbers, counts and violations.
+
+    Moves back to the source are skipped (the source is known, and a self-loop changes
+    no reachability); if a new state breaks an invariant, only the moves up to the one
+    that reached it are counted, as ``_expand`` counts them."""
+    moves, blocks, steps = bulk
+    nexts: list[int] = []
+    known, level = result.known, depth[source] + 1
+    for index, target in steps:
+        number = known.get(target)
+        if number is None:
+            number = _add(result, target, source, index)
+            depth.append(level)
+            violation = _check_state(system, result, target)
+            if violation is not None:
+                counts = (c for block in blocks for c in block.counts)
+                for _, key in zip(range(index + 1), counts, strict=False):
+                    tally[key] += 1
+                result.transitions += index + 1
+                return violation
+        nexts.append(number)
+    result.transitions += moves
+    for block in blocks:
+        tallies[block] += 1
     successors.append(nexts)
     return None
 
