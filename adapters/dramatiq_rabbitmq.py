@@ -26,38 +26,34 @@ adapter keeps one consumer per worker name and does the same:
   close for a timed-out delivery (the broker requeues it only then); a consumer found
   closed is made anew. The holder's, so ``-1``.
 
-Lease: the broker's ``consumer_timeout`` on its channel tick, as in
-``adapters/kombu_amqp.py``; the generic properties refuse it for the same reason, and
-``tests/test_broker_rabbitmq.py`` checks it with scenarios.
+Lease: the broker's ``consumer_timeout`` on its channel tick, shared with
+``adapters/kombu_amqp.py`` (``adapters/_rabbitmq.py``). A Dramatiq consumer prefetches: the
+broker delivers a message into pika's buffer (during the previous ack's round trip), and
+its timeout runs from that delivery, not from the adapter's ``next(consumer)``;
+``docs/findings.md`` reports what that does to ``queue.exclusive``.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
-import uuid
-from pathlib import Path
 from typing import Any, ClassVar
 
-from leasecheck.adapters.protocol import (
-    AdapterError,
-    Capabilities,
-    Claim,
-    Clock,
-    JobView,
-    Promise,
-    Promises,
-    QueueAdapter,
-    Unsupported,
+from leasecheck.adapters._libs import installed_version
+from leasecheck.adapters._rabbitmq import (
+    BROKERS_EXTRA,
+    CONFIRMS,
+    CONSUMERS,
+    RabbitmqStore,
+    split_location,
 )
+from leasecheck.adapters.protocol import Claim, JobView, Promise, Promises, Unsupported
 
 __all__ = ["DramatiqRabbitmq"]
 
-BROKERS_EXTRA = "pip install 'leasecheck[brokers]'"
 INACTIVITY_MS = 20
 """How long one claim waits for a pushed message: pika's consume has no zero wait."""
 
 _SRC = "dramatiq 2.2.1 dramatiq/brokers/rabbitmq.py"
-_CONFIRMS = "https://www.rabbitmq.com/docs/3.10/confirms"
+_CONFIRMS = CONFIRMS
 PROMISES = Promises(
     properties={
         "queue.ack-final": Promise(
@@ -73,7 +69,7 @@ PROMISES = Promises(
         ),
         "queue.exclusive": Promise(
             True,
-            "https://www.rabbitmq.com/docs/3.10/consumers (Delivery Acknowledgement Timeout)",
+            f"{CONSUMERS} (Delivery Acknowledgement Timeout)",
             "a delivery is redelivered only once its channel is closed",
         ),
         "queue.stale-ack": Promise(
@@ -96,38 +92,23 @@ PROMISES = Promises(
 
 
 def _import_dramatiq() -> Any:
-    try:
-        import dramatiq
-        import dramatiq.brokers.rabbitmq  # needs pika
-    except ImportError as missing:
-        raise AdapterError(
-            f"dramatiq's RabbitMQ broker is not installed; install it with: {BROKERS_EXTRA}"
-        ) from missing
+    for distribution, module in DramatiqRabbitmq.distributions:
+        installed_version(distribution, module, BROKERS_EXTRA)
+    import dramatiq
+    import dramatiq.brokers.rabbitmq
+
     return dramatiq
 
 
-class DramatiqRabbitmq:
+class DramatiqRabbitmq(RabbitmqStore):
     """Dramatiq's ``RabbitmqBroker``: one queue per store on a shared RabbitMQ."""
 
     name: ClassVar[str] = "dramatiq-rabbitmq"
-    capabilities: ClassVar[Capabilities] = Capabilities(
-        clock="real", extend=False, server="rabbitmq", ack_deletes=True,
-        lease_granularity=60.0, one_lease=True,
-    )  # fmt: skip
     promises: ClassVar[Promises] = PROMISES
+    distributions = (("dramatiq", "dramatiq"), ("pika", "pika"))  # pika: its AMQP client
+    prefix = "lc"  # Dramatiq adds ".DQ" and ".XQ" queues beside it
 
-    def version(self) -> str:
-        _import_dramatiq()
-        return importlib.metadata.version("dramatiq")
-
-    def create(self, directory: Path, server: str | None) -> str:
-        if not server:
-            raise AdapterError("dramatiq-rabbitmq needs a RabbitMQ URL (adapters.servers)")
-        location = f"{server}#lc{uuid.uuid4().hex[:12]}"
-        DramatiqRabbitmqAdapter(location).close()  # connecting declared the queues
-        return location
-
-    def connect(self, location: str, clock: Clock) -> QueueAdapter:
+    def open(self, location: str) -> DramatiqRabbitmqAdapter:
         return DramatiqRabbitmqAdapter(location)
 
     def destroy(self, location: str) -> None:
@@ -147,7 +128,7 @@ class DramatiqRabbitmqAdapter:
         _import_dramatiq()
         from dramatiq.brokers.rabbitmq import RabbitmqBroker
 
-        url, _, self.queue = location.partition("#")
+        url, self.queue = split_location(location)
         # pika reads the kombu-style default vhost ``//`` as the vhost "": spell it out.
         self.url = url[:-2] + "/%2F" if url.endswith("//") else url
         broker: Any = RabbitmqBroker(url=self.url, middleware=[])

@@ -139,6 +139,15 @@ class Capabilities:
     heartbeat (pgqueuer's ``heartbeat_timeout``), not a deadline stamped on the job: it
     means one thing only when every claim asks for the same, so the engines then give
     every claim and extend of a run one lease."""
+    server_lease: float | None = None
+    """The lease is one setting of the *server*, fixed when it starts (seconds): every
+    claim of a run gets it, whatever it asks (RabbitMQ's broker-wide ``consumer_timeout``).
+    The harness starts the server with it (``adapters.servers.start``), and the engines
+    lease for exactly this on real time."""
+    lease_slack: float = 0.0
+    """How much later than its length a lease may really end (seconds): a server that
+    checks leases on a tick ends one within ``[server_lease, server_lease + lease_slack]``
+    of its delivery. The engines treat that whole window as the lease's end."""
 
     @property
     def real_time(self) -> bool:
@@ -149,6 +158,18 @@ class Capabilities:
         """How much the generic properties stretch every lease and clock move (>= 1), so
         that each lease is a whole number of the library's smallest lease (50 ms units)."""
         return max(1, math.ceil(self.lease_granularity / 0.05))
+
+    def real_lease_ms(self, wanted_ms: int) -> int:
+        """The lease (ms) an engine on real time gets when it wants ``wanted_ms``: the
+        server's one lease where it has one (``server_lease``), else ``wanted_ms``."""
+        if self.server_lease is None:
+            return wanted_ms
+        return round(self.server_lease * 1000)
+
+    @property
+    def slack_ms(self) -> int:
+        """``lease_slack`` in whole milliseconds (rounded up)."""
+        return math.ceil(self.lease_slack * 1000)
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ from leasecheck.adapters.protocol import (
     QueueAdapter,
     QueueLibrary,
     SharedClock,
+    Unsupported,
     destroy_store,
 )
 from leasecheck.adapters.timing import MARGIN_MS, Pacer
@@ -157,15 +158,21 @@ class Racers:
     counter: int = 0
 
     def __post_init__(self) -> None:
-        real = self.library.capabilities.real_time
-        self.pacer = Pacer() if real else None
-        scale = 1 if real else self.library.capabilities.time_scale()
+        caps = self.library.capabilities
+        real = caps.real_time
+        self.pacer = Pacer(slack_ms=caps.slack_ms) if real else None
+        scale = 1 if real else caps.time_scale()
         base = REAL if real else SHARED
         self.time = RaceTime(base.lease * scale, base.short * scale, base.past * scale)
+        if real and caps.server_lease is not None:  # the server's one lease, ended on a tick
+            lease = caps.real_lease_ms(REAL.lease)
+            self.time = RaceTime(lease, REAL.short, lease + caps.slack_ms + REAL.past - REAL.lease)
         self.now = 0
         """The time the harness moved the shared clock to (ms); unused on a real clock."""
         self.disturbed = False
         """Real clock: whether a call has run across a lease's end (``Pacer.ambiguous``)."""
+        self.blind = False
+        """The library has no ``observe`` (``Unsupported``): the history has none."""
         self.clock = SharedClock.of(self.directory / "clock", self.library.capabilities)
         self.location = self.library.create(self.directory, self.server)
         self.queue = self.library.connect(self.location, self.clock)
@@ -242,7 +249,14 @@ class Racers:
         return returned
 
     def observe(self) -> None:
-        self.harness("observe", lambda: tuple((v.job, v.state) for v in self.queue.observe()))
+        if self.blind:
+            return
+        try:
+            self.harness("observe", lambda: tuple((v.job, v.state) for v in self.queue.observe()))
+        except Unsupported:
+            # No read-only view (AMQP reads a message only by taking it): the history is
+            # the verbs' answers alone.
+            self.blind = True
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -340,8 +354,9 @@ def _stale_nack_probe(racers: Racers, live: dict[str, Lease], taken: Taken) -> i
     # On real time a race round's lease (80 ms) may run out while the probe's steps run
     # one after another on a loaded machine: the probe's leases last PROBE_REAL_MS.
     real = racers.pacer is not None
-    lease = PROBE_REAL_MS if real else racers.time.lease
-    past = lease + REAL.past - REAL.lease if real else racers.time.past
+    caps = racers.library.capabilities
+    lease = caps.real_lease_ms(PROBE_REAL_MS) if real else racers.time.lease
+    past = lease + caps.slack_ms + REAL.past - REAL.lease if real else racers.time.past
     last = len(racers.children) - 1
 
     def alone(racer: int, verb: str, cid: str) -> list[Operation]:

@@ -11,10 +11,12 @@ wait below is bounded and waits for the event it needs (a delivery), never for
 silence, except where a test shows that something does *not* happen: there it polls
 for ``QUIET`` seconds (three timeouts) and says so.
 
-The generic properties do not run on these adapters (the lease is one setting of the
-broker, chosen at its start, ended on a tick; the properties choose a lease per claim,
-15 ms to 105 ms): ``test_the_generic_properties_refuse_a_broker_wide_lease``. These
-scenarios are how they are checked, each a finding of ``docs/findings.md``.
+The generic properties run on these adapters with the broker's one lease
+(``adapters/_rabbitmq.py``: one broker per check, ``consumer_timeout`` = the lease the
+adapters declare, ``server_lease``): ``test_the_generic_properties_take_the_broker_lease``.
+These scenarios check what the properties cannot schedule on purpose (a tag reused on a
+reopened channel, a consumer that reads nothing, a kill of the broker), each a finding
+of ``docs/findings.md``.
 """
 
 from __future__ import annotations
@@ -27,10 +29,11 @@ from typing import Any, TypeVar
 import pytest
 
 from leasecheck.adapters import servers
-from leasecheck.adapters.dramatiq_rabbitmq import DramatiqRabbitmq, DramatiqRabbitmqAdapter
-from leasecheck.adapters.kombu_amqp import KombuAmqp, KombuAmqpAdapter
+from leasecheck.adapters._rabbitmq import LEASE_MS, SLACK_MS, RabbitmqConnection, RabbitmqStore
+from leasecheck.adapters.dramatiq_rabbitmq import DramatiqRabbitmq
+from leasecheck.adapters.kombu_amqp import KombuAmqp
 from leasecheck.adapters.protocol import Claim
-from leasecheck.adapters.registry import AdapterLoadError, load_library
+from leasecheck.adapters.registry import load_library
 
 TIMEOUT_MS, TICK_MS = 1000, 10
 BOUND = 10.0
@@ -56,15 +59,17 @@ def rabbit() -> Iterator[servers.Server]:
 
 
 class Store:
-    """One kombu-amqp queue and connections to it (each a worker's process)."""
+    """One queue of a RabbitMQ library (kombu-amqp or dramatiq-rabbitmq) and connections
+    to it (each a worker's process)."""
 
-    def __init__(self, server: servers.Server) -> None:
-        self.library = KombuAmqp()
+    def __init__(self, server: servers.Server, library: RabbitmqStore | None = None) -> None:
+        self.library = library if library is not None else KombuAmqp()
         self.location = self.library.create(server.directory, server.url)
-        self.connections: list[KombuAmqpAdapter] = []
+        self.connections: list[RabbitmqConnection] = []
 
-    def connect(self) -> KombuAmqpAdapter:
-        connection = KombuAmqpAdapter(self.location)
+    def connect(self) -> RabbitmqConnection:
+        """A new connection: a ``KombuAmqpAdapter`` or a ``DramatiqRabbitmqAdapter``."""
+        connection = self.library.open(self.location)
         self.connections.append(connection)
         return connection
 
@@ -106,7 +111,7 @@ def _redelivered(claim: Claim) -> bool:
     return bool(message.delivery_info["redelivered"])
 
 
-def _held_past_timeout(holder: KombuAmqpAdapter, other: KombuAmqpAdapter) -> Claim:
+def _held_past_timeout(holder: RabbitmqConnection, other: RabbitmqConnection) -> Claim:
     """The holder's I/O loop runs (``recover``) until the other worker gets the message."""
 
     def attempt() -> Claim | None:
@@ -193,28 +198,9 @@ def test_kombu_a_consumer_that_reads_nothing_keeps_its_message(store: Store) -> 
     print(f"the woken worker's I/O loop: {woke}")
 
 
-class DramatiqStore:
-    """One dramatiq-rabbitmq queue and connections (brokers) to it."""
-
-    def __init__(self, server: servers.Server) -> None:
-        self.library = DramatiqRabbitmq()
-        self.location = self.library.create(server.directory, server.url)
-        self.connections: list[DramatiqRabbitmqAdapter] = []
-
-    def connect(self) -> DramatiqRabbitmqAdapter:
-        connection = DramatiqRabbitmqAdapter(self.location)
-        self.connections.append(connection)
-        return connection
-
-    def close(self) -> None:
-        for connection in self.connections:
-            connection.close()
-        self.library.destroy(self.location)
-
-
 @pytest.fixture
-def dramatiq_store(rabbit: servers.Server) -> Iterator[DramatiqStore]:
-    made = DramatiqStore(rabbit)
+def dramatiq_store(rabbit: servers.Server) -> Iterator[Store]:
+    made = Store(rabbit, DramatiqRabbitmq())
     yield made
     made.close()
 
@@ -224,7 +210,7 @@ def _dramatiq_redelivered(claim: Claim) -> bool:
     return bool(message.redelivered)
 
 
-def test_dramatiq_round_trip_and_dead_letter(dramatiq_store: DramatiqStore) -> None:
+def test_dramatiq_round_trip_and_dead_letter(dramatiq_store: Store) -> None:
     a, b = dramatiq_store.connect(), dramatiq_store.connect()
     a.enqueue("j0", "payload")
     a.enqueue("j1", "payload")
@@ -237,7 +223,7 @@ def test_dramatiq_round_trip_and_dead_letter(dramatiq_store: DramatiqStore) -> N
 
 
 def test_dramatiq_late_ack_through_the_restarted_consumer_acks_another_message(
-    dramatiq_store: DramatiqStore,
+    dramatiq_store: Store,
 ) -> None:
     """The finding: after the broker closed w0's channel (consumer_timeout), w0's consumer
     thread makes a new consumer, whose delivery tags count from 1 again; the worker acks
@@ -272,11 +258,69 @@ def test_dramatiq_late_ack_through_the_restarted_consumer_acks_another_message(
     assert b.ready_count() == 0
 
 
-def test_the_generic_properties_refuse_a_broker_wide_lease() -> None:
-    for name in ("kombu-amqp", "dramatiq-rabbitmq"):
-        with pytest.raises(AdapterLoadError, match="clock='real' with leases of at least 60"):
-            load_library(name)
-        assert load_library(name, checkable=False).promises.of("queue.stale-ack").promised
+def test_dramatiq_a_prefetched_message_spends_its_lease_in_the_buffer(
+    dramatiq_store: Store,
+) -> None:
+    """The finding behind queue.exclusive on dramatiq-rabbitmq: a Dramatiq consumer
+    prefetches, so the broker delivers the next message while the worker acks the last
+    one, and its consumer_timeout runs from *that* delivery. A worker that takes it from
+    its buffer later holds it for less than the timeout: here, taken 0.7 s after it was
+    pushed, it went to another worker well before the taker's own 1 s had passed."""
+    a, b = dramatiq_store.connect(), dramatiq_store.connect()
+    a.enqueue("j0", "payload")
+    a.enqueue("j1", "payload")
+    first = _within("j0", BOUND, lambda: a.claim("w0", 0))
+    assert first.job == "j0" and a.ack(first)  # the ack's round trip reads j1's push
+    time.sleep(0.7 * TIMEOUT_MS / 1000)
+    held = _within("j1", BOUND, lambda: a.claim("w0", 0))  # from w0's buffer
+    taken = time.monotonic()
+    assert held.job == "j1"
+
+    def j1_elsewhere() -> Claim | None:
+        a.recover()  # w0's consumer thread reads the close, makes a new consumer
+        return b.claim("w1", 0)
+
+    again = _within("j1 to come back", BOUND, j1_elsewhere)
+    held_for = time.monotonic() - taken
+    assert again.job == "j1" and _dramatiq_redelivered(again)
+    assert held_for < 0.6 * TIMEOUT_MS / 1000, f"w0 held j1 for {held_for:.2f} s"
+    assert b.ack(again)
+    print(f"w0 held j1 for {held_for:.2f} s of its {TIMEOUT_MS / 1000:g} s consumer_timeout")
+
+
+@pytest.mark.parametrize("name", ["kombu-amqp", "dramatiq-rabbitmq"])
+def test_the_generic_properties_take_the_broker_lease(name: str) -> None:
+    """The generic properties load both adapters (they refused them while the lease was
+    unknown), and the broker the harness starts for a check (``servers.start_for``) has
+    the lease the adapters declare: a delivery comes back to another worker no sooner than
+    ``server_lease`` after it was taken, and only after it (within a loose bound here: the
+    engines judge only calls clear of ``[lease, lease + slack]``)."""
+    library = load_library(name)
+    capabilities = library.capabilities
+    assert capabilities.server_lease == LEASE_MS / 1000 and capabilities.real_time
+    assert capabilities.lease_slack == SLACK_MS / 1000 and capabilities.one_lease
+    assert capabilities.real_lease_ms(15) == LEASE_MS, "an engine's lease is not the broker's"
+    assert library.promises.of("queue.stale-ack").promised
+    with servers.start_for(capabilities, durable=False) as server:
+        assert isinstance(library, RabbitmqStore)
+        store = Store(server, library)
+        try:
+            a, b = store.connect(), store.connect()
+            a.enqueue("j0", "payload")
+            first = _within("j0", BOUND, lambda: a.claim("w0", 0))
+            started = time.monotonic()
+
+            def attempt() -> Claim | None:
+                a.recover()
+                return b.claim("w1", 0)
+
+            again = _within("j0 to come back", BOUND, attempt)
+            waited = time.monotonic() - started
+            assert again.job == first.job == "j0"
+            assert LEASE_MS / 1000 <= waited < LEASE_MS / 1000 + 1.0, waited
+            assert b.ack(again)
+        finally:
+            store.close()
 
 
 def test_kombu_confirmed_messages_survive_a_kill_of_the_broker(rabbit: servers.Server) -> None:
