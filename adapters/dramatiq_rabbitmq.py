@@ -27,10 +27,7 @@ adapter keeps one consumer per worker name and does the same:
   closed is made anew. The holder's, so ``-1``.
 
 Lease: the broker's ``consumer_timeout`` on its channel tick, shared with
-``adapters/kombu_amqp.py`` (``adapters/_rabbitmq.py``). A Dramatiq consumer prefetches: the
-broker delivers a message into pika's buffer (during the previous ack's round trip), and
-its timeout runs from that delivery, not from the adapter's ``next(consumer)``;
-``docs/findings.md`` reports what that does to ``queue.exclusive``.
+``adapters/kombu_amqp.py`` (``adapters/_rabbitmq.py``).
 """
 
 from __future__ import annotations

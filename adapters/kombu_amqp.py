@@ -5,7 +5,8 @@ RabbitMQ has no per-claim lease: a delivery is held by the *channel* it was deli
 until it is acknowledged, rejected, or the channel closes (then it is requeued). The
 broker's own lease is ``consumer_timeout``: a delivery not acknowledged within it closes
 its channel with ``PRECONDITION_FAILED``. The adapter uses kombu's public objects the
-way a worker does, one channel per worker name (a kombu ``Consumer`` has one channel):
+way a worker does, one connection per worker name (each claim on a channel of its own, see
+``KombuAmqpAdapter``):
 
 - enqueue: ``Producer.publish`` (persistent, to a durable queue), the job in a header,
   with publisher confirms (the transport option ``confirm_publish``; kombu's default is
@@ -125,7 +126,10 @@ def _connection_errors() -> tuple[type[Exception], ...]:
     ``COMMAND_INVALID`` for a ``Channel.close_ok`` it no longer expected) or its socket."""
     import amqp.exceptions
 
-    return (amqp.exceptions.ConnectionError, OSError)
+    # RecursionError: py-amqp's reading of a socket that the broker wrote several channel
+    # closes to while nobody read it (docs/findings.md, "a frozen consumer"): the client
+    # is broken, and the worker connects again.
+    return (amqp.exceptions.ConnectionError, OSError, RecursionError)
 
 
 class KombuAmqp(RabbitmqStore):
@@ -148,15 +152,25 @@ class KombuAmqp(RabbitmqStore):
 
 
 class KombuAmqpAdapter:
-    """A producer connection, and per worker name a consumer connection with one channel.
+    """A producer connection, and per worker name a consumer connection.
 
     Celery publishes through a producer pool and consumes on a connection of its own; so
     does the adapter, so that a channel the broker closes (``consumer_timeout``) is read by
-    its worker's calls only, never by a publish waiting for its confirm."""
+    its worker's calls only, never by a publish waiting for its confirm.
 
-    def __init__(self, location: str) -> None:
+    Each claim takes its delivery on a channel of its own (``one_channel=False``, what the
+    generic properties use): RabbitMQ times a channel out by its *oldest* delivery and
+    then requeues every delivery of the channel, and a refused (unknown-tag) ack closes
+    the channel with all its deliveries too, so on a shared channel one delivery's lease
+    ends with another's. With a channel per claim a lease is that delivery's own
+    ``consumer_timeout``, which is the lease the generic model has. ``one_channel=True``
+    gives each worker one channel for all its claims, as a kombu ``Consumer`` has: the
+    scenarios of ``tests/test_broker_rabbitmq.py`` show what that does."""
+
+    def __init__(self, location: str, one_channel: bool = False) -> None:
         kombu = _import_kombu()
         self.url, self.name = split_location(location)
+        self.one_channel = one_channel
         self.connection: Any = self._connect()
         self.exchange = kombu.Exchange(self.name, type="direct", durable=True)
         self.producer: Any = kombu.Producer(
@@ -164,7 +178,7 @@ class KombuAmqpAdapter:
         )
         self.queue(self.connection.default_channel).declare()
         self.workers: dict[str, tuple[Any, Any]] = {}
-        """worker -> (its connection, its channel)."""
+        """worker -> (its connection, its shared channel)."""
 
     def _connect(self) -> Any:
         kombu = _import_kombu()
@@ -177,15 +191,17 @@ class KombuAmqpAdapter:
         return kombu.Queue(self.name, self.exchange, routing_key=self.name, durable=True)(channel)
 
     def channel(self, worker: str, anew: bool = False) -> Any:
-        """Worker ``worker``'s channel (a kombu consumer's one channel), opened on first use;
-        ``anew``: its connection was lost, and the worker connects again (as kombu's
-        consumers do; the broker requeued the lost connection's deliveries)."""
+        """The channel worker ``worker``'s next claim takes its delivery on: its one
+        channel (``one_channel``), else a fresh one on its connection. ``anew``: its
+        connection was lost, and the worker connects again (as kombu's consumers do; the
+        broker requeued the lost connection's deliveries)."""
         if anew and worker in self.workers:
             self._release(self.workers.pop(worker)[0])
         if worker not in self.workers:
             connection = self._connect()
             self.workers[worker] = (connection, connection.channel())
-        return self.workers[worker][1]
+        connection, shared = self.workers[worker]
+        return shared if self.one_channel else connection.channel()
 
     def enqueue(self, job: str, payload: str) -> None:
         self.producer.publish(
@@ -193,17 +209,34 @@ class KombuAmqpAdapter:
         )
 
     def claim(self, worker: str, lease: float) -> Claim | None:
-        try:
-            message = self.queue(self.channel(worker)).get(no_ack=False)
-        except _channel_error():
-            # The broker closed this channel (a timed-out delivery) and py-amqp reopened
-            # it: what a worker's next get meets. The get is made again, once.
-            message = self.queue(self.channel(worker)).get(no_ack=False)
-        except _connection_errors():
-            message = self.queue(self.channel(worker, anew=True)).get(no_ack=False)
+        message, lost = None, False
+        for attempt in range(3):
+            try:
+                channel = self.channel(worker, anew=lost)
+                message = self.queue(channel).get(no_ack=False)
+                break
+            except _channel_error():
+                # The broker closed this channel (a timed-out delivery) and py-amqp
+                # reopened it: what a worker's next get meets. The get is made again.
+                if attempt == 2:
+                    raise
+                lost = False
+            except _connection_errors():
+                # The broker ended the connection (py-amqp's reopening answered with a
+                # Channel.close_ok it did not expect: 503): the worker connects again.
+                if attempt == 2:
+                    raise
+                lost = True
         if message is None:
+            self._done_with(channel)
             return None
         return Claim(job_of(message.body), worker, message, message.delivery_tag)
+
+    def _done_with(self, channel: Any) -> None:
+        """Close a claim's own channel once its delivery is answered (not a shared one)."""
+        if not self.one_channel and all(channel is not c for _, c in self.workers.values()):
+            with contextlib.suppress(Exception):
+                channel.close()
 
     def ack(self, claim: Claim) -> bool:
         return self._answer(claim, lambda message: message.ack())
@@ -220,10 +253,13 @@ class KombuAmqpAdapter:
             send(message)
             message.channel.basic_qos(0, 0, False)
         except _channel_error():
-            return False
+            return False  # the broker closed the channel for it (py-amqp reopened it)
         except _connection_errors():
-            self.channel(claim.worker, anew=True)
-            return False
+            current = self.workers.get(claim.worker)
+            if current is not None and current[0].connection is message.channel.connection:
+                self.channel(claim.worker, anew=True)  # its own connection is gone
+            return False  # else: an earlier connection of the worker's, gone already
+        self._done_with(message.channel)
         return True
 
     def extend(self, claim: Claim, lease: float) -> bool:
