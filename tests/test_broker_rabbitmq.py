@@ -22,6 +22,8 @@ of ``docs/findings.md``.
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -147,7 +149,7 @@ def test_kombu_consumer_timeout_requeues_and_refuses_the_late_ack(store: Store) 
     second = _held_past_timeout(a, b)
     waited = time.monotonic() - started
     assert second.job == "j0" and _redelivered(second)
-    assert TIMEOUT_MS / 1000 <= waited < TIMEOUT_MS / 1000 + 1.0, waited
+    assert TIMEOUT_MS / 1000 <= waited < TIMEOUT_MS / 1000 + 3.0, waited  # a loaded machine
     assert not a.ack(first), "the late ack of a timed-out delivery was taken"
     assert b.ack(second)
     assert b.claim("w1", 0) is None and a.claim("w0", 0) is None
@@ -188,30 +190,30 @@ def test_kombu_the_oldest_delivery_times_out_its_channel_with_the_younger_one(
     """RabbitMQ times a channel out by its oldest unacknowledged delivery and then
     requeues every delivery of the channel: a worker that holds two messages on its one
     channel (a kombu Consumer with a prefetch above 1, as Celery's) loses the younger
-    one's lease early. Here j1, taken 0.6 s after j0, went to another worker about 0.4 s
-    after it was taken, long before its own 1 s. (The generic properties give each claim
-    its own channel, so their lease is one delivery's.)"""
+    one's lease early. Here j1, taken 0.6 s after j0, comes back together with j0 (the
+    machine's load decides when; the two returns are what is compared). (The generic
+    properties give each claim its own channel, so their lease is one delivery's.)"""
     a, b = store.connect(), store.connect()
     a.enqueue("j0", "payload")
     a.enqueue("j1", "payload")
     assert _within("j0", BOUND, lambda: a.claim("w0", 0)).job == "j0"
     time.sleep(0.6 * TIMEOUT_MS / 1000)
     assert _within("j1", BOUND, lambda: a.claim("w0", 0)).job == "j1"  # the same channel
-    taken = time.monotonic()
-    back: list[str] = []
+    back: dict[str, float] = {}
 
     def both_back() -> bool | None:
         a.recover()  # w0's I/O loop answers the close
         got = b.claim("w1", 0)
         if got is not None:
-            back.append(got.job)
+            back[got.job] = time.monotonic()
             assert b.ack(got)
         return True if sorted(back) == ["j0", "j1"] else None
 
     _within("j0 and j1 to come back", BOUND, both_back)
-    held_for = time.monotonic() - taken
-    assert held_for < 0.8 * TIMEOUT_MS / 1000, f"w0 held j1 for {held_for:.2f} s"
-    print(f"w0 held j1 for {held_for:.2f} s of its {TIMEOUT_MS / 1000:g} s consumer_timeout")
+    gap = abs(back["j1"] - back["j0"])
+    # Timed out one by one, j1 would come back 0.6 s after j0; together, within a claim.
+    assert gap < 0.3 * TIMEOUT_MS / 1000, f"j1 came back {gap:.2f} s after j0"
+    print(f"j0 and j1 came back {gap * 1000:.0f} ms apart (j1 was taken 0.6 s after j0)")
 
 
 def test_kombu_a_consumer_that_reads_nothing_keeps_its_message(store: Store) -> None:
@@ -322,10 +324,55 @@ def test_the_generic_properties_take_the_broker_lease(name: str) -> None:
             again = _within("j0 to come back", BOUND, attempt)
             waited = time.monotonic() - started
             assert again.job == first.job == "j0"
-            assert LEASE_MS / 1000 <= waited < LEASE_MS / 1000 + 1.0, waited
+            assert LEASE_MS / 1000 <= waited < LEASE_MS / 1000 + 3.0, waited
             assert b.ack(again)
         finally:
             store.close()
+
+
+def test_kombu_an_ack_sent_to_a_frozen_broker(store: Store, rabbit: servers.Server) -> None:
+    """SIGSTOP of the broker (the node's process group, not its epmd) while a worker holds
+    a delivery; the worker acks within its lease by its own clock, the broker reads the
+    ack only when it wakes, past the timeout by the broker's clock. Whatever the broker
+    does first (read the ack, or time the channel out), the worker's ack must say what
+    happened: True and never delivered again, or False and delivered again."""
+    a = KombuAmqpAdapter(store.location, one_channel=True)
+    store.connections.append(a)
+    b = store.connect()
+    a.enqueue("j0", "payload")
+    held = _within("j0", BOUND, lambda: a.claim("w0", 0))
+    os.killpg(rabbit.pid, signal.SIGSTOP)
+    try:
+        time.sleep(0.2 * TIMEOUT_MS / 1000)
+        message: Any = held.handle
+        message.ack()  # a one-way frame: the node reads it when it wakes
+        time.sleep(1.5 * TIMEOUT_MS / 1000)
+    finally:
+        os.killpg(rabbit.pid, signal.SIGCONT)
+    accepted = a._answer(held, lambda _message: None)  # the round trip after the ack
+    again: list[str] = []
+
+    def settled() -> bool | None:
+        a.recover()
+        got = b.claim("w1", 0)
+        if got is not None:
+            again.append(got.job)
+            assert b.ack(got)
+        return True
+
+    _nothing_for_or(QUIET, settled)
+    assert accepted != ("j0" in again), (
+        f"the ack answered {accepted} and j0 was delivered again: {again}"
+    )
+    print(f"ack sent to the frozen broker: {accepted}; delivered again: {again}")
+
+
+def _nothing_for_or(seconds: float, attempt: Callable[[], object]) -> None:
+    """Call ``attempt`` every 10 ms for ``seconds`` (it records what it sees)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        attempt()
+        time.sleep(0.01)
 
 
 def test_kombu_confirmed_messages_survive_a_kill_of_the_broker(rabbit: servers.Server) -> None:
