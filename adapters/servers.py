@@ -507,6 +507,11 @@ RABBITMQ_TICK_MS = 60_000
 check after the timeout, so a 1 s timeout ends after up to 61 s unless this is lowered."""
 
 
+RABBITMQ_READY_S = 120.0
+"""How long a check waits for its node to answer, at the start and at a restart after a
+kill -9 (which recovers the message store): 40 s was too little on a loaded machine."""
+
+
 @contextlib.contextmanager
 def rabbitmq(
     *,
@@ -593,6 +598,7 @@ def start(
         return rabbitmq(
             consumer_timeout_ms=lease_ms or RABBITMQ_CONSUMER_TIMEOUT_MS,
             tick_ms=tick_ms or RABBITMQ_TICK_MS,
+            ready_timeout=RABBITMQ_READY_S,
         )
     raise ServerError(f"no starter for a {kind!r} server; the kinds are {', '.join(_KINDS)}")
 
