@@ -26,6 +26,10 @@ never share a queue.
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
+import time
 import uuid
 from pathlib import Path
 from typing import ClassVar, Protocol
@@ -35,6 +39,7 @@ from leasecheck.adapters.protocol import (
     AdapterError,
     Capabilities,
     Clock,
+    Lost,
     Promises,
     QueueAdapter,
 )
@@ -49,6 +54,9 @@ __all__ = [
     "TICK_MS",
     "RabbitmqConnection",
     "RabbitmqStore",
+    "losses_path",
+    "read_lost",
+    "record_lost",
     "split_location",
 ]
 
@@ -84,6 +92,38 @@ def split_location(location: str) -> tuple[str, str]:
             f"location {location!r} has no '#queue'; make one with the library's create()"
         )
     return url, queue
+
+
+def losses_path(queue: str) -> Path:
+    """The store's file of ``Lost`` records (JSON lines), shared by every process that
+    connects to it: a racer records its own losses, the harness reads them all."""
+    return Path(tempfile.gettempdir()) / f"leasecheck-rabbitmq-{queue}.lost.jsonl"
+
+
+def record_lost(queue: str, worker: str, jobs: list[str], why: str) -> None:
+    """Record that ``worker``'s live claims of ``jobs`` lost their deliveries now: their
+    connection or channel ended, and RabbitMQ "automatically requeued" every
+    unacknowledged delivery on it (CONFIRMS, "Automatic Requeueing")."""
+    if not jobs:
+        return
+    at = time.monotonic_ns()
+    lines = "".join(
+        json.dumps({"worker": worker, "job": job, "at_ns": at, "why": why}) + "\n" for job in jobs
+    )
+    descriptor = os.open(losses_path(queue), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.write(descriptor, lines.encode())  # one append: whole lines, never interleaved
+    finally:
+        os.close(descriptor)
+
+
+def read_lost(queue: str) -> list[Lost]:
+    """Every ``Lost`` recorded for the store so far."""
+    try:
+        text = losses_path(queue).read_text()
+    except FileNotFoundError:
+        return []
+    return [Lost(**json.loads(line)) for line in text.splitlines() if line.endswith("}")]
 
 
 class RabbitmqStore:

@@ -133,6 +133,8 @@ class DramatiqRabbitmqAdapter:
         broker._ensure_queue(self.queue)  # declare it now, not at the first enqueue
         self.broker = broker
         self.consumers: dict[str, Any] = {}
+        self.delivered: dict[int, Any] = {}
+        """``id(message)`` -> the consumer that delivered it, for claims not yet answered."""
 
     def consumer(self, worker: str, anew: bool = False) -> Any:
         """Worker ``worker``'s current consumer; ``anew``: the consumer thread's restart."""
@@ -164,17 +166,35 @@ class DramatiqRabbitmqAdapter:
         if message is None:
             return None
         job = str(message.options["leasecheck_job"])
+        self.delivered[id(message)] = self.consumers[worker]
         return Claim(job, worker, message, message._tag)
 
     def ack(self, claim: Claim) -> bool:
-        consumer = self.consumer(claim.worker)
-        consumer.ack(claim.handle)
-        return self._applied(claim.worker)
+        return self._answer(claim, "ack")
 
     def nack(self, claim: Claim) -> bool:
+        return self._answer(claim, "nack")
+
+    def _answer(self, claim: Claim, verb: str) -> bool:
+        """Dramatiq's ``ack`` / ``nack`` through the worker's current consumer, as its
+        consumer thread sends them; True only if that was the consumer that delivered the
+        claim's message, Dramatiq sent the frame, and the broker then took a round trip.
+
+        Dramatiq sends nothing for a tag its consumer does not know: ``_RabbitmqConsumer.ack``
+        catches the ``KeyError`` of ``known_tags.remove`` and only logs "Failed to ack
+        message: not in known tags" (``dramatiq/brokers/rabbitmq.py:541``), so the call
+        returns as if it acked. And a consumer made anew since the claim holds none of its
+        delivery: RabbitMQ requeued it with the old channel (CONFIRMS, "Automatic
+        Requeueing"), and a tag the new consumer knows names another message (the late
+        ack acknowledges that one: ``docs/findings.md``). Either way this claim's delivery
+        was not answered, whatever Dramatiq's call did, so the verb reports False."""
+        message: Any = claim.handle
         consumer = self.consumer(claim.worker)
-        consumer.nack(claim.handle)
-        return self._applied(claim.worker)
+        own = self.delivered.pop(id(message), None) is consumer
+        sent = message._tag in consumer.known_tags  # Dramatiq removes it when it sends
+        getattr(consumer, verb)(message)
+        applied = self._applied(claim.worker)
+        return own and sent and applied
 
     def _applied(self, worker: str) -> bool:
         """Run the consumer's I/O loop (it sends the queued frame), then a round trip:

@@ -50,9 +50,12 @@ from leasecheck.adapters._rabbitmq import (
     CONFIRMS,
     CONSUMERS,
     RabbitmqStore,
+    losses_path,
+    read_lost,
+    record_lost,
     split_location,
 )
-from leasecheck.adapters.protocol import Claim, JobView, Promise, Promises, Unsupported
+from leasecheck.adapters.protocol import Claim, JobView, Lost, Promise, Promises, Unsupported
 
 __all__ = ["KombuAmqp"]
 
@@ -149,6 +152,7 @@ class KombuAmqp(RabbitmqStore):
             adapter.queue(adapter.connection.default_channel).delete()
         finally:
             adapter.close()
+            losses_path(adapter.name).unlink(missing_ok=True)
 
 
 class KombuAmqpAdapter:
@@ -179,6 +183,9 @@ class KombuAmqpAdapter:
         self.queue(self.connection.default_channel).declare()
         self.workers: dict[str, tuple[Any, Any]] = {}
         """worker -> (its connection, its shared channel)."""
+        self.held: dict[str, dict[int, str]] = {}
+        """worker -> its claims not yet answered, as ``id(message)`` -> job: the deliveries
+        its connection's loss sends back (recorded, ``lost``)."""
 
     def _connect(self) -> Any:
         kombu = _import_kombu()
@@ -190,13 +197,15 @@ class KombuAmqpAdapter:
         kombu = _import_kombu()
         return kombu.Queue(self.name, self.exchange, routing_key=self.name, durable=True)(channel)
 
-    def channel(self, worker: str, anew: bool = False) -> Any:
+    def channel(self, worker: str, lost: str | None = None) -> Any:
         """The channel worker ``worker``'s next claim takes its delivery on: its one
-        channel (``one_channel``), else a fresh one on its connection. ``anew``: its
-        connection was lost, and the worker connects again (as kombu's consumers do; the
-        broker requeued the lost connection's deliveries)."""
-        if anew and worker in self.workers:
+        channel (``one_channel``), else a fresh one on its connection. ``lost``: its
+        connection was lost (why), and the worker connects again (as kombu's consumers do);
+        the broker requeued the lost connection's deliveries, so the worker's claims not
+        yet answered are recorded lost (``lost()``)."""
+        if lost is not None and worker in self.workers:
             self._release(self.workers.pop(worker)[0])
+            record_lost(self.name, worker, list(self.held.pop(worker, {}).values()), lost)
         if worker not in self.workers:
             connection = self._connect()
             self.workers[worker] = (connection, connection.channel())
@@ -209,10 +218,10 @@ class KombuAmqpAdapter:
         )
 
     def claim(self, worker: str, lease: float) -> Claim | None:
-        message, lost = None, False
+        message, lost = None, None
         for attempt in range(3):
             try:
-                channel = self.channel(worker, anew=lost)
+                channel = self.channel(worker, lost)
                 message = self.queue(channel).get(no_ack=False)
                 break
             except _channel_error():
@@ -220,17 +229,19 @@ class KombuAmqpAdapter:
                 # reopened it: what a worker's next get meets. The get is made again.
                 if attempt == 2:
                     raise
-                lost = False
-            except _connection_errors():
+                lost = None
+            except _connection_errors() as error:
                 # The broker ended the connection (py-amqp's reopening answered with a
                 # Channel.close_ok it did not expect: 503): the worker connects again.
                 if attempt == 2:
                     raise
-                lost = True
+                lost = type(error).__name__
         if message is None:
             self._done_with(channel)
             return None
-        return Claim(job_of(message.body), worker, message, message.delivery_tag)
+        job = job_of(message.body)
+        self.held.setdefault(worker, {})[id(message)] = job
+        return Claim(job, worker, message, message.delivery_tag)
 
     def _done_with(self, channel: Any) -> None:
         """Close a claim's own channel once its delivery is answered (not a shared one)."""
@@ -249,15 +260,16 @@ class KombuAmqpAdapter:
         channel (``basic.qos``): False if the broker closed the channel for it (an unknown
         delivery tag) or the worker's connection is gone (its deliveries went back)."""
         message: Any = claim.handle
+        self.held.get(claim.worker, {}).pop(id(message), None)  # answered, whatever comes
         try:
             send(message)
             message.channel.basic_qos(0, 0, False)
         except _channel_error():
             return False  # the broker closed the channel for it (py-amqp reopened it)
-        except _connection_errors():
+        except _connection_errors() as error:
             current = self.workers.get(claim.worker)
             if current is not None and current[0].connection is message.channel.connection:
-                self.channel(claim.worker, anew=True)  # its own connection is gone
+                self.channel(claim.worker, type(error).__name__)  # its own connection is gone
             return False  # else: an earlier connection of the worker's, gone already
         self._done_with(message.channel)
         return True
@@ -276,8 +288,8 @@ class KombuAmqpAdapter:
                     break
                 except _channel_error():
                     continue  # a channel closed by consumer_timeout, answered and reopened
-                except _connection_errors():
-                    self.channel(worker, anew=True)
+                except _connection_errors() as error:
+                    self.channel(worker, type(error).__name__)
                     break
         return -1
 
@@ -286,6 +298,9 @@ class KombuAmqpAdapter:
             "AMQP 0-9-1 reads a queue's messages only by taking them: no read-only "
             "per-job view (a passive queue.declare gives only the ready count)"
         )
+
+    def lost(self) -> list[Lost]:
+        return read_lost(self.name)
 
     def ready_count(self) -> int:
         """How many messages the queue holds ready (``queue.declare`` passive)."""

@@ -43,10 +43,12 @@ __all__ = [
     "Clock",
     "DestroysStores",
     "JobView",
+    "Lost",
     "Promise",
     "Promises",
     "QueueAdapter",
     "QueueLibrary",
+    "ReportsLosses",
     "SharedClock",
     "Unsupported",
     "destroy_store",
@@ -308,6 +310,32 @@ class DestroysStores(Protocol):
     """
 
     def destroy(self, location: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Lost:
+    """A claim whose delivery the library lost before the claim answered it: its worker's
+    connection or channel ended (a broker requeues every unacknowledged delivery of a
+    channel or connection that closes), so its lease ended early, by the library's own
+    documented rule."""
+
+    worker: str
+    job: str
+    at_ns: int
+    """``time.monotonic_ns()`` when the adapter saw the loss (the broker's requeue came
+    at or before it)."""
+    why: str
+    """What ended it, as the adapter saw it (an exception's type: ``ConnectionError``)."""
+
+
+@runtime_checkable
+class ReportsLosses(Protocol):
+    """The optional member of a connection whose library can lose a live claim's delivery
+    (``Lost``). ``lost()`` returns every loss any connection to the store recorded so far
+    (the racers are other processes): the engines set such a claim aside, counted, and
+    never judge its lease past the loss."""
+
+    def lost(self) -> list[Lost]: ...
 
 
 def destroy_store(library: QueueLibrary, location: str) -> None:

@@ -47,6 +47,7 @@ from leasecheck.adapters.protocol import (
     Claim,
     QueueAdapter,
     QueueLibrary,
+    ReportsLosses,
     SharedClock,
     Unsupported,
     destroy_store,
@@ -173,6 +174,8 @@ class Racers:
         """Real clock: whether a call has run across a lease's end (``Pacer.ambiguous``)."""
         self.blind = False
         """The library has no ``observe`` (``Unsupported``): the history has none."""
+        self.lost = 0
+        """Second deliveries set aside: the first claim's delivery was lost (``Lost``)."""
         self.clock = SharedClock.of(self.directory / "clock", self.library.capabilities)
         self.location = self.library.create(self.directory, self.server)
         self.queue = self.library.connect(self.location, self.clock)
@@ -297,12 +300,16 @@ class ExclusiveReport:
     """Rounds in which two claims really ran at once (their calls overlapped in time)."""
     stale: int = 0
     """Nacks and extends sent by claims whose job another claim had taken since."""
+    lost: int = 0
+    """Second deliveries not judged: the library recorded the first claim's delivery lost
+    (its connection ended: ``ReportsLosses``), which ended that lease early."""
 
     def render(self) -> str:
+        aside = f", {self.lost} set aside (first delivery lost)" if self.lost else ""
         return (
             f"{self.rounds} race rounds ({self.raced} raced, {self.overlapped} overlapped): "
             f"{self.claims} claims, "
-            f"{self.wins} won, {self.stale} stale nacks/extends, no job twice"
+            f"{self.wins} won, {self.stale} stale nacks/extends{aside}, no job twice"
         )
 
 
@@ -337,6 +344,7 @@ def check_exclusive(
                 report.stale += _between(racers, rng, made, live, stale, taken)
                 report.rounds += 1
         finally:
+            report.lost = racers.lost
             racers.close()
     return report
 
@@ -415,7 +423,9 @@ def _check_claims(
             continue
         start, end = racers.window(op)
         holder = live.get(job)
-        if holder is not None and end + slack < holder.until:
+        if holder is not None and end + slack < holder.until and _lost(racers, holder, job):
+            racers.lost += 1  # its lease ended with its connection: not two live leases
+        elif holder is not None and end + slack < holder.until:
             since = taken.get(job, ())
             first = (
                 f"at t={holder.start} ms {holder.cid.split('#')[0]} claimed job {job!r} as "
@@ -439,6 +449,21 @@ def _check_claims(
             stale.append(holder.cid)
         live[job] = Lease(str(op.args["cid"]), start, start + lease)
     return stale
+
+
+def _lost(racers: Racers, holder: Lease, job: str) -> bool:
+    """Whether the library recorded ``holder``'s delivery of ``job`` lost after the claim
+    began (``ReportsLosses``: its worker's connection ended, and the broker requeued it);
+    the record may come from the same step as the second claim (the requeue precedes the
+    worker's seeing it)."""
+    if not isinstance(racers.queue, ReportsLosses):
+        return False
+    who = holder.cid.split("#")[0]
+    return any(
+        lost.worker == who and lost.job == job
+        and (racers.pacer is None or racers.pacer.since_start(lost.at_ns) >= holder.start)
+        for lost in racers.queue.lost()
+    )  # fmt: skip
 
 
 def _two_leases(job: str, first: Lease, second: Lease, process: str) -> Evidence:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -292,7 +293,9 @@ def test_dramatiq_late_ack_through_the_restarted_consumer_acks_another_message(
     b.enqueue("j1", "payload")
     next_one = _within("j1", BOUND, lambda: a.claim("w0", 0))
     assert next_one.job == "j1" and next_one.token == first.token == 1, "the tag changed"
-    assert a.ack(first), "the stale ack was refused"  # tag 1 of the new consumer: j1
+    # Dramatiq sends it (tag 1 of the new consumer: j1); the adapter reports that j0's
+    # delivery was not acknowledged (its consumer is gone), and j1 is gone all the same.
+    assert not a.ack(first), "an ack through a consumer made since the claim said True"
     a.close()  # w0 dies before it worked on j1
     dramatiq_store.connections.remove(a)
     b.ack(second)
@@ -306,6 +309,47 @@ def test_dramatiq_late_ack_through_the_restarted_consumer_acks_another_message(
 
     _nothing_for(QUIET, j1_again)  # j1 is never delivered again
     assert b.ready_count() == 0
+
+
+def test_dramatiq_an_ack_its_new_consumer_does_not_know_is_not_taken(
+    dramatiq_store: Store,
+) -> None:
+    """The ack-final flip: Dramatiq sends no frame for a tag its current consumer does not
+    know (``_RabbitmqConsumer.ack`` logs "not in known tags" and returns), so an ack made
+    after the consumer was made anew returned True while the message went back. The
+    adapter says False, and the message is delivered again."""
+    a, b = dramatiq_store.connect(), dramatiq_store.connect()
+    a.enqueue("j0", "payload")
+    first = _within("j0", BOUND, lambda: a.claim("w0", 0))
+
+    def j0_elsewhere() -> Claim | None:
+        a.recover()  # w0's consumer thread: reads the close, makes a new consumer
+        return b.claim("w1", 0)
+
+    second = _within("j0 to come back", BOUND, j0_elsewhere)
+    assert second.job == "j0"
+    assert not a.ack(first), "an ack Dramatiq dropped (unknown tag) said True"
+    assert b.ack(second)
+
+
+def test_kombu_a_lost_connection_records_its_claims_lost(store: Store) -> None:
+    """A worker's connection ends under a live claim: RabbitMQ requeues its deliveries at
+    once (long before ``consumer_timeout``). The worker's next call connects again and the
+    adapter records the claim lost (``Lost``), readable from every connection to the
+    store: what ``queue.exclusive`` sets aside instead of reading two live leases."""
+    a = KombuAmqpAdapter(store.location)  # a channel per claim, as the engines use
+    b = KombuAmqpAdapter(store.location)
+    store.connections += [a, b]
+    a.enqueue("j0", "payload")
+    first = _within("j0", BOUND, lambda: a.claim("w0", 0))
+    assert first.job == "j0" and not b.lost()
+    began = time.monotonic()
+    a.workers["w0"][0].connection.sock.shutdown(socket.SHUT_RDWR)  # the TCP link ends
+    second = _within("j0 to come back", BOUND, lambda: b.claim("w1", 0))
+    assert second.job == "j0" and time.monotonic() - began < TIMEOUT_MS / 1000
+    assert a.claim("w0", 0) is None  # w0 connects again; the queue is empty
+    assert [(lost.worker, lost.job) for lost in b.lost()] == [("w0", "j0")]
+    assert b.ack(second)
 
 
 @pytest.mark.parametrize("name", ["kombu-amqp", "dramatiq-rabbitmq"])
