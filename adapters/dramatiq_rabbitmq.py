@@ -32,6 +32,7 @@ Lease: the broker's ``consumer_timeout`` on its channel tick, shared with
 
 from __future__ import annotations
 
+import time
 from typing import Any, ClassVar
 
 from leasecheck.adapters._libs import installed_version
@@ -42,12 +43,21 @@ from leasecheck.adapters._rabbitmq import (
     RabbitmqStore,
     split_location,
 )
-from leasecheck.adapters.protocol import Claim, JobView, Promise, Promises, Unsupported
+from leasecheck.adapters.protocol import (
+    AdapterError,
+    Claim,
+    JobView,
+    Promise,
+    Promises,
+    Unsupported,
+)
 
 __all__ = ["DramatiqRabbitmq"]
 
 INACTIVITY_MS = 20
 """How long one claim waits for a pushed message: pika's consume has no zero wait."""
+FRAME_BOUND = 10.0
+"""Seconds an ack or nack waits for pika to run the frame Dramatiq queued (a few ms)."""
 
 _SRC = "dramatiq 2.2.1 dramatiq/brokers/rabbitmq.py"
 _CONFIRMS = CONFIRMS
@@ -193,16 +203,35 @@ class DramatiqRabbitmqAdapter:
         own = self.delivered.pop(id(message), None) is consumer
         sent = message._tag in consumer.known_tags  # Dramatiq removes it when it sends
         getattr(consumer, verb)(message)
-        applied = self._applied(claim.worker)
+        applied = self._applied(claim.worker, sent)
         return own and sent and applied
 
-    def _applied(self, worker: str) -> bool:
-        """Run the consumer's I/O loop (it sends the queued frame), then a round trip:
-        False if the broker closed the channel for the frame."""
+    def _applied(self, worker: str, sent: bool) -> bool:
+        """Run the consumer's I/O loop until it has sent the frame Dramatiq queued (if it
+        queued one), then a round trip: False if the broker closed the channel for it.
+
+        Dramatiq queues its ack with ``add_callback_threadsafe``, which pika runs only
+        inside ``process_data_events`` (as a 0-delay timer), never while a blocking call
+        such as ``basic_qos`` waits: one ``process_data_events(time_limit=0)`` may return
+        before it ran, and the round trip then passed with the ack unsent (the worker's
+        next ``next(consumer)`` sent it, and a SIGKILL before that lost it: the
+        ``queue.ack-final`` flip of ``docs/findings.md``). So a marker queued after it
+        (pika runs these callbacks in order) says when Dramatiq's ``basic_ack`` has run;
+        its frame then precedes ``basic.qos`` on the channel, answered in order."""
         import pika.exceptions
 
         consumer = self.consumers[worker]
         try:
+            ran: list[bool] = []
+            if sent:
+                consumer.connection.add_callback_threadsafe(lambda: ran.append(True))
+            deadline = time.monotonic() + FRAME_BOUND
+            while sent and not ran:
+                if time.monotonic() > deadline:
+                    raise AdapterError(
+                        f"pika did not run Dramatiq's queued frame within {FRAME_BOUND:g} s"
+                    )
+                consumer.connection.process_data_events(time_limit=0.005)
             consumer.connection.process_data_events(time_limit=0)
             consumer.channel.basic_qos(prefetch_count=1)
         except (pika.exceptions.AMQPChannelError, pika.exceptions.AMQPConnectionError):

@@ -332,6 +332,21 @@ def test_dramatiq_an_ack_its_new_consumer_does_not_know_is_not_taken(
     assert b.ack(second)
 
 
+def test_dramatiq_an_ack_that_said_true_was_sent(dramatiq_store: Store) -> None:
+    """The ack-final flip: Dramatiq queues its ``basic_ack`` for pika's I/O loop, which
+    runs it only inside ``process_data_events``; an ack that returned True with the frame
+    still queued was lost when its worker died before its next call. Here the worker's
+    TCP link ends right after its ack (what a SIGKILL does): the message must not come
+    back."""
+    a, b = dramatiq_store.connect(), dramatiq_store.connect()
+    a.enqueue("j0", "payload")
+    first = _within("j0", BOUND, lambda: a.claim("w0", 0))
+    assert a.ack(first)
+    consumer: Any = a.consumers["w0"]  # type: ignore[attr-defined]
+    consumer.connection._impl._transport._sock.shutdown(socket.SHUT_RDWR)
+    _nothing_for(QUIET, lambda: b.claim("w1", 0))  # j0 is never delivered again
+
+
 def test_kombu_a_lost_connection_records_its_claims_lost(store: Store) -> None:
     """A worker's connection ends under a live claim: RabbitMQ requeues its deliveries at
     once (long before ``consumer_timeout``). The worker's next call connects again and the
