@@ -237,17 +237,28 @@ class KombuAmqpAdapter:
                     raise
                 lost = type(error).__name__
         if message is None:
-            self._done_with(channel)
+            self._done_with(channel, worker)
             return None
         job = job_of(message.body)
         self.held.setdefault(worker, {})[id(message)] = job
         return Claim(job, worker, message, message.delivery_tag)
 
-    def _done_with(self, channel: Any) -> None:
-        """Close a claim's own channel once its delivery is answered (not a shared one)."""
-        if not self.one_channel and all(channel is not c for _, c in self.workers.values()):
-            with contextlib.suppress(Exception):
-                channel.close()
+    def _done_with(self, channel: Any, worker: str) -> None:
+        """Close a claim's own channel once its delivery is answered (not a shared one).
+        A lost connection met here (a 503 for the close crossing the broker's own) is
+        recorded at once: the broker has requeued the worker's other deliveries already,
+        and another worker may take one in this same step."""
+        if self.one_channel or any(channel is c for _, c in self.workers.values()):
+            return
+        connection = channel.connection  # py-amqp clears it as the channel closes
+        try:
+            channel.close()
+        except _connection_errors() as error:
+            current = self.workers.get(worker)
+            if current is not None and current[0].connection is connection:
+                self.channel(worker, type(error).__name__)
+        except Exception:
+            pass  # a channel the broker closed may fail to close: it is gone either way
 
     def ack(self, claim: Claim) -> bool:
         return self._answer(claim, lambda message: message.ack())
@@ -261,6 +272,7 @@ class KombuAmqpAdapter:
         delivery tag) or the worker's connection is gone (its deliveries went back)."""
         message: Any = claim.handle
         self.held.get(claim.worker, {}).pop(id(message), None)  # answered, whatever comes
+        connection = message.channel.connection  # py-amqp clears it as the channel closes
         try:
             send(message)
             message.channel.basic_qos(0, 0, False)
@@ -268,10 +280,10 @@ class KombuAmqpAdapter:
             return False  # the broker closed the channel for it (py-amqp reopened it)
         except _connection_errors() as error:
             current = self.workers.get(claim.worker)
-            if current is not None and current[0].connection is message.channel.connection:
+            if current is not None and current[0].connection is connection:
                 self.channel(claim.worker, type(error).__name__)  # its own connection is gone
             return False  # else: an earlier connection of the worker's, gone already
-        self._done_with(message.channel)
+        self._done_with(message.channel, claim.worker)
         return True
 
     def extend(self, claim: Claim, lease: float) -> bool:
