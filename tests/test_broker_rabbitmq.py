@@ -267,9 +267,12 @@ def test_dramatiq_round_trip_and_dead_letter(dramatiq_store: Store) -> None:
     a.enqueue("j1", "payload")
     first = _within("j0", BOUND, lambda: b.claim("w0", 0))
     assert first.job == "j0" and b.ack(first)
-    other = _within("j1", BOUND, lambda: a.claim("w1", 0))
-    assert other.job == "j1" and a.nack(other)  # dead-lettered into <queue>.XQ
-    _nothing_for(0.1, lambda: b.claim("w0", 0))
+    # The ack frees w0's prefetch slot and the broker pushes j1 to w0's consumer at once:
+    # w0 takes it (another worker would wait for w0's channel to time out, and w0's
+    # consumer then still yields j1 from pika's buffer: see docs/findings.md).
+    other = _within("j1", BOUND, lambda: b.claim("w0", 0))
+    assert other.job == "j1" and b.nack(other)  # dead-lettered into <queue>.XQ
+    _nothing_for(0.1, lambda: a.claim("w1", 0))
     assert a.ready_count() == 0
 
 
