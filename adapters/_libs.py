@@ -48,6 +48,9 @@ def installed_version(distribution: str, module: str, install: str = INSTALL) ->
         version = importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
         found = False
+    except ValueError:  # imported already, as a module without a spec (kombu's lazy one)
+        found = module in sys.modules
+        version = importlib.metadata.version(distribution)
     if not found:
         raise AdapterError(f"{distribution} is not installed; install it with: {install}")
     return version

@@ -26,38 +26,41 @@ adapter keeps one consumer per worker name and does the same:
   close for a timed-out delivery (the broker requeues it only then); a consumer found
   closed is made anew. The holder's, so ``-1``.
 
-Lease: the broker's ``consumer_timeout`` on its channel tick, as in
-``adapters/kombu_amqp.py``; the generic properties refuse it for the same reason, and
-``tests/test_broker_rabbitmq.py`` checks it with scenarios.
+Lease: the broker's ``consumer_timeout`` on its channel tick, shared with
+``adapters/kombu_amqp.py`` (``adapters/_rabbitmq.py``).
 """
 
 from __future__ import annotations
 
-import importlib.metadata
-import uuid
-from pathlib import Path
+import time
 from typing import Any, ClassVar
 
+from leasecheck.adapters._libs import installed_version
+from leasecheck.adapters._rabbitmq import (
+    BROKERS_EXTRA,
+    CONFIRMS,
+    CONSUMERS,
+    RabbitmqStore,
+    split_location,
+)
 from leasecheck.adapters.protocol import (
     AdapterError,
-    Capabilities,
     Claim,
     Promise,
     Promises,
-    QueueAdapter,
-    QueueClock,
     StoredJob,
     Unsupported,
 )
 
 __all__ = ["DramatiqRabbitmq"]
 
-BROKERS_EXTRA = "pip install 'leasecheck[brokers]'"
 INACTIVITY_MS = 20
 """How long one claim waits for a pushed message: pika's consume has no zero wait."""
+FRAME_BOUND = 10.0
+"""Seconds an ack or nack waits for pika to run the frame Dramatiq queued (a few ms)."""
 
 _SRC = "dramatiq 2.2.1 dramatiq/brokers/rabbitmq.py"
-_CONFIRMS = "https://www.rabbitmq.com/docs/3.10/confirms"
+_CONFIRMS = CONFIRMS
 PROMISES = Promises(
     properties={
         "queue.ack-final": Promise(
@@ -73,7 +76,7 @@ PROMISES = Promises(
         ),
         "queue.exclusive": Promise(
             True,
-            "https://www.rabbitmq.com/docs/3.10/consumers (Delivery Acknowledgement Timeout)",
+            f"{CONSUMERS} (Delivery Acknowledgement Timeout)",
             "a delivery is redelivered only once its channel is closed",
         ),
         "queue.stale-ack": Promise(
@@ -96,38 +99,23 @@ PROMISES = Promises(
 
 
 def _import_dramatiq() -> Any:
-    try:
-        import dramatiq
-        import dramatiq.brokers.rabbitmq  # needs pika
-    except ImportError as missing:
-        raise AdapterError(
-            f"dramatiq's RabbitMQ broker is not installed; install it with: {BROKERS_EXTRA}"
-        ) from missing
+    for distribution, module in DramatiqRabbitmq.distributions:
+        installed_version(distribution, module, BROKERS_EXTRA)
+    import dramatiq
+    import dramatiq.brokers.rabbitmq
+
     return dramatiq
 
 
-class DramatiqRabbitmq:
+class DramatiqRabbitmq(RabbitmqStore):
     """Dramatiq's ``RabbitmqBroker``: one queue per store on a shared RabbitMQ."""
 
     name: ClassVar[str] = "dramatiq-rabbitmq"
-    capabilities: ClassVar[Capabilities] = Capabilities(
-        clock="real", extend=False, server="rabbitmq", ack_deletes=True,
-        lease_granularity=60.0, one_lease=True,
-    )  # fmt: skip
     promises: ClassVar[Promises] = PROMISES
+    distributions = (("dramatiq", "dramatiq"), ("pika", "pika"))  # pika: its AMQP client
+    prefix = "lc"  # Dramatiq adds ".DQ" and ".XQ" queues beside it
 
-    def version(self) -> str:
-        _import_dramatiq()
-        return importlib.metadata.version("dramatiq")
-
-    def create(self, directory: Path, server: str | None) -> str:
-        if not server:
-            raise AdapterError("dramatiq-rabbitmq needs a RabbitMQ URL (adapters.servers)")
-        location = f"{server}#lc{uuid.uuid4().hex[:12]}"
-        DramatiqRabbitmqAdapter(location).close()  # connecting declared the queues
-        return location
-
-    def connect(self, location: str, clock: QueueClock) -> QueueAdapter:
+    def open(self, location: str) -> DramatiqRabbitmqAdapter:
         return DramatiqRabbitmqAdapter(location)
 
     def destroy(self, location: str) -> None:
@@ -147,7 +135,7 @@ class DramatiqRabbitmqAdapter:
         _import_dramatiq()
         from dramatiq.brokers.rabbitmq import RabbitmqBroker
 
-        url, _, self.queue = location.partition("#")
+        url, self.queue = split_location(location)
         # pika reads the kombu-style default vhost ``//`` as the vhost "": spell it out.
         self.url = url[:-2] + "/%2F" if url.endswith("//") else url
         broker: Any = RabbitmqBroker(url=self.url, middleware=[])
@@ -155,6 +143,8 @@ class DramatiqRabbitmqAdapter:
         broker._ensure_queue(self.queue)  # declare it now, not at the first enqueue
         self.broker = broker
         self.consumers: dict[str, Any] = {}
+        self.delivered: dict[int, Any] = {}
+        """``id(message)`` -> the consumer that delivered it, for claims not yet answered."""
 
     def consumer(self, worker: str, anew: bool = False) -> Any:
         """Worker ``worker``'s current consumer; ``anew``: the consumer thread's restart."""
@@ -186,25 +176,62 @@ class DramatiqRabbitmqAdapter:
         if message is None:
             return None
         job = str(message.options["leasecheck_job"])
+        self.delivered[id(message)] = self.consumers[worker]
         return Claim(job, worker, message, message._tag)
 
     def ack(self, claim: Claim) -> bool:
-        consumer = self.consumer(claim.worker)
-        consumer.ack(claim.handle)
-        return self._applied(claim.worker)
+        return self._answer(claim, "ack")
 
     def nack(self, claim: Claim) -> bool:
-        consumer = self.consumer(claim.worker)
-        consumer.nack(claim.handle)
-        return self._applied(claim.worker)
+        return self._answer(claim, "nack")
 
-    def _applied(self, worker: str) -> bool:
-        """Run the consumer's I/O loop (it sends the queued frame), then a round trip:
-        False if the broker closed the channel for the frame."""
+    def _answer(self, claim: Claim, verb: str) -> bool:
+        """Dramatiq's ``ack`` / ``nack`` through the worker's current consumer, as its
+        consumer thread sends them; True only if that was the consumer that delivered the
+        claim's message, Dramatiq sent the frame, and the broker then took a round trip.
+
+        Dramatiq sends nothing for a tag its consumer does not know: ``_RabbitmqConsumer.ack``
+        catches the ``KeyError`` of ``known_tags.remove`` and only logs "Failed to ack
+        message: not in known tags" (``dramatiq/brokers/rabbitmq.py:541``), so the call
+        returns as if it acked. And a consumer made anew since the claim holds none of its
+        delivery: RabbitMQ requeued it with the old channel (CONFIRMS, "Automatic
+        Requeueing"), and a tag the new consumer knows names another message (the late
+        ack acknowledges that one: ``docs/findings.md``). Either way this claim's delivery
+        was not answered, whatever Dramatiq's call did, so the verb reports False."""
+        message: Any = claim.handle
+        consumer = self.consumer(claim.worker)
+        own = self.delivered.pop(id(message), None) is consumer
+        sent = message._tag in consumer.known_tags  # Dramatiq removes it when it sends
+        getattr(consumer, verb)(message)
+        applied = self._applied(claim.worker, sent)
+        return own and sent and applied
+
+    def _applied(self, worker: str, sent: bool) -> bool:
+        """Run the consumer's I/O loop until it has sent the frame Dramatiq queued (if it
+        queued one), then a round trip: False if the broker closed the channel for it.
+
+        Dramatiq queues its ack with ``add_callback_threadsafe``, which pika runs only
+        inside ``process_data_events`` (as a 0-delay timer), never while a blocking call
+        such as ``basic_qos`` waits: one ``process_data_events(time_limit=0)`` may return
+        before it ran, and the round trip then passed with the ack unsent (the worker's
+        next ``next(consumer)`` sent it, and a SIGKILL before that lost it: the
+        ``queue.ack-final`` flip of ``docs/findings.md``). So a marker queued after it
+        (pika runs these callbacks in order) says when Dramatiq's ``basic_ack`` has run;
+        its frame then precedes ``basic.qos`` on the channel, answered in order."""
         import pika.exceptions
 
         consumer = self.consumers[worker]
         try:
+            ran: list[bool] = []
+            if sent:
+                consumer.connection.add_callback_threadsafe(lambda: ran.append(True))
+            deadline = time.monotonic() + FRAME_BOUND
+            while sent and not ran:
+                if time.monotonic() > deadline:
+                    raise AdapterError(
+                        f"pika did not run Dramatiq's queued frame within {FRAME_BOUND:g} s"
+                    )
+                consumer.connection.process_data_events(time_limit=0.005)
             consumer.connection.process_data_events(time_limit=0)
             consumer.channel.basic_qos(prefetch_count=1)
         except (pika.exceptions.AMQPChannelError, pika.exceptions.AMQPConnectionError):

@@ -5,7 +5,8 @@ RabbitMQ has no per-claim lease: a delivery is held by the *channel* it was deli
 until it is acknowledged, rejected, or the channel closes (then it is requeued). The
 broker's own lease is ``consumer_timeout``: a delivery not acknowledged within it closes
 its channel with ``PRECONDITION_FAILED``. The adapter uses kombu's public objects the
-way a worker does, one channel per worker name (a kombu ``Consumer`` has one channel):
+way a worker does, one connection per worker name (each claim on a channel of its own, see
+``KombuAmqpAdapter``):
 
 - enqueue: ``Producer.publish`` (persistent, to a durable queue), the job in a header,
   with publisher confirms (the transport option ``confirm_publish``; kombu's default is
@@ -23,15 +24,13 @@ way a worker does, one channel per worker name (a kombu ``Consumer`` has one cha
 - observe: ``Unsupported``: AMQP 0-9-1 reads a queue's messages only by taking them
   (a passive declare gives a count), so no per-job state can be read without changing it.
 
-Lease: ``consumer_timeout`` is one setting of the whole broker (RabbitMQ 3.10 has no
-per-queue value), checked on every channel's tick (``channel_tick_interval``, 60 s by
-default): a delivery's lease really ends at the first tick after the timeout. The
-harness starts RabbitMQ with both set small where it wants leases to end
-(``servers.rabbitmq(consumer_timeout_ms=..., tick_ms=...)``): then a lease *is* a
-consumer timeout, ending within one tick of it. Time is the broker's (``clock="real"``);
-the granularity declared is the default tick, so the generic properties (15 ms to 105 ms
-leases chosen per claim) refuse this adapter with that sentence, and it is checked by
-the scenarios of ``tests/test_broker_rabbitmq.py`` instead.
+Lease: ``consumer_timeout``, one setting of the whole broker, checked on every channel's
+tick (``adapters/_rabbitmq.py``): the generic properties run on one broker per check
+started with ``consumer_timeout = 300`` ms and a 10 ms tick, and lease for exactly that
+(``Capabilities.server_lease``), treating 300 to 340 ms after a claim as its end.
+Publishing has a connection of its own, and each worker name a consumer connection
+with its one channel (Celery's producer pool and consumer); a worker whose connection
+the broker ended connects again, as kombu's consumers do.
 
 py-amqp 5.4.2 answers a broker's ``Channel.Close`` and *reopens the same channel*
 (``amqp/channel.py:293``, ``Channel._on_close`` calls ``_do_revive``): same channel id,
@@ -41,31 +40,28 @@ pointing at it. ``docs/findings.md`` reports what that does to a late ack.
 
 from __future__ import annotations
 
-import importlib.metadata
-import uuid
-from pathlib import Path
+import contextlib
+from collections.abc import Callable
 from typing import Any, ClassVar
 
-from leasecheck.adapters._libs import envelope, job_of
-from leasecheck.adapters.protocol import (
-    AdapterError,
-    Capabilities,
-    Claim,
-    Promise,
-    Promises,
-    QueueAdapter,
-    QueueClock,
-    StoredJob,
-    Unsupported,
+from leasecheck.adapters._libs import envelope, installed_version, job_of
+from leasecheck.adapters._rabbitmq import (
+    BROKERS_EXTRA,
+    CONFIRMS,
+    CONSUMERS,
+    RabbitmqStore,
+    losses_path,
+    read_lost,
+    record_lost,
+    split_location,
 )
+from leasecheck.adapters.protocol import Claim, Lost, Promise, Promises, StoredJob, Unsupported
 
 __all__ = ["KombuAmqp"]
 
-BROKERS_EXTRA = "pip install 'leasecheck[brokers]'"
 HEADER = "leasecheck-job"
 
-_CONFIRMS = "https://www.rabbitmq.com/docs/3.10/confirms"
-_CONSUMERS = "https://www.rabbitmq.com/docs/3.10/consumers"
+_CONFIRMS, _CONSUMERS = CONFIRMS, CONSUMERS
 PROMISES = Promises(
     properties={
         "queue.ack-final": Promise(
@@ -114,11 +110,10 @@ PROMISES = Promises(
 
 
 def _import_kombu() -> Any:
-    try:
-        import amqp  # noqa: F401  (the pyamqp transport's client)
-        import kombu
-    except ImportError as missing:
-        raise AdapterError(f"kombu is not installed; install it with: {BROKERS_EXTRA}") from missing
+    for distribution, module in KombuAmqp.distributions:
+        installed_version(distribution, module, BROKERS_EXTRA)
+    import kombu
+
     return kombu
 
 
@@ -129,29 +124,26 @@ def _channel_error() -> type[Exception]:
     return error
 
 
-class KombuAmqp:
+def _connection_errors() -> tuple[type[Exception], ...]:
+    """A lost connection: the broker ended it (py-amqp's ``ConnectionError``, e.g. 503
+    ``COMMAND_INVALID`` for a ``Channel.close_ok`` it no longer expected) or its socket."""
+    import amqp.exceptions
+
+    # RecursionError: py-amqp's reading of a socket that the broker wrote several channel
+    # closes to while nobody read it (docs/findings.md, "a frozen consumer"): the client
+    # is broken, and the worker connects again.
+    return (amqp.exceptions.ConnectionError, OSError, RecursionError)
+
+
+class KombuAmqp(RabbitmqStore):
     """kombu's ``pyamqp`` transport: one durable queue per store on a shared RabbitMQ."""
 
     name: ClassVar[str] = "kombu-amqp"
-    capabilities: ClassVar[Capabilities] = Capabilities(
-        clock="real", extend=False, server="rabbitmq", ack_deletes=True,
-        lease_granularity=60.0, one_lease=True,
-    )  # fmt: skip
     promises: ClassVar[Promises] = PROMISES
+    distributions = (("kombu", "kombu"), ("amqp", "amqp"))  # amqp: the pyamqp client
+    prefix = "lc-"
 
-    def version(self) -> str:
-        _import_kombu()
-        return importlib.metadata.version("kombu")
-
-    def create(self, directory: Path, server: str | None) -> str:
-        if not server:
-            raise AdapterError("kombu-amqp needs a RabbitMQ URL (adapters.servers.rabbitmq)")
-        location = f"{server}#lc-{uuid.uuid4().hex[:12]}"
-        adapter = KombuAmqpAdapter(location)
-        adapter.close()  # connecting declared the queue
-        return location
-
-    def connect(self, location: str, clock: QueueClock) -> QueueAdapter:
+    def open(self, location: str) -> KombuAmqpAdapter:
         return KombuAmqpAdapter(location)
 
     def destroy(self, location: str) -> None:
@@ -160,33 +152,65 @@ class KombuAmqp:
             adapter.queue(adapter.connection.default_channel).delete()
         finally:
             adapter.close()
+            losses_path(adapter.name).unlink(missing_ok=True)
 
 
 class KombuAmqpAdapter:
-    """One kombu ``Connection``; one channel per worker name, and one for publishing."""
+    """A producer connection, and per worker name a consumer connection.
 
-    def __init__(self, location: str) -> None:
+    Celery publishes through a producer pool and consumes on a connection of its own; so
+    does the adapter, so that a channel the broker closes (``consumer_timeout``) is read by
+    its worker's calls only, never by a publish waiting for its confirm.
+
+    Each claim takes its delivery on a channel of its own (``one_channel=False``, what the
+    generic properties use): RabbitMQ times a channel out by its *oldest* delivery and
+    then requeues every delivery of the channel, and a refused (unknown-tag) ack closes
+    the channel with all its deliveries too, so on a shared channel one delivery's lease
+    ends with another's. With a channel per claim a lease is that delivery's own
+    ``consumer_timeout``, which is the lease the generic model has. ``one_channel=True``
+    gives each worker one channel for all its claims, as a kombu ``Consumer`` has: the
+    scenarios of ``tests/test_broker_rabbitmq.py`` show what that does."""
+
+    def __init__(self, location: str, one_channel: bool = False) -> None:
         kombu = _import_kombu()
-        self.url, _, self.name = location.partition("#")
-        self.connection: Any = kombu.Connection(
-            self.url, connect_timeout=10, transport_options={"confirm_publish": True}
-        )
+        self.url, self.name = split_location(location)
+        self.one_channel = one_channel
+        self.connection: Any = self._connect()
         self.exchange = kombu.Exchange(self.name, type="direct", durable=True)
         self.producer: Any = kombu.Producer(
             self.connection.default_channel, exchange=self.exchange, routing_key=self.name
         )
         self.queue(self.connection.default_channel).declare()
-        self.channels: dict[str, Any] = {}
+        self.workers: dict[str, tuple[Any, Any]] = {}
+        """worker -> (its connection, its shared channel)."""
+        self.held: dict[str, dict[int, str]] = {}
+        """worker -> its claims not yet answered, as ``id(message)`` -> job: the deliveries
+        its connection's loss sends back (recorded, ``lost``)."""
+
+    def _connect(self) -> Any:
+        kombu = _import_kombu()
+        return kombu.Connection(
+            self.url, connect_timeout=10, transport_options={"confirm_publish": True}
+        )
 
     def queue(self, channel: Any) -> Any:
         kombu = _import_kombu()
         return kombu.Queue(self.name, self.exchange, routing_key=self.name, durable=True)(channel)
 
-    def channel(self, worker: str) -> Any:
-        """Worker ``worker``'s channel (a kombu consumer's one channel), opened on first use."""
-        if worker not in self.channels:
-            self.channels[worker] = self.connection.channel()
-        return self.channels[worker]
+    def channel(self, worker: str, lost: str | None = None) -> Any:
+        """The channel worker ``worker``'s next claim takes its delivery on: its one
+        channel (``one_channel``), else a fresh one on its connection. ``lost``: its
+        connection was lost (why), and the worker connects again (as kombu's consumers do);
+        the broker requeued the lost connection's deliveries, so the worker's claims not
+        yet answered are recorded lost (``lost()``)."""
+        if lost is not None and worker in self.workers:
+            self._release(self.workers.pop(worker)[0])
+            record_lost(self.name, worker, list(self.held.pop(worker, {}).values()), lost)
+        if worker not in self.workers:
+            connection = self._connect()
+            self.workers[worker] = (connection, connection.channel())
+        connection, shared = self.workers[worker]
+        return shared if self.one_channel else connection.channel()
 
     def enqueue(self, job: str, payload: str) -> None:
         self.producer.publish(
@@ -194,49 +218,91 @@ class KombuAmqpAdapter:
         )
 
     def claim(self, worker: str, lease: float) -> Claim | None:
-        channel = self.channel(worker)
-        try:
-            message = self.queue(channel).get(no_ack=False)
-        except _channel_error():
-            # The broker closed this channel (a timed-out delivery) and py-amqp reopened
-            # it: what a worker's next get meets. The get is made again, once.
-            message = self.queue(channel).get(no_ack=False)
+        message, lost = None, None
+        for attempt in range(3):
+            try:
+                channel = self.channel(worker, lost)
+                message = self.queue(channel).get(no_ack=False)
+                break
+            except _channel_error():
+                # The broker closed this channel (a timed-out delivery) and py-amqp
+                # reopened it: what a worker's next get meets. The get is made again.
+                if attempt == 2:
+                    raise
+                lost = None
+            except _connection_errors() as error:
+                # The broker ended the connection (py-amqp's reopening answered with a
+                # Channel.close_ok it did not expect: 503): the worker connects again.
+                if attempt == 2:
+                    raise
+                lost = type(error).__name__
         if message is None:
+            self._done_with(channel, worker)
             return None
-        return Claim(job_of(message.body), worker, message, message.delivery_tag)
+        job = job_of(message.body)
+        self.held.setdefault(worker, {})[id(message)] = job
+        return Claim(job, worker, message, message.delivery_tag)
+
+    def _done_with(self, channel: Any, worker: str) -> None:
+        """Close a claim's own channel once its delivery is answered (not a shared one).
+        A lost connection met here (a 503 for the close crossing the broker's own) is
+        recorded at once: the broker has requeued the worker's other deliveries already,
+        and another worker may take one in this same step."""
+        if self.one_channel or any(channel is c for _, c in self.workers.values()):
+            return
+        connection = channel.connection  # py-amqp clears it as the channel closes
+        try:
+            channel.close()
+        except _connection_errors() as error:
+            current = self.workers.get(worker)
+            if current is not None and current[0].connection is connection:
+                self.channel(worker, type(error).__name__)
+        except Exception:
+            pass  # a channel the broker closed may fail to close: it is gone either way
 
     def ack(self, claim: Claim) -> bool:
-        message: Any = claim.handle
-        message.ack()
-        return self._applied(message.channel)
+        return self._answer(claim, lambda message: message.ack())
 
     def nack(self, claim: Claim) -> bool:
-        message: Any = claim.handle
-        message.reject(requeue=True)
-        return self._applied(message.channel)
+        return self._answer(claim, lambda message: message.reject(requeue=True))
 
-    def _applied(self, channel: Any) -> bool:
-        """A round trip on ``channel`` after a one-way frame: False if the broker closed
-        the channel for it (an unknown delivery tag), True if it took it."""
+    def _answer(self, claim: Claim, send: Callable[[Any], None]) -> bool:
+        """Send a one-way frame for ``claim``'s delivery, then make a round trip on its
+        channel (``basic.qos``): False if the broker closed the channel for it (an unknown
+        delivery tag) or the worker's connection is gone (its deliveries went back)."""
+        message: Any = claim.handle
+        self.held.get(claim.worker, {}).pop(id(message), None)  # answered, whatever comes
+        connection = message.channel.connection  # py-amqp clears it as the channel closes
         try:
-            channel.basic_qos(0, 0, False)
+            send(message)
+            message.channel.basic_qos(0, 0, False)
         except _channel_error():
-            return False
+            return False  # the broker closed the channel for it (py-amqp reopened it)
+        except _connection_errors() as error:
+            current = self.workers.get(claim.worker)
+            if current is not None and current[0].connection is connection:
+                self.channel(claim.worker, type(error).__name__)  # its own connection is gone
+            return False  # else: an earlier connection of the worker's, gone already
+        self._done_with(message.channel, claim.worker)
         return True
 
     def extend(self, claim: Claim, lease: float) -> bool:
         raise Unsupported("AMQP 0-9-1 has no way to renew a delivery")
 
     def recover(self) -> int:
-        """The worker's I/O loop: read and answer what the broker sent (a channel close
+        """Every worker's I/O loop: read and answer what the broker sent (a channel close
         for a timed-out delivery), without waiting for more."""
-        for _ in range(100):
-            try:
-                self.connection.drain_events(timeout=0.001)
-            except TimeoutError:
-                break
-            except _channel_error():
-                continue  # a channel closed by consumer_timeout, answered and reopened
+        for worker, (connection, _channel) in list(self.workers.items()):
+            for _ in range(100):
+                try:
+                    connection.drain_events(timeout=0.001)
+                except TimeoutError:
+                    break
+                except _channel_error():
+                    continue  # a channel closed by consumer_timeout, answered and reopened
+                except _connection_errors() as error:
+                    self.channel(worker, type(error).__name__)
+                    break
         return -1
 
     def observe(self) -> list[StoredJob]:
@@ -245,6 +311,9 @@ class KombuAmqpAdapter:
             "per-job view (a passive queue.declare gives only the ready count)"
         )
 
+    def lost(self) -> list[Lost]:
+        return read_lost(self.name)
+
     def ready_count(self) -> int:
         """How many messages the queue holds ready (``queue.declare`` passive)."""
         declared = self.connection.default_channel.queue_declare(self.name, passive=True)
@@ -252,4 +321,13 @@ class KombuAmqpAdapter:
         return count
 
     def close(self) -> None:
+        for connection, _channel in self.workers.values():
+            self._release(connection)
+        self.workers.clear()
         self.connection.release()
+
+    @staticmethod
+    def _release(connection: Any) -> None:
+        """Close a worker's connection; one the broker already ended may fail to."""
+        with contextlib.suppress(Exception):
+            connection.release()

@@ -41,11 +41,13 @@ __all__ = [
     "Capabilities",
     "Claim",
     "DestroysStores",
+    "Lost",
     "Promise",
     "Promises",
     "QueueAdapter",
     "QueueClock",
     "QueueLibrary",
+    "ReportsLosses",
     "SharedClock",
     "StoredJob",
     "Unsupported",
@@ -159,6 +161,15 @@ class Capabilities:
     heartbeat (pgqueuer's ``heartbeat_timeout``), not a deadline stamped on the job: it
     means one thing only when every claim asks for the same, so the engines then give
     every claim and extend of a run one lease."""
+    server_lease: float | None = None
+    """The lease is one setting of the *server*, fixed when it starts (seconds): every
+    claim of a run gets it, whatever it asks (RabbitMQ's broker-wide ``consumer_timeout``).
+    The harness starts the server with it (``adapters.servers.start``), and the engines
+    lease for exactly this on real time."""
+    lease_slack: float = 0.0
+    """How much later than its length a lease may really end (seconds): a server that
+    checks leases on a tick ends one within ``[server_lease, server_lease + lease_slack]``
+    of its delivery. The engines treat that whole window as the lease's end."""
 
     @property
     def real_time(self) -> bool:
@@ -169,6 +180,18 @@ class Capabilities:
         """How much the generic properties stretch every lease and clock move (>= 1), so
         that each lease is a whole number of the library's smallest lease (50 ms units)."""
         return max(1, math.ceil(self.lease_granularity / 0.05))
+
+    def real_lease_ms(self, wanted_ms: int) -> int:
+        """The lease (ms) an engine on real time gets when it wants ``wanted_ms``: the
+        server's one lease where it has one (``server_lease``), else ``wanted_ms``."""
+        if self.server_lease is None:
+            return wanted_ms
+        return round(self.server_lease * 1000)
+
+    @property
+    def slack_ms(self) -> int:
+        """``lease_slack`` in whole milliseconds (rounded up)."""
+        return math.ceil(self.lease_slack * 1000)
 
 
 @dataclass(frozen=True)
@@ -307,6 +330,32 @@ class DestroysStores(Protocol):
     """
 
     def destroy(self, location: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Lost:
+    """A claim whose delivery the library lost before the claim answered it: its worker's
+    connection or channel ended (a broker requeues every unacknowledged delivery of a
+    channel or connection that closes), so its lease ended early, by the library's own
+    documented rule."""
+
+    worker: str
+    job: str
+    at_ns: int
+    """``time.monotonic_ns()`` when the adapter saw the loss (the broker's requeue came
+    at or before it)."""
+    why: str
+    """What ended it, as the adapter saw it (an exception's type: ``ConnectionError``)."""
+
+
+@runtime_checkable
+class ReportsLosses(Protocol):
+    """The optional member of a connection whose library can lose a live claim's delivery
+    (``Lost``). ``lost()`` returns every loss any connection to the store recorded so far
+    (the racers are other processes): the engines set such a claim aside, counted, and
+    never judge its lease past the loss."""
+
+    def lost(self) -> list[Lost]: ...
 
 
 def destroy_store(library: QueueLibrary, location: str) -> None:

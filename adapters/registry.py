@@ -96,7 +96,9 @@ def _supported(library: QueueLibrary, spec: str) -> QueueLibrary:
 def refusal(library: QueueLibrary, spec: str) -> str:
     """Why the generic properties cannot run ``library`` (empty: they can)."""
     capabilities = library.capabilities
-    if capabilities.real_time and capabilities.lease_granularity > REAL_GRANULARITY:
+    coarse = capabilities.lease_granularity > REAL_GRANULARITY
+    # A lease that is the server's one setting is leased for exactly (server_lease).
+    if capabilities.real_time and coarse and capabilities.server_lease is None:
         return (
             f"adapter {spec!r} declares clock='real' with leases of at least "
             f"{capabilities.lease_granularity} s: on real time the generic properties lease "

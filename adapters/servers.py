@@ -38,6 +38,8 @@ from typing import Literal
 
 import psutil
 
+from leasecheck.adapters.protocol import Capabilities
+
 __all__ = [
     "FAKETIME_INSTALL",
     "Server",
@@ -58,6 +60,7 @@ __all__ = [
     "redis",
     "remove_stale_faketime_entries",
     "start",
+    "start_for",
 ]
 
 PG_INSTALL = "apt-get install -y postgresql"
@@ -554,6 +557,11 @@ RABBITMQ_TICK_MS = 60_000
 check after the timeout, so a 1 s timeout ends after up to 61 s unless this is lowered."""
 
 
+RABBITMQ_READY_S = 120.0
+"""How long a check waits for its node to answer, at the start and at a restart after a
+kill -9 (which recovers the message store): 40 s was too little on a loaded machine."""
+
+
 @contextlib.contextmanager
 def rabbitmq(
     *,
@@ -620,10 +628,14 @@ ServerKind = Literal["postgres", "redis", "beanstalkd", "nats", "rabbitmq"]
 """The servers a library's store may need (``Capabilities.server``)."""
 
 
-def start(kind: ServerKind, *, durable: bool) -> contextlib.AbstractContextManager[Server]:
+def start(
+    kind: ServerKind, *, durable: bool, lease_ms: int | None = None, tick_ms: int | None = None
+) -> contextlib.AbstractContextManager[Server]:
     """The starter of a ``kind`` server; ``durable`` asks for what a crash should survive
     (PostgreSQL's fsync, Redis' append-only file, beanstalkd's binlog; NATS and RabbitMQ
-    always keep their stores on disk)."""
+    always keep their stores on disk). ``lease_ms`` and ``tick_ms``: the server's one
+    lease and the tick it checks it on, for a server whose lease is its own setting
+    (RabbitMQ's ``consumer_timeout`` and ``channel_tick_interval``; ignored elsewhere)."""
     if kind == "postgres":
         return postgres(fsync=durable)
     if kind == "redis":
@@ -633,11 +645,31 @@ def start(kind: ServerKind, *, durable: bool) -> contextlib.AbstractContextManag
     if kind == "nats":
         return nats()
     if kind == "rabbitmq":
-        return rabbitmq()
+        return rabbitmq(
+            consumer_timeout_ms=lease_ms or RABBITMQ_CONSUMER_TIMEOUT_MS,
+            tick_ms=tick_ms or RABBITMQ_TICK_MS,
+            ready_timeout=RABBITMQ_READY_S,
+        )
     raise ServerError(f"no starter for a {kind!r} server; the kinds are {', '.join(_KINDS)}")
 
 
 _KINDS = ("postgres", "redis", "beanstalkd", "nats", "rabbitmq")
+
+
+def start_for(
+    capabilities: Capabilities, *, durable: bool
+) -> contextlib.AbstractContextManager[Server]:
+    """The starter of the server a library declares (``Capabilities.server``), with the
+    lease the library declares the server's own (``server_lease``, ended on a tick of
+    ``lease_slack`` at most: RabbitMQ's tick is set to a quarter of the slack, the rest
+    is room for the broker's scheduling on a loaded machine)."""
+    if capabilities.server is None:
+        raise ServerError("the library keeps its queue on no server")
+    if capabilities.server_lease is None:
+        return start(capabilities.server, durable=durable)
+    lease_ms = round(capabilities.server_lease * 1000)
+    tick_ms = max(1, capabilities.slack_ms // 4)
+    return start(capabilities.server, durable=durable, lease_ms=lease_ms, tick_ms=tick_ms)
 
 
 def create_database(url: str, name: str) -> str:

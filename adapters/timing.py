@@ -54,6 +54,9 @@ class Pacer:
     """Every lease end still to come, as ``(first, last)`` ms."""
     set_aside: int = 0
     """Calls found ambiguous (they touched a lease end)."""
+    slack_ms: int = 0
+    """How much later than its length a lease may end (``Capabilities.lease_slack``: a
+    server that checks leases on a tick): each end is widened by it."""
 
     def now(self) -> int:
         """Milliseconds since the start, rounded down."""
@@ -75,7 +78,7 @@ class Pacer:
 
     def leased(self, t0: int, t1: int, lease_ms: int) -> None:
         """A claim or extend ran over ``[t0, t1]`` for ``lease_ms``: remember its end."""
-        self.ends.append((t0 + lease_ms - MARGIN_MS, t1 + lease_ms + MARGIN_MS))
+        self.ends.append((t0 + lease_ms - MARGIN_MS, t1 + lease_ms + self.slack_ms + MARGIN_MS))
 
     def ambiguous(self, t0: int, t1: int) -> bool:
         """Whether a call over ``[t0, t1]`` touched a lease end (counted in ``set_aside``)."""

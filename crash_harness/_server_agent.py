@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from leasecheck.adapters.protocol import Claim, QueueAdapter, QueueClock, SharedClock
+from leasecheck.adapters.protocol import Claim, QueueAdapter, QueueClock, SharedClock, Unsupported
 
 __all__ = ["OffsetClock", "load_library", "main"]
 
@@ -73,8 +73,14 @@ class _Worker:
     def recover(self) -> int:
         return self.adapter.recover()
 
-    def observe(self) -> list[list[str]]:
-        return [[view.job, view.state] for view in self.adapter.observe()]
+    def observe(self) -> list[list[str]] | None:
+        """Every job's state; ``None`` where the library has no read-only view
+        (``Unsupported``: AMQP reads a message only by taking it)."""
+        try:
+            views = self.adapter.observe()
+        except Unsupported:
+            return None
+        return [[view.job, view.state] for view in views]
 
 
 def _answer(worker: _Worker, command: dict[str, Any]) -> dict[str, Any]:

@@ -24,7 +24,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from leasecheck.adapters.protocol import QueueAdapter, QueueLibrary, SharedClock, destroy_store
+from leasecheck.adapters.protocol import (
+    QueueAdapter,
+    QueueLibrary,
+    SharedClock,
+    Unsupported,
+    destroy_store,
+)
 from leasecheck.crash_harness.engine import Channel, Child, ChildDied, Engine, Message
 from leasecheck.models.evidence import Evidence, Recorder, attach
 
@@ -67,8 +73,8 @@ class AckFinalReport:
 
 def _lease(library: QueueLibrary) -> float:
     """Every worker's lease (s): short on real time, else stretched by the time scale."""
-    if library.capabilities.real_time:
-        return REAL_LEASE_S
+    if library.capabilities.real_time:  # the server's own lease, where it has one
+        return library.capabilities.real_lease_ms(round(REAL_LEASE_S * 1000)) / 1000
     return LEASE_S * library.capabilities.time_scale()
 
 
@@ -149,7 +155,7 @@ def check_ack_final(
                 acked |= fresh
                 report.acked += len(fresh)
                 report.kills += WORKERS
-                clock.advance(lease * 1.1 + 0.01)
+                clock.advance(lease * 1.1 + 0.01 + library.capabilities.lease_slack)
                 queue.recover()
                 moments["recovery"] = [("queue", "recover", time.monotonic_ns(), "")]
                 try:
@@ -261,7 +267,12 @@ def _drain(queue: QueueAdapter, acked: Stories, number: int, name: str, lease: f
 
 
 def _all_done(queue: QueueAdapter, acked: Stories, number: int, library: QueueLibrary) -> None:
-    views = {view.job: view.state for view in queue.observe()}
+    try:
+        views = {view.job: view.state for view in queue.observe()}
+    except Unsupported:
+        # No read-only view (AMQP): the drain's claims, which delivered none of the acked
+        # jobs again, are the whole judgement.
+        return
     ok = {"done", "gone"} if library.capabilities.ack_deletes else {"done"}
     for job in sorted(acked):
         state = views.get(job, "gone")

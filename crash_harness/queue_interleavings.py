@@ -64,7 +64,7 @@ from leasecheck.models._queue_spec import QueueSpec
 from leasecheck.models.linearizability import Operation, Raised, Returned, Verdict, check
 from leasecheck.models.queue_model import QueueState
 
-__all__ = ["Finding", "QueueExploration", "explore_queue", "replay_queue"]
+__all__ = ["LIVE_MS", "Finding", "QueueExploration", "explore_queue", "replay_queue"]
 
 LIVE_MS = 120_000
 """Every lease that must stay live for the whole exploration of a scenario."""

@@ -47,7 +47,9 @@ from leasecheck.adapters.protocol import (
     Claim,
     QueueAdapter,
     QueueLibrary,
+    ReportsLosses,
     SharedClock,
+    Unsupported,
     destroy_store,
 )
 from leasecheck.adapters.timing import MARGIN_MS, Pacer
@@ -160,15 +162,23 @@ class Racers:
     counter: int = 0
 
     def __post_init__(self) -> None:
-        real = self.library.capabilities.real_time
-        self.pacer = Pacer() if real else None
-        scale = 1 if real else self.library.capabilities.time_scale()
+        caps = self.library.capabilities
+        real = caps.real_time
+        self.pacer = Pacer(slack_ms=caps.slack_ms) if real else None
+        scale = 1 if real else caps.time_scale()
         base = REAL if real else SHARED
         self.time = RaceTime(base.lease * scale, base.short * scale, base.past * scale)
+        if real and caps.server_lease is not None:  # the server's one lease, ended on a tick
+            lease = caps.real_lease_ms(REAL.lease)
+            self.time = RaceTime(lease, REAL.short, lease + caps.slack_ms + REAL.past - REAL.lease)
         self.now = 0
         """The time the harness moved the shared clock to (ms); unused on a real clock."""
         self.disturbed = False
         """Real clock: whether a call has run across a lease's end (``Pacer.ambiguous``)."""
+        self.blind = False
+        """The library has no ``observe`` (``Unsupported``): the history has none."""
+        self.lost = 0
+        """Second deliveries set aside: the first claim's delivery was lost (``Lost``)."""
         self.clock = SharedClock.of(self.directory / "clock", self.library.capabilities)
         self.location = self.library.create(self.directory, self.server)
         self.queue = self.library.connect(self.location, self.clock)
@@ -245,7 +255,14 @@ class Racers:
         return returned
 
     def observe(self) -> None:
-        self.harness("observe", lambda: tuple((v.job, v.state) for v in self.queue.observe()))
+        if self.blind:
+            return
+        try:
+            self.harness("observe", lambda: tuple((v.job, v.state) for v in self.queue.observe()))
+        except Unsupported:
+            # No read-only view (AMQP reads a message only by taking it): the history is
+            # the verbs' answers alone.
+            self.blind = True
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -286,12 +303,16 @@ class ExclusiveReport:
     """Rounds in which two claims really ran at once (their calls overlapped in time)."""
     stale: int = 0
     """Nacks and extends sent by claims whose job another claim had taken since."""
+    lost: int = 0
+    """Second deliveries not judged: the library recorded the first claim's delivery lost
+    (its connection ended: ``ReportsLosses``), which ended that lease early."""
 
     def render(self) -> str:
+        aside = f", {self.lost} set aside (first delivery lost)" if self.lost else ""
         return (
             f"{self.rounds} race rounds ({self.raced} raced, {self.overlapped} overlapped): "
             f"{self.claims} claims, "
-            f"{self.wins} won, {self.stale} stale nacks/extends, no job twice"
+            f"{self.wins} won, {self.stale} stale nacks/extends{aside}, no job twice"
         )
 
 
@@ -345,6 +366,7 @@ def check_exclusive(
                 first_breach.args = (f"{first_breach.args[0]}{held}", *first_breach.args[1:])
                 raise first_breach
         finally:
+            report.lost = racers.lost
             racers.close()
     return report
 
@@ -377,8 +399,9 @@ def _stale_probe(racers: Racers, live: dict[str, Lease], taken: Taken, verb: str
     # On real time a race round's lease (80 ms) may run out while the probe's steps run
     # one after another on a loaded machine: the probe's leases last PROBE_REAL_MS.
     real = racers.pacer is not None
-    lease = PROBE_REAL_MS if real else racers.time.lease
-    margin = REAL.past - REAL.lease if real else racers.time.past - racers.time.lease
+    lease = capabilities.real_lease_ms(PROBE_REAL_MS) if real else racers.time.lease
+    slack = capabilities.slack_ms
+    margin = slack + REAL.past - REAL.lease if real else racers.time.past - racers.time.lease
     short = lease // 4 if real else racers.time.short
     last = len(racers.children) - 1
 
@@ -442,7 +465,9 @@ def _check_claims(
             continue
         start, end = racers.window(op)
         holder = live.get(job)
-        if holder is not None and end + slack < holder.until:
+        if holder is not None and end + slack < holder.until and _lost(racers, holder, job):
+            racers.lost += 1  # its lease ended with its connection: not two live leases
+        elif holder is not None and end + slack < holder.until:
             since = taken.get(job, ())
             first = (
                 f"at t={holder.start} ms {holder.cid.split('#')[0]} claimed job {job!r} as "
@@ -466,6 +491,21 @@ def _check_claims(
             stale.append(holder.cid)
         live[job] = Lease(str(op.args["cid"]), start, start + lease)
     return stale
+
+
+def _lost(racers: Racers, holder: Lease, job: str) -> bool:
+    """Whether the library recorded ``holder``'s delivery of ``job`` lost after the claim
+    began (``ReportsLosses``: its worker's connection ended, and the broker requeued it);
+    the record may come from the same step as the second claim (the requeue precedes the
+    worker's seeing it)."""
+    if not isinstance(racers.queue, ReportsLosses):
+        return False
+    who = holder.cid.split("#")[0]
+    return any(
+        lost.worker == who and lost.job == job
+        and (racers.pacer is None or racers.pacer.since_start(lost.at_ns) >= holder.start)
+        for lost in racers.queue.lost()
+    )  # fmt: skip
 
 
 def _two_leases(job: str, first: Lease, second: Lease, process: str) -> Evidence:

@@ -106,6 +106,11 @@ def adapters_command() -> int:
             continue
         capabilities = library.capabilities
         server = f"; started for the run: {capabilities.server}" if capabilities.server else ""
+        if capabilities.server_lease is not None:
+            server += (
+                f", whose one lease is {capabilities.server_lease * 1000:.0f} ms "
+                f"(+{capabilities.slack_ms} ms tick)"
+            )
         print(f"{name}  ({describe_library(library)}; clock {capabilities.clock}{server})")
         print("\n".join(f"    {line}" for line in describe_promises(library)))
         refused = refusal(library, name)

@@ -292,7 +292,7 @@ def queue_server(queue_library: QueueLibrary) -> Iterator[str | None]:
         yield None
         return
     with ExitStack() as stack:
-        start = servers.start(kind, durable=False)
+        start = servers.start_for(queue_library.capabilities, durable=False)
         try:
             server = stack.enter_context(start)
         except servers.ServerMissing as missing:

@@ -101,11 +101,11 @@ def server(chosen: str) -> Iterator[str | None]:
     from leasecheck.adapters import servers
     from leasecheck.adapters.registry import load_library
 
-    kind = load_library(chosen).capabilities.server
-    if kind is None:
+    capabilities = load_library(chosen).capabilities
+    if capabilities.server is None:
         yield None
         return
-    with servers.start(kind, durable=False) as running:
+    with servers.start_for(capabilities, durable=False) as running:
         yield running.url
 
 

@@ -96,6 +96,37 @@ def test_a_call_across_a_lease_end_is_ambiguous_and_counted() -> None:
     assert pacer.set_aside == 2
 
 
+def test_a_lease_on_a_server_tick_ends_anywhere_in_its_slack() -> None:
+    """A server that checks leases on a tick (RabbitMQ's ``consumer_timeout``) ends one
+    up to ``slack_ms`` late: a call in that window is ambiguous, one after it is not."""
+    pacer = Pacer(slack_ms=40)
+    pacer.leased(100, 102, 300)  # ends somewhere in 397..445
+    assert not pacer.ambiguous(390, 396)
+    assert pacer.ambiguous(430, 431), "a call inside the tick's slack was judged"
+    assert not pacer.ambiguous(446, 460)
+
+
+def test_a_server_lease_is_every_engines_lease_and_is_not_refused() -> None:
+    """An adapter whose lease is the server's one setting: every real-time lease an
+    engine wants is that one, and the registry runs it although it is above 10 ms."""
+    from dataclasses import replace
+
+    from leasecheck.adapters._rabbitmq import CAPABILITIES, LEASE_MS, SLACK_MS
+    from leasecheck.adapters.kombu_amqp import KombuAmqp
+    from leasecheck.adapters.registry import refusal
+
+    assert CAPABILITIES.real_lease_ms(15) == CAPABILITIES.real_lease_ms(1000) == LEASE_MS
+    assert CAPABILITIES.slack_ms == SLACK_MS
+    coarse = replace(CAPABILITIES, server_lease=None)
+    assert coarse.real_lease_ms(15) == 15
+    assert refusal(KombuAmqp(), "kombu-amqp") == ""
+
+    class Coarse(KombuAmqp):  # the same lease, not declared the server's: refused
+        capabilities = coarse
+
+    assert "clock='real'" in refusal(Coarse(), "coarse")
+
+
 def test_wait_out_returns_after_every_lease_has_ended() -> None:
     pacer = Pacer()
     now = pacer.now()

@@ -83,9 +83,11 @@ class _Servers:
     def __init__(self, stack: contextlib.ExitStack) -> None:
         self.stack, self.running = stack, dict[str, servers.Server]()
 
-    def get(self, kind: servers.ServerKind) -> servers.Server:
+    def get(self, library: QueueLibrary) -> servers.Server:
+        kind = library.capabilities.server
+        assert kind is not None
         if kind not in self.running:
-            start = servers.start(kind, durable=True)
+            start = servers.start_for(library.capabilities, durable=True)
             try:
                 self.running[kind] = self.stack.enter_context(start)
             except servers.ServerMissing as missing:
@@ -111,4 +113,4 @@ def library_server(server_library: QueueLibrary, _server_pool: _Servers) -> serv
     kind = server_library.capabilities.server
     if kind is None:
         raise AdapterError(f"{server_library.name} needs no server; it is not a server adapter")
-    return _server_pool.get(kind)
+    return _server_pool.get(server_library)

@@ -6,7 +6,9 @@ processes' claims together from a gate, round after round, and checks every clai
 against the leases still live by the shared clock. Stale claims send nacks and extends
 between races (issue 22): two live leases reached through a stale call the library took
 are judged by its promise of ``queue.stale-ack`` too (a library that does not fence
-stale claims says so there), then by ``queue.exclusive``.
+stale claims says so there), then by ``queue.exclusive``. A second delivery after the
+library recorded the first claim's delivery lost (``ReportsLosses``: RabbitMQ requeues a
+closed connection's deliveries) is set aside and counted; most set aside is "not checked".
 """
 
 from __future__ import annotations
@@ -47,10 +49,18 @@ def test_queue_exclusive(
             "raise --profile (ci races 3 processes for 200 rounds)",
             rounds=report.rounds, raced=0,
         )  # fmt: skip
+    if report.lost * 2 > report.wins:
+        not_checked(
+            f"{report.lost} of {report.wins} won claims lost their delivery with their "
+            "connection before a second claim (set aside, not judged)",
+            "rerun on a quieter machine (a lost connection ends a lease early)",
+            rounds=report.rounds, wins=report.wins, lost=report.lost,
+        )  # fmt: skip
+    aside = f", {report.lost} set aside (delivery lost)" if report.lost else ""
     checked(
-        f"{report.rounds} race rounds of {processes} processes",
+        f"{report.rounds} race rounds of {processes} processes{aside}",
         rounds=report.rounds, raced=report.raced, overlapped=report.overlapped,
-        stale_calls=report.stale,
+        stale_calls=report.stale, lost=report.lost,
     )  # fmt: skip
 
 

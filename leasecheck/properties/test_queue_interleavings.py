@@ -34,7 +34,12 @@ from leasecheck.crash_harness._queue_scenarios import (
 )
 from leasecheck.crash_harness._wire_proxy import dialect_of
 from leasecheck.crash_harness.interleavings import Run
-from leasecheck.crash_harness.queue_interleavings import Finding, QueueExploration, explore_queue
+from leasecheck.crash_harness.queue_interleavings import (
+    LIVE_MS,
+    Finding,
+    QueueExploration,
+    explore_queue,
+)
 from leasecheck.plugin import Checked, NotChecked
 from leasecheck.profiles import Profile
 
@@ -78,6 +83,17 @@ def test_queue_interleavings(
     not_checked: NotChecked,
 ) -> None:
     library = multiprocess_library
+    if (fixed := library.capabilities.server_lease) is not None and fixed * 1000 < LIVE_MS:
+        # A schedule is judged against leases that stay live for the whole exploration;
+        # the server's one lease (RabbitMQ's consumer_timeout) would run out inside it,
+        # and a claim it let through would read as a second live lease: never judged.
+        not_checked(
+            f"{library.name}'s lease is the server's one setting ({fixed * 1000:.0f} ms for "
+            f"this run), shorter than the {LIVE_MS} ms a schedule's leases must stay live",
+            "check it with the scenarios of tests/test_broker_rabbitmq.py (the broker "
+            "started with a long consumer_timeout), or queue.exclusive's races",
+            server_lease_ms=round(fixed * 1000), live_ms=LIVE_MS,
+        )  # fmt: skip
     done: list[QueueExploration] = []
     scope = lc_profile.explore_scope
     dialect = dialect_of(library.capabilities.server) if queue_server is not None else None
