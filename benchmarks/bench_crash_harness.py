@@ -35,9 +35,10 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from _trees import export, merge_base
 
 REPO = Path(__file__).resolve().parents[1]
 PROBE = Path(__file__).with_name("_crash_probe.py")
@@ -60,24 +61,6 @@ def probe(tree: Path, mode: str, kills: int, ballast: int) -> dict[str, Any]:
     return figures
 
 
-def export(base: str) -> Path:
-    """``base`` exported with git archive into a fresh temporary directory."""
-    tree = Path(tempfile.mkdtemp(prefix="bench-crash-"))
-    archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", base], capture_output=True, check=True, timeout=120
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True, timeout=120)
-    return tree
-
-
-def merge_base() -> str:
-    done = subprocess.run(
-        ["git", "-C", str(REPO), "merge-base", "HEAD", "main"],
-        capture_output=True, text=True, check=True, timeout=60,
-    )  # fmt: skip
-    return done.stdout.strip()
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=220, help="kills per measurement")
@@ -86,7 +69,7 @@ def main() -> int:
     parser.add_argument("--base", help="older commit (default: merge-base with main)")
     args = parser.parse_args()
     base = args.base or merge_base()
-    old_tree = export(base)
+    old_tree = export(base, "bench-crash-")
     try:
         return _run(args, base, {"old": old_tree, "new": REPO})
     finally:

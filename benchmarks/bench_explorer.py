@@ -31,9 +31,10 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from _trees import export, merge_base
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -97,24 +98,6 @@ def probe(tree: Path, system: str, scope: LeaseScope | JobScope, mode: str) -> d
     return figures
 
 
-def export(base: str) -> Path:
-    """``base`` exported with git archive into a fresh temporary directory."""
-    tree = Path(tempfile.mkdtemp(prefix="bench-explorer-"))
-    archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", base], capture_output=True, check=True, timeout=120
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True, timeout=120)
-    return tree
-
-
-def merge_base() -> str:
-    done = subprocess.run(
-        ["git", "-C", str(REPO), "merge-base", "HEAD", "main"],
-        capture_output=True, text=True, check=True, timeout=60,
-    )  # fmt: skip
-    return done.stdout.strip()
-
-
 def compare(name: str, old: dict[str, Any], new: dict[str, Any], keys: tuple[str, ...]) -> None:
     for key in keys:
         assert old[key] == new[key], f"{name}: {key} differs: old {old[key]!r}, new {new[key]!r}"
@@ -132,7 +115,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     base = args.base or merge_base()
-    old_tree = export(base)
+    old_tree = export(base, "bench-explorer-")
     try:
         return _run(args, base, old_tree)
     finally:

@@ -18,7 +18,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from leasecheck.queue_impl.jobs import JobStatus, JobView, Lease
 
@@ -163,3 +163,29 @@ register("Held", Held, lambda held: held.back, lambda back: Held(back))
 register("JobStatus", JobStatus, lambda status: status.name, lambda name: JobStatus[name])
 register("Lease", Lease, _fields, _decode_fields(Lease))
 register("JobView", JobView, _fields, _decode_fields(JobView))
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What one call did: returned ``result``, or raised the error named ``error`` (with
+    ``detail``). The base of a contract's outcome record; ``CONTRACT`` names it in JSON."""
+
+    CONTRACT: ClassVar[str] = ""
+
+    result: object = None
+    error: str | None = None
+    detail: str = ""
+
+    def describe(self) -> str:
+        if self.error is None:
+            return f"returned {self.result!r}"
+        return f"raised {self.error}"
+
+    def to_json(self) -> dict[str, Any]:
+        if self.error is None:
+            return {"contract": self.CONTRACT, "result": to_json_value(self.result)}
+        return {"contract": self.CONTRACT, "error": self.error, "detail": self.detail}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Self:
+        return cls(from_json_value(data.get("result")), data.get("error"), data.get("detail", ""))

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, ClassVar, Literal, cast
 
 from leasecheck.models import job_model as jm
-from leasecheck.models._values import Held, Kind, bind, from_json_value, to_json_value
+from leasecheck.models._values import Answer, Held, Kind, bind, from_json_value, to_json_value
 from leasecheck.models.contracts import JobQueueLike, same
 from leasecheck.queue_impl.jobs import IllegalStateError, Lease, RetryPolicy
 
@@ -133,13 +133,11 @@ class JobOp:
 
 
 @dataclass(frozen=True, slots=True)
-class JobOutcome:
+class JobOutcome(Answer):
     """What one JobQueue call did: returned ``result``, or raised the error named ``error``
     (``IllegalStateError``, ``KeyError``, ``ValueError`` or ``unexpected <class>``)."""
 
-    result: object = None
-    error: str | None = None
-    detail: str = ""
+    CONTRACT: ClassVar[str] = "jobs"
 
     @classmethod
     def running(cls, call: Callable[[], object]) -> JobOutcome:
@@ -161,17 +159,3 @@ class JobOutcome:
         return self.error == model.error and (
             self.error is not None or same(self.result, model.result)
         )
-
-    def describe(self) -> str:
-        if self.error is None:
-            return f"returned {self.result!r}"
-        return f"raised {self.error}"
-
-    def to_json(self) -> dict[str, Any]:
-        if self.error is None:
-            return {"contract": "jobs", "result": to_json_value(self.result)}
-        return {"contract": "jobs", "error": self.error, "detail": self.detail}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> JobOutcome:
-        return cls(from_json_value(data.get("result")), data.get("error"), data.get("detail", ""))

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, cast
+from typing import Any, ClassVar, Literal, Protocol, cast
 
 from leasecheck.models import queue_model as qm
-from leasecheck.models._values import Kind, bind, from_json_value, to_json_value
+from leasecheck.models._values import Answer, Kind, bind, from_json_value, to_json_value
 
 __all__ = ["QUEUE_KINDS", "REFUSABLE", "QueueKind", "QueueOp", "QueueOutcome", "QueueTarget"]
 
@@ -173,13 +173,11 @@ class QueueOp:
 
 
 @dataclass(frozen=True, slots=True)
-class QueueOutcome:
+class QueueOutcome(Answer):
     """What one verb did: returned ``result`` (a claim reads as its job's key or None, an
     observe as (job, state) pairs), or raised (``error``: the exception's class name)."""
 
-    result: object = None
-    error: str | None = None
-    detail: str = ""
+    CONTRACT: ClassVar[str] = "queue"
 
     @classmethod
     def running(cls, call: Callable[[], object]) -> QueueOutcome:
@@ -188,17 +186,3 @@ class QueueOutcome:
             return cls(call())
         except Exception as error:
             return cls(error=type(error).__name__, detail=str(error))
-
-    def describe(self) -> str:
-        if self.error is None:
-            return f"returned {self.result!r}"
-        return f"raised {self.error}"
-
-    def to_json(self) -> dict[str, Any]:
-        if self.error is None:
-            return {"contract": "queue", "result": to_json_value(self.result)}
-        return {"contract": "queue", "error": self.error, "detail": self.detail}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> QueueOutcome:
-        return cls(from_json_value(data.get("result")), data.get("error"), data.get("detail", ""))

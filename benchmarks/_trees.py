@@ -1,0 +1,33 @@
+"""An older commit of this repository as a tree a benchmark can import from.
+
+``export(base, prefix)`` writes ``git archive base`` into a fresh temporary directory
+(the repository is not touched; the caller removes it); ``merge_base()`` is the commit
+this checkout shares with ``main``, every benchmark's default base.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def export(base: str, prefix: str) -> Path:
+    """``base`` exported with git archive into a fresh temporary directory."""
+    tree = Path(tempfile.mkdtemp(prefix=prefix))
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", base], capture_output=True, check=True, timeout=120
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True, timeout=120)
+    return tree
+
+
+def merge_base() -> str:
+    """The commit this checkout shares with ``main``."""
+    done = subprocess.run(
+        ["git", "-C", str(REPO), "merge-base", "HEAD", "main"],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    return done.stdout.strip()
