@@ -40,11 +40,11 @@ def installed_version(distribution: str, module: str, install: str = INSTALL) ->
 
     ``module`` is the import name (``persistqueue`` for the ``persist-queue`` distribution);
     both must be present, so a half-removed install is reported the same way. A module
-    already imported counts as present: kombu swaps its module for a lazy one without a
-    ``__spec__``, on which ``find_spec`` raises.
+    imported as one without a ``__spec__`` (kombu swaps its module for a lazy one, on which
+    ``find_spec`` raises) counts as present.
     """
     try:
-        found = module in sys.modules or importlib.util.find_spec(module) is not None
+        found = importlib.util.find_spec(module) is not None
         version = importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
         found = False

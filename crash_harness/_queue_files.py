@@ -169,17 +169,30 @@ class QueueFiles:
         path = self.directory / f"queue-{self.made}.db"
         if self._image is None:
             self._image = self.template().read_bytes()
-        con = sqlite3.connect(":memory:", isolation_level=None)
+        # Bytes 18-19 of the header are 1 for a rollback journal and 2 for WAL (SQLite's
+        # file format, 1.3.4); an in-memory database cannot run in WAL mode, so a WAL
+        # target's file is written on disk from a copy of the template, as before.
+        in_memory = self._image[18:20] == b"\x01\x01"
+        if in_memory:
+            con = sqlite3.connect(":memory:", isolation_level=None)
+        else:
+            path.write_bytes(self._image)
+            con = sqlite3.connect(path, isolation_level=None)
         try:
-            con.deserialize(self._image)
+            if in_memory:
+                con.deserialize(self._image)
             write_snapshot(con, state)
-            path.write_bytes(con.serialize())
+            if in_memory:
+                path.write_bytes(con.serialize())
         finally:
             con.close()
         return path
 
     def remove(self, path: Path) -> None:
-        for leftover in (path, path.with_name(path.name + "-journal")):
+        for leftover in (
+            path,
+            *(path.with_name(path.name + end) for end in ("-journal", "-wal", "-shm")),
+        ):
             leftover.unlink(missing_ok=True)
 
 

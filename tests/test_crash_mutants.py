@@ -22,7 +22,7 @@ from leasecheck.crash_harness.races import check_races
 from leasecheck.crash_harness.random_kills import check_random_kills
 from leasecheck.crash_harness.single_winner import check_single_winner
 from leasecheck.models.evidence import evidence_of
-from leasecheck.mutants import Mutant, materialize
+from leasecheck.mutants import Mutant, by_name, materialize
 from leasecheck.mutants.crash_bugs import MUTANTS
 from leasecheck.targets import load_worker
 
@@ -137,3 +137,13 @@ def test_two_lanes_report_a_failed_next_claim_before_a_later_failed_kill(
         messages.append(str(caught.value))
     assert "on the reopened file returned None" in messages[0]
     assert messages[0] == messages[1]
+
+
+def test_a_wal_target_runs_through_every_fault_point(scratch: Path) -> None:
+    """A worker in WAL mode (a correct one for process crashes: only power loss can cost
+    it a commit) gets its kill table, not an error: its queue files cannot be built in
+    memory, where SQLite has no WAL, so they are built on disk."""
+    module = load_worker(materialize(by_name("wal-normal"), scratch))
+    table = check_every_point(module, scratch, 1, 0)
+    assert sum(table.kills.values()) >= 5, table
+    assert not list(scratch.glob("queue-*.db-wal")), "a WAL file was left behind"
