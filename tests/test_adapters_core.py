@@ -239,8 +239,10 @@ def test_leasecheck_adapters_lists_names_with_their_promises(
     for name in registry.BUNDLED:
         assert out.count(f"{name}") >= 1
     assert "queue.stale-ack      promised      docs/lease-worker.md" in out
-    # A library the generic properties refuse is listed with its promises and the reason.
-    assert "    generic properties: not run: adapter 'kombu-amqp' declares clock='real'" in out
+    # A library whose lease is its server's (RabbitMQ's one consumer_timeout) says so.
+    assert "kombu-amqp  (kombu-amqp " in out
+    assert "started for the run: rabbitmq, whose one lease is 300 ms (+40 ms tick)" in out
+    assert "generic properties: not run" not in out
 
 
 def test_mutants_list_shows_the_planted_adapters(capsys: pytest.CaptureFixture[str]) -> None:
