@@ -56,6 +56,17 @@ def installed_version(distribution: str, module: str, install: str = INSTALL) ->
     return version
 
 
+def split_at_hash(location: str, part: str) -> tuple[str, str]:
+    """``(server URL, part)`` of a server store's location ``URL#PART`` (a Redis key
+    prefix, a RabbitMQ queue name): ``AdapterError`` if the ``#part`` is missing."""
+    url, _, name = location.partition("#")
+    if not name:
+        raise AdapterError(
+            f"location {location!r} has no '#{part}'; make one with the library's create()"
+        )
+    return url, name
+
+
 def envelope(job: str, payload: str) -> str:
     """The text stored in the library for job ``job``."""
     return json.dumps({"job": job, "payload": payload}, sort_keys=True)

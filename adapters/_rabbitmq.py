@@ -34,7 +34,7 @@ import uuid
 from pathlib import Path
 from typing import ClassVar, Protocol
 
-from leasecheck.adapters._libs import installed_version
+from leasecheck.adapters._libs import installed_version, split_at_hash
 from leasecheck.adapters.protocol import (
     AdapterError,
     Capabilities,
@@ -86,12 +86,7 @@ removes the message, and the lease is the broker's one ``consumer_timeout``."""
 
 def split_location(location: str) -> tuple[str, str]:
     """``(server URL, queue name)`` of a location made by ``RabbitmqStore.create``."""
-    url, _, queue = location.partition("#")
-    if not queue:
-        raise AdapterError(
-            f"location {location!r} has no '#queue'; make one with the library's create()"
-        )
-    return url, queue
+    return split_at_hash(location, "queue")
 
 
 def losses_path(queue: str) -> Path:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 
+from leasecheck.adapters._libs import split_at_hash
 from leasecheck.adapters.protocol import AdapterError
 
 __all__ = ["REDIS_EXTRA", "drop_location", "new_location", "split_location"]
@@ -28,12 +29,7 @@ def new_location(server: str | None, library: str) -> str:
 
 def split_location(location: str) -> tuple[str, str]:
     """``(server URL, prefix)`` of a location made by ``new_location``."""
-    url, _, prefix = location.partition("#")
-    if not prefix:
-        raise AdapterError(
-            f"location {location!r} has no '#prefix'; make one with the library's create()"
-        )
-    return url, prefix
+    return split_at_hash(location, "prefix")
 
 
 def drop_location(location: str) -> None:

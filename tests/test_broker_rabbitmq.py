@@ -276,6 +276,20 @@ def test_dramatiq_round_trip_and_dead_letter(dramatiq_store: Store) -> None:
     assert a.ready_count() == 0
 
 
+def _timed_out_to_another(a: RabbitmqConnection, b: RabbitmqConnection) -> tuple[Claim, Claim]:
+    """w0 (on ``a``) claims j0 and keeps it past consumer_timeout; w0's consumer thread
+    reads the broker's close and makes a new consumer, and w1 (on ``b``) gets j0 again:
+    (w0's claim, w1's claim)."""
+    a.enqueue("j0", "payload")
+    first = _within("j0", BOUND, lambda: a.claim("w0", 0))
+
+    def j0_elsewhere() -> Claim | None:
+        a.recover()  # w0's consumer thread: reads the close, makes a new consumer
+        return b.claim("w1", 0)
+
+    return first, _within("j0 to come back", BOUND, j0_elsewhere)
+
+
 def test_dramatiq_late_ack_through_the_restarted_consumer_acks_another_message(
     dramatiq_store: Store,
 ) -> None:
@@ -284,14 +298,7 @@ def test_dramatiq_late_ack_through_the_restarted_consumer_acks_another_message(
     every finished message through its *current* consumer, whose ``known_tags`` holds
     tag 1 (its own j1), so w0's late ack of the timed-out j0 acknowledges j1."""
     a, b = dramatiq_store.connect(), dramatiq_store.connect()
-    a.enqueue("j0", "payload")
-    first = _within("j0", BOUND, lambda: a.claim("w0", 0))
-
-    def j0_elsewhere() -> Claim | None:
-        a.recover()  # w0's consumer thread: reads the close, makes a new consumer
-        return b.claim("w1", 0)
-
-    second = _within("j0 to come back", BOUND, j0_elsewhere)
+    first, second = _timed_out_to_another(a, b)
     assert second.job == "j0" and _dramatiq_redelivered(second)
     b.enqueue("j1", "payload")
     next_one = _within("j1", BOUND, lambda: a.claim("w0", 0))
@@ -322,14 +329,7 @@ def test_dramatiq_an_ack_its_new_consumer_does_not_know_is_not_taken(
     after the consumer was made anew returned True while the message went back. The
     adapter says False, and the message is delivered again."""
     a, b = dramatiq_store.connect(), dramatiq_store.connect()
-    a.enqueue("j0", "payload")
-    first = _within("j0", BOUND, lambda: a.claim("w0", 0))
-
-    def j0_elsewhere() -> Claim | None:
-        a.recover()  # w0's consumer thread: reads the close, makes a new consumer
-        return b.claim("w1", 0)
-
-    second = _within("j0 to come back", BOUND, j0_elsewhere)
+    first, second = _timed_out_to_another(a, b)
     assert second.job == "j0"
     assert not a.ack(first), "an ack Dramatiq dropped (unknown tag) said True"
     assert b.ack(second)
