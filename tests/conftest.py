@@ -85,7 +85,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     ):
         recorded = dict(getattr(report, "user_properties", [])).get("kill")
         if recorded is not None and report.when == "call":
-            name = report.nodeid.rsplit("[", 1)[-1].rstrip("]")
+            name = report.nodeid.rsplit("[", 1)[-1].rstrip("]").rsplit("/", 1)[-1]
             kills.append(Kill(by_name(name), *recorded))
     if kills:
         terminalreporter.section("mutant kill table (ci profile, seed 0)")

@@ -20,7 +20,12 @@ MAX_STEPS = 10
 STATEFUL = ("lease.agreement", "jobs.agreement")
 
 
-@pytest.mark.parametrize("mutant", CATALOGUE, ids=lambda m: m.name)
+def _id(mutant: Mutant) -> str:
+    """``PROPERTY/NAME``: ``-k lease.agreement`` selects the mutants that property must catch."""
+    return f"{mutant.caught_by}/{mutant.name}"
+
+
+@pytest.mark.parametrize("mutant", CATALOGUE, ids=_id)
 def test_planted_bug_is_caught(
     mutant: Mutant, record_property: Callable[[str, object], None]
 ) -> None:
