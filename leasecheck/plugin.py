@@ -135,7 +135,9 @@ def _run_settings(config: pytest.Config) -> RunSettings:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
     config.addinivalue_line("markers", SERVERS_MARKER)
-    if any(config.getoption(option) not in (None, False) for option in OPTIONS):
+    # ``is not``: ``--leasecheck-seed 0`` gives 0, which ``in (None, False)`` would match.
+    if any(config.getoption(option) is not None and config.getoption(option) is not False
+           for option in OPTIONS):  # fmt: skip
         activate(config)
 
 
@@ -152,7 +154,8 @@ def active(config: pytest.Config) -> bool:
 
 def activate(config: pytest.Config) -> RunSettings:
     """Apply leasecheck's run settings to this session (once): its Hypothesis profile, its
-    shrink bound and, in ci or with a seed, Hypothesis' forced seed. Only then do its
+    shrink bound, draws free of local modules' literals (``profiles.pin_generation``)
+    and, in ci or with a seed, Hypothesis' forced seed. Only then do its
     collection hooks select properties. leasecheck's own test suite calls this from its
     conftest; nobody else's session is touched unless it asks (suite.md)."""
     if active(config):
@@ -167,6 +170,7 @@ def activate(config: pytest.Config) -> RunSettings:
     settings.load_profile("leasecheck")
     # Hypothesis reads this bound when shrinking starts; the default is 300 s.
     shrinking_engine.MAX_SHRINKING_SECONDS = run.profile.shrink_seconds
+    profiles.pin_generation()
     forced = (run.profile.name == "ci" or run.seeded) and not profiles.hunting()  # HypoFuzz
     if forced and hypothesis_core.global_force_seed is None:
         # What Hypothesis' own --hypothesis-seed does: every test draws from this seed,
