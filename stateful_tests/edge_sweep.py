@@ -328,6 +328,7 @@ def _job_programs() -> Iterator[tuple[str, Callable[[_Program], None]]]:
         yield f"backoff {policy}", partial(_backoff_walk, policy=policy)
     yield "a dozen jobs", _dozen_jobs
     yield "blank values", _blank_values
+    yield "error texts", _error_texts
 
 
 def _backoff_walk(p: _Program, policy: RetryPolicy) -> None:
@@ -361,6 +362,22 @@ def _dozen_jobs(p: _Program) -> None:
     for job_id in ("J12", "J10", "J13"):
         p.step("retry_dead", True, job_id=job_id)
         p.step("cancel", True, job_id=job_id)
+
+
+ERROR_TEXTS = ("", " ", "\t", "failed", "lease expired", "None", "\u00e9rr")
+"""``fail`` errors that look like the default or like nothing: only ``None`` becomes
+``"failed"`` (job-queue.md, ``fail``); every ``str`` is recorded as given."""
+
+
+def _error_texts(p: _Program) -> None:
+    """One job failed with each look-alike error text; every view compared after each."""
+    p.step("start", policy=RetryPolicy(1, 1, 1), backlog=Backlog(len(ERROR_TEXTS), 0))
+    p.step("advance_clock", to="run_at", offset=0)
+    for text in ERROR_TEXTS:
+        lease = p.step("poll", worker="w1", lease_millis=5)
+        if lease is not None:
+            p.step("fail", lease=lease, job_id=None, error=text)
+    p.step("dead_letters")
 
 
 def _blank_values(p: _Program) -> None:

@@ -497,6 +497,15 @@ JOB_SENTENCES: tuple[Mutant, ...] = (
         ),
     ),
     _job_edge(
+        "jobs-empty-error-is-default",
+        "fail records an empty error string as 'failed' (the spec: only None becomes 'failed')",
+        "'error or DEFAULT' where 'DEFAULT if error is None else error' was meant",
+        (
+            "DEFAULT_ERROR if message is None else message",
+            "message or DEFAULT_ERROR",
+        ),
+    ),
+    _job_edge(
         "jobs-zero-lease-accepted",
         "poll accepts lease_millis 0 (the spec: lease_millis <= 0 is a ValueError)",
         "a >= 0 check where a positive duration was required, leasing jobs already expired",
