@@ -44,6 +44,9 @@ FAILURE_KEY = "leasecheck:failure"
 RESOURCE_KEY = "leasecheck:resource"
 """The ``user_properties`` key of a failure of leasecheck's environment (a full disk)."""
 HARNESS_KEY = "leasecheck:harness"
+CRASHED_KEY = "leasecheck:crashed"
+"""On the report pytest-xdist makes for a test whose worker process died under it: the
+worker's id. The row reads CRASHED, never VIOLATED: no assertion failed."""
 """The ``user_properties`` key of a failure of leasecheck's own code (``_blame``): exit 2."""
 FIRST_OPTION = "--leasecheck-first"
 
@@ -166,6 +169,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if error is not None:
         example = Counterexample.from_error(error)
         report.user_properties.append((FAILURE_KEY, example.record()))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched: Any) -> None:
+    """pytest-xdist lost the worker running ``crashitem``: say so as data on its report."""
+    worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "?")
+    report.user_properties.append((CRASHED_KEY, str(worker)))
 
 
 def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) -> None:

@@ -26,7 +26,14 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 import leasecheck.properties
-from leasecheck._events import EVENTS_ENV, FAILURE_KEY, HARNESS_KEY, RESOURCE_KEY, STACKS_ENV
+from leasecheck._events import (
+    CRASHED_KEY,
+    EVENTS_ENV,
+    FAILURE_KEY,
+    HARNESS_KEY,
+    RESOURCE_KEY,
+    STACKS_ENV,
+)
 from leasecheck._preflight import SetupError, check_scratch
 from leasecheck._processes import Leftover, Tree, subreaper
 from leasecheck.adapters.servers import die_with_parent
@@ -312,7 +319,12 @@ class _Run:
         result.phases[when] = result.phase(when) + float(event["duration"])
         self._record(result, event["user_properties"])
         outcome = event["outcome"]
-        if outcome == "failed" and self._resource(event):
+        crashed = next((v for k, v in event["user_properties"] if k == CRASHED_KEY), None)
+        if outcome == "failed" and crashed is not None:
+            result.verdict = CRASHED
+            result.details.append(f"the test process ({crashed}) died while this property ran")
+            result.failed_at = result.failed_at or time.monotonic() - self.started
+        elif outcome == "failed" and self._resource(event):
             result.verdict = NOT_CHECKED if result.verdict != VIOLATED else VIOLATED
             result.details.append(event["longrepr"])
         elif outcome == "failed":

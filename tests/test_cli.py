@@ -146,6 +146,18 @@ def test_a_target_that_exits_the_process_gets_a_named_verdict(scratch: Path) -> 
     assert "the test process ended (exit status 3) while this property ran" in done.stdout
 
 
+def test_a_target_that_kills_an_xdist_worker_reads_crashed_not_violated(scratch: Path) -> None:
+    """Under -n, pytest-xdist replaces a dead worker and reports its test as failed: the
+    row must still read CRASHED (no assertion failed), and nothing is exported as a
+    counterexample of a crash."""
+    quitter = _mutant_file(scratch, RETRY_DELAY_START, "    os._exit(3)\n")
+    done = run_check_cli(quitter, "-n", "1")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert re.search(r"^  lease\.\S+ +CRASHED ", done.stdout, re.MULTILINE), done.stdout
+    assert not re.search(r"^  lease\.\S+ +VIOLATED ", done.stdout, re.MULTILINE), done.stdout
+    assert "died while this property ran" in done.stdout
+
+
 def test_a_violation_is_reported_exported_and_the_export_replays(scratch: Path) -> None:
     zombie = _mutant_file(scratch, '    ("token", "token"),\n', "")
     export = scratch / "export"
