@@ -91,6 +91,8 @@ class Finding:
     promised: bool
     run: Run
     report: str
+    history: tuple[Operation, ...] = ()
+    """The history judged: the seeding calls, the processes' calls, the final read."""
 
     @property
     def text(self) -> str:
@@ -479,12 +481,12 @@ def _judge(
     promised = broken(history, library, unpromised)
     if promised is not None:
         prop, report = promised
-        found.violated = Finding(prop, True, run, report)
+        found.violated = Finding(prop, True, run, report, tuple(history))
         run.problem = found.violated.text
         return
     if found.unpromised is None and (strict := broken(history, library, frozenset())):
         prop, report = strict
-        found.unpromised = Finding(prop, False, run, report)
+        found.unpromised = Finding(prop, False, run, report, tuple(history))
 
 
 def _check_live(store: _Store, scenario: QueueScenario) -> None:

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 __all__ = [
-    "Call",
     "HarnessStep",
+    "OpRecord",
     "Operation",
     "Raised",
     "Response",
@@ -74,7 +74,7 @@ class HarnessStep:
         return {"contract": "harness", "kind": self.kind, "args": {}}
 
 
-class Call(Protocol):
+class OpRecord(Protocol):
     """What a history entry called: its contract's record (``LeaseOp``, ``JobOp``,
     ``QueueOp``) or a ``HarnessStep``. Each spec takes the records of its contract."""
 
@@ -100,7 +100,7 @@ class Operation:
 
     process: str
     index: int
-    call: Call
+    call: OpRecord
     invoked_ns: int
     returned_ns: int | None
     outcome: Response

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from leasecheck.models._history import Call
+from leasecheck.models._history import OpRecord
 from leasecheck.models.contracts import JobRow, Snapshot
 from leasecheck.models.job_model import JobState
 from leasecheck.models.job_ops import JOB_KINDS, JobOp
@@ -75,7 +75,7 @@ class Cell:
         return {"contract": "register", "kind": self.kind, "args": dict(self.given)}
 
 
-def call_of(name: str, args: dict[str, Any]) -> Call:
+def call_of(name: str, args: dict[str, Any]) -> OpRecord:
     """The record a history holds for ``name(**args)``: the contract's, by its kind."""
     if name == "snapshot":
         return HarnessStep()

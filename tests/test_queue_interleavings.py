@@ -13,8 +13,10 @@ import pytest
 
 from leasecheck.adapters.registry import load_library
 from leasecheck.crash_harness._queue_scenarios import BOUNDS, SCENARIOS, queue_scenario
-from leasecheck.crash_harness.interleavings import Schedule
+from leasecheck.crash_harness.interleavings import STEP_NS, Schedule
 from leasecheck.crash_harness.queue_interleavings import explore_queue, replay_queue
+from leasecheck.models.history_evidence import schedule_evidence
+from leasecheck.models.queue_ops import QueueOp
 
 pytest.importorskip("litequeue")
 
@@ -67,6 +69,14 @@ def test_a_true_ack_after_the_lease_ran_out_that_is_dropped_is_caught(tmp_path: 
     library = load_library("planted:ack-after-expiry-dropped")
     found = explore_queue(library, queue_scenario("sweep-ack"), tmp_path, 2)
     assert found.violated is not None and found.violated.prop == "queue.ack-final"
+    # The finding keeps the history it judged, every entry the generic queue's record,
+    # and that history is the failure's evidence: a lane per process, a record per step.
+    history = found.violated.history
+    assert history and all(isinstance(op.call, QueueOp) for op in history)
+    evidence = schedule_evidence(history, "queue.ack-final", STEP_NS, "process")
+    assert {"P1", "P2"} <= {step.actor for step in evidence.steps}
+    assert all(step.call is not None for step in evidence.steps)
+    assert "ack(cid='ca', job='a')" in [step.operation.split(" ", 1)[1] for step in evidence.steps]
 
 
 def test_two_claims_of_persist_queue_can_take_one_job_not_promised(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 import zlib
+from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -31,9 +32,11 @@ import pytest
 from leasecheck.cli import main
 from leasecheck.counterexample import Counterexample
 from leasecheck.models.evidence import Evidence, Lease, Recorder
+from leasecheck.models.lease_ops import LeaseOp
+from leasecheck.models.operations import record_from_json
 from leasecheck.mutants import by_name, materialize
 from leasecheck.report import draw, write_report
-from leasecheck.report.picture import CHAR
+from leasecheck.report.picture import CHAR, escape
 from leasecheck.runner import PropertyResult
 
 DATA = Path(__file__).parent / "data" / "report"
@@ -236,6 +239,61 @@ def test_the_evidence_round_trips_through_the_counterexample_record() -> None:
     record = Counterexample(None, (), ("AssertionError: x",), 0, evidence=evidence).record()
     back = Counterexample.from_record(json.loads(json.dumps(record)))
     assert back.evidence == evidence
+
+
+# --- words come from records, not from messages ---------------------------------------
+
+RECORDED = {
+    "lease.crash-points", "lease.model-check", "lease.linearizable", "lease.interleavings",
+    "lease.single-winner", "lease.races", "lease.power-loss", "jobs.linearizable",
+    "jobs.interleavings", "jobs.threads", "queue.linearizable",
+}  # fmt: skip
+"""Properties whose harness keeps every step's operation record (``Step.call``)."""
+
+
+def _reworded(evidence: Evidence) -> Evidence:
+    """``evidence`` as a harness whose messages say everything differently would record it:
+    another summary (a message's first line) and another line for every step it kept the
+    operation record of (the record itself is the same call)."""
+    steps = tuple(
+        replace(step, operation=f"in other words: {step.operation[::-1]}") if step.call else step
+        for step in evidence.steps
+    )
+    return replace(evidence, summary=f"Put differently: {evidence.summary[::-1]}", steps=steps)
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_rewording_the_message_leaves_the_picture_unchanged(name: str) -> None:
+    evidence = evidence_of(name)
+    assert draw(_reworded(evidence)) == draw(evidence)
+
+
+@pytest.mark.parametrize("name", [n for n in SAMPLES if _sample(n)["property"] in RECORDED])
+def test_a_steps_words_are_its_records_own(name: str) -> None:
+    """Each step of these families carries its record, and the picture names the step by
+    the record's ``describe()`` and draws the record's kind."""
+    evidence = evidence_of(name)
+    svg = picture(name)
+    for step in evidence.steps:
+        assert step.call is not None, f"{name}: step {step.index} has no operation record"
+        record = record_from_json(step.call)
+        assert record is not None, step.call
+        for g in having(svg, "step", step=str(step.index)):
+            title = "".join(g.find(f"{SVG}title").itertext())  # type: ignore[union-attr]
+            assert record.describe() in title and g.get("data-step-kind") == record.kind
+
+
+def test_a_record_with_a_reworded_line_is_drawn_by_the_record() -> None:
+    """The harness's own line of a step loses to its record: a picture of one claim whose
+    line says something else names the claim as ``LeaseOp.describe`` does."""
+    claim = LeaseOp.of("claim", "w1", 5, 40)
+    record = Recorder()
+    record.step("w1", "a sentence about the claim", "other", 5.0, call=claim.to_json())
+    svg = draw(record.evidence("the claim went wrong"))
+    assert escape(claim.describe()) in svg and "a sentence about the claim" not in svg
+    assert "the claim went wrong" not in svg
+    (step,) = having(ET.fromstring(svg), "step")
+    assert step.get("data-step-kind") == "claim"
 
 
 # --- HTML -------------------------------------------------------------------------------
