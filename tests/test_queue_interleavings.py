@@ -7,6 +7,7 @@ promises it, the statements each process ran, and that the schedule replays.
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from leasecheck.crash_harness.interleavings import STEP_NS, Schedule
 from leasecheck.crash_harness.queue_interleavings import explore_queue, replay_queue
 from leasecheck.models.history_evidence import schedule_evidence
 from leasecheck.models.queue_ops import QueueOp
+from leasecheck.report import draw
 
 pytest.importorskip("litequeue")
 
@@ -77,6 +79,9 @@ def test_a_true_ack_after_the_lease_ran_out_that_is_dropped_is_caught(tmp_path: 
     assert {"P1", "P2"} <= {step.actor for step in evidence.steps}
     assert all(step.call is not None for step in evidence.steps)
     assert "ack(cid='ca', job='a')" in [step.operation.split(" ", 1)[1] for step in evidence.steps]
+    svg = ET.fromstring(draw(evidence))
+    lanes = {e.get("data-lane") for e in svg.iter() if e.get("data-kind") == "step"}
+    assert {"P1", "P2"} <= lanes
 
 
 def test_two_claims_of_persist_queue_can_take_one_job_not_promised(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -581,11 +582,65 @@ def test_the_committed_teaching_page_has_every_invariant_and_its_picture() -> No
         assert any(e.tag.endswith("style") for e in svg.iter()), "a standalone SVG needs its CSS"
 
 
+def _unnumbered(text: str) -> str:
+    """``text`` with every number masked: wall-clock times differ from run to run."""
+    return re.sub(r"\d+(\.\d+)?", "#", text)
+
+
+def _skeleton(svg: ET.Element) -> list[tuple[str, ...]]:
+    """What a picture shows, without where: each drawn element's kind, lane, job, token,
+    side and glyph, and every text, numbers masked."""
+    keys = ("kind", "lane", "job", "token", "side", "step-kind", "event", "glyph")
+    shown = [
+        tuple(e.get(f"data-{k}") or "" for k in keys) for e in svg.iter() if e.get("data-kind")
+    ]
+    texts = [_unnumbered("".join(t.itertext())) for t in svg.iter(f"{SVG}text")]
+    return sorted(shown) + [(text,) for text in texts]
+
+
 def test_the_teaching_command_regenerates_the_page(tmp_path: Path) -> None:
-    from leasecheck.report.teach import INVARIANTS, main
+    """The command writes every invariant's picture, and the committed page and pictures
+    are what it writes today (up to wall-clock numbers): a change to a harness's evidence,
+    a message or the drawing that is not regenerated into docs/ fails here."""
+    from leasecheck.report.teach import COMMAND, INVARIANTS, main
 
     assert main([str(tmp_path)]) == 0
     written = sorted(p.name for p in (tmp_path / "img").iterdir())
     assert written == sorted(f"{i.slug}.svg" for i in INVARIANTS)
     page = (tmp_path / "invariants.md").read_text()
     assert "/dev/shm" not in page and "leasecheck-teach-" not in page  # no scratch paths
+    docs = Path(__file__).parent.parent / "docs"
+    stale = f"docs/ is stale: run `{COMMAND}` and commit what it writes"
+    committed = _sections((docs / "invariants.md").read_text())
+    for invariant in INVARIANTS:
+        name = f"img/{invariant.slug}.svg"
+        new, old = ET.parse(tmp_path / name).getroot(), ET.parse(docs / name).getroot()
+        # A race found in real time (wall ms) may take another program from run to run:
+        # there the words around it and the kinds of what is drawn must match.
+        timed = old.get("data-unit") == "wall ms"
+        ours, theirs = _sections(page)[invariant.title], committed[invariant.title]
+        if timed:
+            ours, theirs = _prose(ours), _prose(theirs)
+        assert ours == theirs, f"{invariant.title}: {stale}"
+        if timed:
+            assert _kinds(new) == _kinds(old), f"{name}: {stale}"
+        else:
+            assert _skeleton(new) == _skeleton(old), f"{name}: {stale}"
+
+
+def _sections(page: str) -> dict[str, str]:
+    """The page's sections by title, numbers masked."""
+    parts = _unnumbered(page).split("\n## ")[1:]
+    return {part.split("\n", 1)[0]: part for part in parts}
+
+
+def _prose(section: str) -> str:
+    """A section without its fenced blocks."""
+    return "".join(section.split("```")[::2])
+
+
+def _kinds(svg: ET.Element) -> set[str]:
+    """The kinds of element drawn, but the axis breaks and folds (where wall time and a
+    program's length put them)."""
+    drawn = {e.get("data-kind") or "" for e in svg.iter() if e.get("data-kind")}
+    return drawn - {"break", "fold"}
