@@ -23,6 +23,7 @@ from typing import Any
 
 from leasecheck.models import lease_model as lm
 from leasecheck.models.contracts import Snapshot
+from leasecheck.models.lease_ops import LeaseOp
 from leasecheck.models.linearizability import LeaseSpec, Operation, Raised, Returned, check
 
 JOBS = tuple("abcdefgh")
@@ -67,7 +68,8 @@ def simulate(ops: int, procs: int, seed: int) -> list[Operation]:
             state, outcome = step.state, Returned(step.result)
             if name == "claim" and step.result is not None:
                 held[proc].append(step.result)
-        history.append(Operation(f"P{proc + 1}", index, name, args, start, end, outcome))
+        call = LeaseOp.of(name, **args)
+        history.append(Operation(f"P{proc + 1}", index, call, start, end, outcome))
     history.sort(key=lambda op: op.invoked_ns)
     return history
 

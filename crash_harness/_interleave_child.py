@@ -85,7 +85,7 @@ def _run_call(
     con.set_trace_callback(channel.trace)
     if op.kind == "claim" and isinstance(outcome, Returned) and type(outcome.value) is dict:
         held.append(dict(outcome.value))
-    channel.send("op", Operation(where[0], where[1], op.kind, op.arguments(), 0, 0, outcome))
+    channel.send("op", Operation(where[0], where[1], op, 0, 0, outcome))
 
 
 def child_body(

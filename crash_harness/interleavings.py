@@ -55,7 +55,14 @@ from leasecheck.crash_harness.engine import (
 )
 from leasecheck.models._linear_specs import BUSY, LeaseSpec
 from leasecheck.models.contracts import Snapshot
-from leasecheck.models.linearizability import Operation, Raised, Returned, Verdict, check
+from leasecheck.models.linearizability import (
+    HarnessStep,
+    Operation,
+    Raised,
+    Returned,
+    Verdict,
+    check,
+)
 from leasecheck.targets.lease_target import read_snapshot, write_snapshot
 
 __all__ = [
@@ -517,8 +524,8 @@ def judge(scenario: Scenario, run: Run) -> tuple[str | None, Verdict | None]:
     if lost:
         return f"job(s) {lost} are missing from the file at the end (a lost job)", None
     end = max((op.returned_ns or 0 for op in run.ops), default=0)
-    read = Operation("harness", 1, "snapshot", {}, end + STEP_NS, end + 2 * STEP_NS,
-                     Returned(run.final))  # fmt: skip
+    final = Returned(run.final)
+    read = Operation("harness", 1, HarnessStep(), end + STEP_NS, end + 2 * STEP_NS, final)
     verdict = check([*run.ops, read], LeaseSpec(), scenario.initial)
     if verdict.linearizable:
         return None, verdict

@@ -61,8 +61,16 @@ from leasecheck.crash_harness.interleavings import (
     run_with,
 )
 from leasecheck.models._queue_spec import QueueSpec
-from leasecheck.models.linearizability import Operation, Raised, Returned, Verdict, check
+from leasecheck.models.linearizability import (
+    HarnessStep,
+    Operation,
+    Raised,
+    Returned,
+    Verdict,
+    check,
+)
 from leasecheck.models.queue_model import QueueState
+from leasecheck.models.queue_ops import REFUSABLE, QueueOp
 
 __all__ = ["LIVE_MS", "Finding", "QueueExploration", "explore_queue", "replay_queue"]
 
@@ -83,6 +91,8 @@ class Finding:
     promised: bool
     run: Run
     report: str
+    history: tuple[Operation, ...] = ()
+    """The history judged: the seeding calls, the processes' calls, the final read."""
 
     @property
     def text(self) -> str:
@@ -129,7 +139,7 @@ def _database_file(location: Path) -> Path:
 def _harness_op(store: _Store, name: str, value: Any, **args: Any) -> None:
     number = len(store.ops) + 1
     store.ops.append(
-        Operation(HARNESS, number, name, args, 2 * number * STEP_NS,
+        Operation(HARNESS, number, QueueOp.of(name, **args), 2 * number * STEP_NS,
                   (2 * number + 1) * STEP_NS, Returned(value))
     )  # fmt: skip
 
@@ -206,28 +216,43 @@ class _Process:
             self.queue.close()
             self.queue = None
 
-    def run(self, verb: Verb) -> tuple[dict[str, Any], Returned | Raised]:
-        """The call's arguments as the model names them, and its outcome."""
+    def record(self, verb: Verb) -> QueueOp | HarnessStep:
+        """The call ``verb`` makes, as the generic queue's record: its lease in the
+        library's time scale, an ack's, nack's or extend's job the one its claim got."""
         if verb.name in ("open", "reopen"):
-            return {}, _outcome(self.reopen)
-        queue = self.queue
-        assert queue is not None, f"{verb.describe()} before the process opened the store"
+            return HarnessStep(verb.name)  # type: ignore[arg-type]
         lease = LIVE_MS * self.scale
         if verb.name == "claim":
-            outcome = _outcome(lambda: queue.claim(verb.cid, lease / 1000))
-            if isinstance(outcome, Returned) and isinstance(outcome.value, Claim):
-                self.held[verb.cid] = outcome.value
-                outcome = Returned(outcome.value.job)
-            return {"cid": verb.cid, "lease_ms": lease}, outcome
+            return QueueOp.of("claim", verb.cid, lease)
         if verb.name == "recover":
-            return {}, _outcome(queue.recover)
-        claim = self.held[verb.cid]
-        args: dict[str, Any] = {"cid": verb.cid, "job": claim.job}
-        if verb.name == "extend":
-            args["lease_ms"] = lease
-            return args, _outcome(lambda: queue.extend(claim, lease / 1000) is True)
-        call = {"ack": queue.ack, "nack": queue.nack}[verb.name]  # the harness's, not judged
-        return args, _outcome(lambda: call(claim) is True)
+            return QueueOp.of("recover")
+        made = _OF_CLAIM[verb.name]  # the harness's own table: an unknown verb is its bug
+        return made(verb.cid, self.held[verb.cid].job, lease)
+
+    def run(self, verb: Verb) -> tuple[QueueOp | HarnessStep, Returned | Raised]:
+        """The call as its record, and its outcome as the model reads it."""
+        call = self.record(verb)
+        if isinstance(call, HarnessStep):
+            return call, _outcome(self.reopen)
+        queue = self.queue
+        assert queue is not None, f"{verb.describe()} before the process opened the store"
+        value, got = call.run(queue, self.held)
+        if got.error is not None:
+            return call, Raised(got.error, got.detail)
+        if call.kind == "claim":
+            if isinstance(value, Claim):
+                self.held[verb.cid] = value
+                return call, Returned(value.job)
+            return call, Returned(value)
+        return call, Returned(value is True if call.kind in REFUSABLE else value)
+
+
+_OF_CLAIM: dict[str, Callable[[str, str, int], QueueOp]] = {
+    "ack": lambda cid, job, lease: QueueOp.of("ack", cid, job),
+    "nack": lambda cid, job, lease: QueueOp.of("nack", cid, job),
+    "extend": lambda cid, job, lease: QueueOp.of("extend", cid, job, lease),
+}
+"""The verbs that use a claim the process holds, as records of that claim."""
 
 
 def _wire(store: _Store, location: str, channel: Channel) -> tuple[WireProxy | None, str]:
@@ -289,8 +314,8 @@ def _step(channel: Channel, process: _Process, name: str, index: int, verb: Verb
         return  # its claim got no job
     channel.fault(verb.name)
     channel.send("invoke", index)
-    args, outcome = process.run(verb)
-    channel.send("op", Operation(name, index, verb.name, args, 0, 0, outcome))
+    call, outcome = process.run(verb)
+    channel.send("op", Operation(name, index, call, 0, 0, outcome))
 
 
 # --- one schedule, judged ---------------------------------------------------------------
@@ -307,8 +332,8 @@ def _final(store: _Store, location: str, clock_path: Path, after_ns: int) -> Ope
     finally:
         queue.close()
         clock.close()
-    return Operation(HARNESS, 0, "observe", {}, after_ns + STEP_NS, after_ns + 2 * STEP_NS,
-                     Returned(seen))  # fmt: skip
+    return Operation(HARNESS, 0, QueueOp.of("observe"), after_ns + STEP_NS,
+                     after_ns + 2 * STEP_NS, Returned(seen))  # fmt: skip
 
 
 def history_of(store: _Store, run: Run, final: Operation) -> list[Operation]:
@@ -318,7 +343,7 @@ def history_of(store: _Store, run: Run, final: Operation) -> list[Operation]:
     ran = [
         replace(op, invoked_ns=(op.invoked_ns or 0) + offset,
                 returned_ns=(op.returned_ns or 0) + offset)
-        for op in run.ops if op.name not in ("open", "reopen")
+        for op in run.ops if not isinstance(op.call, HarnessStep)
     ]  # fmt: skip
     return [*store.ops, *ran, final]
 
@@ -456,12 +481,12 @@ def _judge(
     promised = broken(history, library, unpromised)
     if promised is not None:
         prop, report = promised
-        found.violated = Finding(prop, True, run, report)
+        found.violated = Finding(prop, True, run, report, tuple(history))
         run.problem = found.violated.text
         return
     if found.unpromised is None and (strict := broken(history, library, frozenset())):
         prop, report = strict
-        found.unpromised = Finding(prop, False, run, report)
+        found.unpromised = Finding(prop, False, run, report, tuple(history))
 
 
 def _check_live(store: _Store, scenario: QueueScenario) -> None:

@@ -116,7 +116,7 @@ def _run(
         if got.error
         else Returned(got.result if verb == "claim" else got.result is True)
     )
-    return Operation(who, index, verb, op.arguments(), started, time.monotonic_ns(), outcome)
+    return Operation(who, index, op, started, time.monotonic_ns(), outcome)
 
 
 def _record(verb: str, cid: str, lease_ms: int, held: dict[str, Claim]) -> QueueOp:
@@ -237,7 +237,10 @@ class Racers:
         self.clear()
         started = time.monotonic_ns()
         value = call()
-        op = Operation("H", self.counter, name, args, started, time.monotonic_ns(), Returned(value))
+        op = Operation(
+            "H", self.counter, QueueOp.of(name, **args), started, time.monotonic_ns(),
+            Returned(value),
+        )  # fmt: skip
         self.history.append(op)
         if name != "advance":  # a sleep, not a call to the library
             self._timed([op])

@@ -287,7 +287,8 @@ def _evidence(case: _Case, message: str) -> Evidence:
         record.actor(who, "process")
     if case.killed:
         record.step("A", case.claim_a.describe(), "claim", at_of(case.claim_a),
-                    target="no answer: SIGKILLed in fault('after-claim')")  # fmt: skip
+                    target="no answer: SIGKILLed in fault('after-claim')",
+                    call=case.claim_a.to_json())  # fmt: skip
         record.event("kill", "A", at_of(case.claim_a), "A SIGKILLed before COMMIT")
     for who, op, got in case.ran:
         record.ran(op, got, who)

@@ -4,15 +4,29 @@ The linearizability checker reads these records; the parallel runners in
 ``stateful_tests/parallel.py`` write them. Times are ``time.monotonic_ns()``
 readings, one clock domain for every process and thread of a run (Linux'
 CLOCK_MONOTONIC is system-wide, so forked children stamp on the same clock).
+
+An entry does not encode its call again: it holds the contract's own record
+(``LeaseOp``, ``JobOp``, ``QueueOp``; docs/operations.md) and adds who made it and
+when. A step of the harness's own that no contract has (its read of every stored row
+after a run, a process opening its connection again) is a ``HarnessStep``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
-__all__ = ["Operation", "Raised", "Response", "Returned", "SequentialSpec", "format_value"]
+__all__ = [
+    "HarnessStep",
+    "OpRecord",
+    "Operation",
+    "Raised",
+    "Response",
+    "Returned",
+    "SequentialSpec",
+    "format_value",
+]
 
 S = TypeVar("S", bound=Hashable)
 
@@ -42,9 +56,42 @@ def format_value(value: object) -> str:
     return text if len(text) <= 160 else f"{text[:110]} ... {text[-40:]}"
 
 
+@dataclass(frozen=True, slots=True)
+class HarnessStep:
+    """A step of the harness that is no contract's operation: ``snapshot`` reads the whole
+    stored state (the model answers with its own state); ``open`` and ``reopen`` (re)connect
+    a process of ``queue.interleavings`` (a scheduling step the model does not take)."""
+
+    kind: Literal["snapshot", "open", "reopen"] = "snapshot"
+
+    def arguments(self) -> dict[str, Any]:
+        return {}
+
+    def describe(self) -> str:
+        return f"{self.kind}()"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"contract": "harness", "kind": self.kind, "args": {}}
+
+
+class OpRecord(Protocol):
+    """What a history entry called: its contract's record (``LeaseOp``, ``JobOp``,
+    ``QueueOp``) or a ``HarnessStep``. Each spec takes the records of its contract."""
+
+    @property
+    def kind(self) -> str: ...
+
+    def arguments(self) -> dict[str, Any]: ...
+
+    def describe(self) -> str: ...
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
 @dataclass(frozen=True, eq=False)
 class Operation:
-    """One call in a history: who made it, what it was, when, and what came back.
+    """One call in a history: who made it, the call (its contract's record), when, and
+    what came back.
 
     ``returned_ns`` is ``None`` when the call never returned (the caller is still
     blocked or was never reaped); with ``outcome=None`` and a ``returned_ns`` the
@@ -53,20 +100,30 @@ class Operation:
 
     process: str
     index: int
-    name: str
-    args: dict[str, Any]
+    call: OpRecord
     invoked_ns: int
     returned_ns: int | None
     outcome: Response
     note: str = field(default="", compare=False)
 
     @property
+    def name(self) -> str:
+        """The operation's kind (``claim``, ``poll``, ``ack``, ``snapshot``)."""
+        return self.call.kind
+
+    @property
+    def args(self) -> dict[str, Any]:
+        """The call's arguments by name, as its record holds them."""
+        return self.call.arguments()
+
+    @property
     def unknown(self) -> bool:
         return self.outcome is None
 
     def call_text(self) -> str:
-        args = ", ".join(f"{key}={format_value(value)}" for key, value in self.args.items())
-        return f"{self.name}({args})"
+        """The record's own line (a long one cut in the middle)."""
+        text = self.call.describe()
+        return text if len(text) <= 240 else f"{text[:170]} ... {text[-60:]}"
 
     def outcome_text(self) -> str:
         if isinstance(self.outcome, Returned):

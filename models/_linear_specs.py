@@ -25,8 +25,16 @@ from typing import Any
 
 from leasecheck.models import job_model as jm
 from leasecheck.models import lease_model as lm
-from leasecheck.models._history import Operation, Raised, Returned, SequentialSpec, format_value
+from leasecheck.models._history import (
+    HarnessStep,
+    Operation,
+    Raised,
+    Returned,
+    SequentialSpec,
+    format_value,
+)
 from leasecheck.models.contracts import Snapshot, same
+from leasecheck.models.job_ops import JobOp
 from leasecheck.models.lease_ops import LeaseOp
 from leasecheck.queue_impl.jobs import IllegalStateError, Lease, RetryPolicy
 
@@ -65,19 +73,18 @@ def _outcome_text(outcome: _Model) -> str:
 
 
 def lease_op(op: Operation) -> LeaseOp:
-    """The history entry's call as the contract's record (built once per entry)."""
-    cached: LeaseOp | None = op.__dict__.get("_record")
-    if cached is None:
-        cached = LeaseOp.of(op.name, **op.args)
-        object.__setattr__(op, "_record", cached)
-    return cached
+    """The history entry's call, which a lease history holds as the contract's record."""
+    call = op.call
+    if not isinstance(call, LeaseOp):
+        raise TypeError(f"a lease-worker history holds {call!r} at {op.label()}")
+    return call
 
 
 class LeaseSpec(SequentialSpec[Snapshot]):
     """lease-worker.md over a ``Snapshot``; ``snapshot`` is a read of the whole stored state."""
 
     def _model(self, state: Snapshot, op: Operation) -> tuple[Snapshot, _Model]:
-        if op.name == "snapshot":
+        if isinstance(op.call, HarnessStep):
             return state, Returned(state)
         try:
             step = lease_op(op).step(state)
@@ -95,7 +102,7 @@ class LeaseSpec(SequentialSpec[Snapshot]):
 
     def explain(self, state: Snapshot, op: Operation) -> str:
         _, model = self._model(state, op)
-        if op.name == "snapshot" and isinstance(op.outcome, Returned):
+        if isinstance(op.call, HarnessStep) and isinstance(op.outcome, Returned):
             return (
                 "the stored state read after every process finished differs from the model:\n"
                 f"{'':14}stored:\n{_indent(op.outcome.value.describe())}\n"
@@ -128,6 +135,24 @@ def _indent(text: str) -> str:
 _JOB_ERRORS = (KeyError, IllegalStateError, ValueError)
 
 
+def job_op(op: Operation) -> JobOp:
+    """The history entry's call, which a JobQueue history holds as the contract's record."""
+    call = op.call
+    if not isinstance(call, JobOp):
+        raise TypeError(f"a JobQueue history holds {call!r} at {op.label()}")
+    return call
+
+
+class _At:
+    """A time source that reads one instant (the call's ``now``)."""
+
+    def __init__(self, now: int) -> None:
+        self.now = now
+
+    def now_millis(self) -> int:
+        return self.now
+
+
 class JobQueueSpec(SequentialSpec[jm.JobState]):
     """job-queue.md over a ``JobState`` whose tokens are canonical numbers.
 
@@ -152,7 +177,7 @@ class JobQueueSpec(SequentialSpec[jm.JobState]):
         self._tokens, self._issued, self._by_hash = {}, [], {}
         for op in history:
             lease = op.outcome.value if isinstance(op.outcome, Returned) else None
-            if op.name != "poll" or not isinstance(lease, Lease):
+            if job_op(op).kind != "poll" or not isinstance(lease, Lease):
                 continue
             twin = self._issuer(lease.token)
             if twin is not None:
@@ -180,43 +205,30 @@ class JobQueueSpec(SequentialSpec[jm.JobState]):
 
     # -- model --
     def _model(self, state: jm.JobState, op: Operation) -> tuple[list[jm.JobState], _Model]:
-        """The possible states after ``op`` and its outcome, with tokens canonical."""
-        a, policy, now = op.args, self.policy, op.args.get("now", 0)
+        """The possible states after ``op`` and its outcome, with tokens canonical: the
+        entry's ``JobOp`` (its token made canonical) run on the model at its ``now``."""
+        call = job_op(op)
+        now = call.now if call.now is not None else 0
+        if call.kind in ("complete", "fail"):
+            call = call.replaced(token=self._canonical(call.arguments()["token"]))
+        model = jm.JobQueueModel(
+            _At(now), self.policy, state=state, clear_error_on_retry=self.clear_error
+        )
         try:
-            if op.name == "submit":
-                state, job_id = jm.submit(
-                    state, a["type"], a["payload"], a["priority"], a["run_at_millis"]
-                )
-                return [state], Returned(job_id)
-            if op.name == "poll":
-                return self._poll(state, op, now)
-            if op.name in ("complete", "fail"):
-                token = self._canonical(a["token"])
-                if op.name == "complete":
-                    return [jm.complete(state, policy, now, a["job_id"], token)], Returned(None)
-                return [jm.fail(state, policy, now, a["job_id"], token, a["error"])], Returned(None)
-            if op.name == "view":
-                return [state], Returned(jm.view(state, a["job_id"]))
-            if op.name == "dead_letters":
-                return [state], Returned(jm.dead_letters(state))
-            if op.name == "retry_dead":
-                after = jm.retry_dead(state, now, a["job_id"], self.clear_error)
-                return [after], Returned(None)
-            if op.name == "cancel":
-                return [jm.cancel(state, a["job_id"])], Returned(None)
+            value = call.apply(model)
         except _JOB_ERRORS as error:
             kind = next(cls.__name__ for cls in _JOB_ERRORS if isinstance(error, cls))
-            if op.name in ("poll", "complete", "fail"):  # expired leases processed, or not
-                return _unique([state, jm.expire(state, policy, now)]), Raised(kind)
+            if call.kind in ("poll", "complete", "fail"):  # expired leases processed, or not
+                return _unique([state, jm.expire(state, self.policy, now)]), Raised(kind)
             return [state], Raised(kind)
-        raise ValueError(f"unknown JobQueue operation {op.name!r} in the history")
+        if call.kind == "poll":
+            return self._numbered(model.state, op, value)
+        return [model.state], Returned(value)
 
-    def _poll(
-        self, state: jm.JobState, op: Operation, now: int
+    def _numbered(
+        self, after: jm.JobState, op: Operation, lease: Lease | None
     ) -> tuple[list[jm.JobState], _Model]:
-        after, lease = jm.poll(
-            state, self.policy, now, op.args["worker_id"], op.args["lease_millis"]
-        )
+        """A poll's state and lease with the token the precheck numbered it by."""
         if lease is None:
             return [after], Returned(None)
         number = self._tokens.get(op, -1)  # a killed poll's token: nobody can hold it
@@ -238,8 +250,9 @@ class JobQueueSpec(SequentialSpec[jm.JobState]):
         return f"here the model {_outcome_text(model)}"
 
     def partition_key(self, op: Operation) -> Hashable | None:
-        job_id = op.args.get("job_id")
-        if op.name in ("view", "cancel", "retry_dead") and isinstance(job_id, str):
+        call = job_op(op)
+        job_id = call.arguments().get("job_id")
+        if call.kind in ("view", "cancel", "retry_dead") and isinstance(job_id, str):
             return job_id
         return None
 

@@ -38,12 +38,11 @@ _REFUSABLE = REFUSABLE
 
 
 def queue_op(op: Operation) -> QueueOp:
-    """The history entry's call as the contract's record (built once per entry)."""
-    cached: QueueOp | None = op.__dict__.get("_record")
-    if cached is None:
-        cached = QueueOp.of(op.name, **op.args)
-        object.__setattr__(op, "_record", cached)
-    return cached
+    """The history entry's call, which a generic-queue history holds as the record."""
+    call = op.call
+    if not isinstance(call, QueueOp):
+        raise TypeError(f"a generic-queue history holds {call!r} at {op.label()}")
+    return call
 
 
 class QueueSpec(SequentialSpec[qm.QueueState]):

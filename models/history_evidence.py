@@ -60,6 +60,7 @@ def _evidence(
             op.process, f"{op.label()} {op.call_text()}", op.name,
             _scaled(op.invoked_ns, origin, per_unit_ns), job, token, target=op.outcome_text(),
             model=reasons.get((op.process, op.index)), end=_scaled(end, origin, per_unit_ns),
+            call=op.call.to_json(),
         )  # fmt: skip
     parted = min((index_of[(op.process, op.index)] for op in conflicting), default=None)
     return record.evidence(summary, parted)

@@ -92,6 +92,13 @@ class JobOp:
         args = tuple((n, real[n] if isinstance(v, Held) else v) for n, v in self.args)
         return JobOp(self.kind, args, self.now)
 
+    def replaced(self, **values: object) -> JobOp:
+        """This call with the given arguments' values changed (a copy)."""
+        unknown = set(values) - set(self.arguments())
+        if unknown:
+            raise TypeError(f"{self.describe()} has no argument {sorted(unknown)}")
+        return JobOp(self.kind, tuple((n, values.get(n, v)) for n, v in self.args), self.now)
+
     def apply(self, queue: JobQueueLike) -> Any:
         """Call the method on ``queue`` (a target or ``JobQueueModel``). The caller has set
         its time source to ``now`` (where not None) and put real leases for ``Held``."""

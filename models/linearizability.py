@@ -38,13 +38,22 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic
 
-from leasecheck.models._history import Operation, Raised, Response, Returned, S, SequentialSpec
+from leasecheck.models._history import (
+    HarnessStep,
+    Operation,
+    Raised,
+    Response,
+    Returned,
+    S,
+    SequentialSpec,
+)
 from leasecheck.models._linear_specs import BUSY, OPEN_TRANSACTION, JobQueueSpec, LeaseSpec
 
 __all__ = [
     "BUSY",
     "OPEN_TRANSACTION",
     "BudgetExceeded",
+    "HarnessStep",
     "JobQueueSpec",
     "LeaseSpec",
     "Operation",

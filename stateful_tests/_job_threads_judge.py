@@ -2,7 +2,8 @@
 
 job-queue.md: "with many threads polling at once, a job is never leased to two
 workers at the same time; all methods are safe to call from many threads". The
-runner (``stateful_tests.job_threads``) records every call as a ``ThreadCall``; this module
+runner (``stateful_tests.job_threads``) records every call as a ``ThreadCall`` (the
+contract's ``JobOp``, who made it, what came back and the instants it read); this module
 judges a finished round from those records alone, never from timing:
 
 - poll must never raise, complete and fail only ``IllegalStateError`` (a token
@@ -31,6 +32,7 @@ from leasecheck.models import job_model
 from leasecheck.models.evidence import Evidence, Recorder, attach
 from leasecheck.models.evidence import Lease as Held
 from leasecheck.models.job_model import JobState, ModelJob
+from leasecheck.models.job_ops import JobOp
 from leasecheck.queue_impl.jobs import IllegalStateError, JobStatus, JobView, Lease, RetryPolicy
 
 __all__ = ["FinishedRound", "ThreadCall", "judge"]
@@ -38,46 +40,42 @@ __all__ = ["FinishedRound", "ThreadCall", "judge"]
 
 @dataclass
 class ThreadCall:
-    """One call a worker thread made, and what came of it."""
+    """One call a worker thread made (``call``: the contract's record; the round's clock
+    is shared and moves on its own, so it has no ``now``: ``reads`` are the instants the
+    call read), and what came of it."""
 
     worker: str
-    method: str
-    lease: Lease | None
+    call: JobOp
+    lease: Lease | None = None
     """The lease poll returned, or the one complete/fail used."""
-    lease_millis: int = 0
-    error_text: str | None = None
     reads: list[int] = field(default_factory=list)
     clock: tuple[int, int] = (0, 0)
     """The clock just before and just after the call."""
     raised: BaseException | None = None
 
+    @classmethod
+    def ending(cls, worker: str, method: str, lease: Lease, error: str | None = None) -> ThreadCall:
+        """A complete (or, with ``error``, a fail) of ``lease`` by ``worker``."""
+        ending = (lease.job_id, lease.token) + ((error,) if method == "fail" else ())
+        return cls(worker, JobOp.of(method, *ending), lease)
+
+    @property
+    def method(self) -> str:
+        return self.call.kind
+
+    def argument(self, name: str) -> Any:
+        return self.call.arguments()[name]
+
     def describe(self) -> str:
-        if self.method == "poll":
-            args = f"poll({self.worker!r}, {self.lease_millis})"
-        elif self.method == "complete":
-            args = f"complete({_job(self.lease)!r}, {_token(self.lease)!r}) by {self.worker}"
-        else:
-            args = (
-                f"fail({_job(self.lease)!r}, {_token(self.lease)!r}, {self.error_text!r})"
-                f" by {self.worker}"
-            )
         outcome = f"raised {type(self.raised).__name__}" if self.raised else "ok"
         if self.method == "poll" and not self.raised:
             outcome = f"-> {_show(self.lease)}"
-        return f"{args} {outcome} (clock read: {_at(self.reads)})"
+        return f"{self.call.describe()} by {self.worker} {outcome} (clock read: {_at(self.reads)})"
 
 
 def _at(reads: Sequence[int]) -> str:
     """The instants a call read, as the user would write them: t=9, or t=9,10."""
     return "t=" + ",".join(map(str, reads)) if reads else "never"
-
-
-def _job(lease: Lease | None) -> str:
-    return lease.job_id if lease else "?"
-
-
-def _token(lease: Lease | None) -> object:
-    return lease.token if lease else None
 
 
 def _show(lease: Lease | None) -> str:
@@ -117,7 +115,8 @@ def _evidence(summary: str, calls: Sequence[ThreadCall]) -> Evidence:
         if call.method == "poll" and not call.raised:
             outcome = f"returned {_show(lease)}"
         job = lease.job_id if lease is not None else None
-        record.step(call.worker, call.describe(), call.method, at, job, token, target=outcome)
+        record.step(call.worker, call.describe(), call.method, at, job, token, target=outcome,
+                    call=call.call.to_json())  # fmt: skip
         if call.method == "poll" and lease is not None and call.raised is None:
             held = Held("target", lease.job_id, token, call.worker, at, lease.lease_until)
             record.lease(replace(held, step=record.last))
@@ -239,7 +238,8 @@ class _Judge:
     ) -> JobState:
         assert poll.lease is not None
         for now in poll.reads or [poll.clock[0]]:
-            after, lease = job_model.poll(state, self.policy, now, poll.worker, poll.lease_millis)
+            millis = poll.argument("lease_millis")
+            after, lease = job_model.poll(state, self.policy, now, poll.worker, millis)
             if lease is not None and (lease.attempt, lease.lease_until) == (
                 poll.lease.attempt,
                 poll.lease.lease_until,
@@ -266,7 +266,8 @@ class _Judge:
             try:
                 if end.method == "complete":
                     return job_model.complete(state, self.policy, now, job_id, token)
-                return job_model.fail(state, self.policy, now, job_id, token, end.error_text)
+                error = end.argument("error")
+                return job_model.fail(state, self.policy, now, job_id, token, error)
             except IllegalStateError:
                 continue
         job = job_model.expire(state, self.policy, max(end.reads or [end.clock[0]])).jobs[0]

@@ -32,7 +32,7 @@ from leasecheck.stateful_tests import _coop_threading as coop
 from leasecheck.stateful_tests.parallel import JOB_POLICY, ParallelProgram, ProgramOp
 from leasecheck.targets.lease_compare import error_kind
 
-__all__ = ["ThreadClock", "TurnScheduler", "history_args", "run_jobs_program"]
+__all__ = ["ThreadClock", "TurnScheduler", "run_jobs_program"]
 
 JOIN_DEADLINE_S = 10.0
 
@@ -176,12 +176,6 @@ class TurnScheduler:
         return threading.current_thread().name
 
 
-def history_args(op: JobOp) -> dict[str, Any]:
-    """A JobQueue call's arguments as the history records them: the method's, then the
-    instant the thread set its clock to (``now``)."""
-    return op.arguments() | {"now": op.now}
-
-
 def run_command(
     queue: Any, clock: ThreadClock, where: tuple[str, int], command: ProgramOp, held: list[Lease]
 ) -> Operation | None:
@@ -190,7 +184,6 @@ def run_command(
     op = command.resolve(held)
     if op is None:
         return None
-    args = history_args(op)
     clock.set(op.now or 0)
     started = time.monotonic_ns()
     try:
@@ -200,7 +193,7 @@ def run_command(
     ended = time.monotonic_ns()
     if isinstance(outcome, Returned) and isinstance(outcome.value, Lease):
         held.append(outcome.value)
-    return Operation(where[0], where[1], op.kind, args, started, ended, outcome)
+    return Operation(where[0], where[1], op, started, ended, outcome)
 
 
 def _thread_body(

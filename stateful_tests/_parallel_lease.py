@@ -29,7 +29,14 @@ from typing import Any
 from leasecheck.crash_harness import _lock_view
 from leasecheck.crash_harness.engine import Channel, Child, Engine, Message
 from leasecheck.models.lease_ops import LeaseOp
-from leasecheck.models.linearizability import BUSY, OPEN_TRANSACTION, Operation, Raised, Returned
+from leasecheck.models.linearizability import (
+    BUSY,
+    OPEN_TRANSACTION,
+    HarnessStep,
+    Operation,
+    Raised,
+    Returned,
+)
 from leasecheck.stateful_tests.parallel import ParallelProgram, ProgramOp
 from leasecheck.targets.lease_compare import error_kind
 from leasecheck.targets.lease_target import read_snapshot
@@ -67,15 +74,14 @@ def run_command(
     op = command.resolve(held)
     if op is None:
         return None
-    args = op.arguments()
     started = time.monotonic_ns()
     if announce is not None:
-        announce("invoke", (where[1], op.kind, args, started))
+        announce("invoke", (where[1], op, started))
     outcome = _outcome(module, con, lambda: op.apply(module, con))
     ended = time.monotonic_ns()
     if op.kind == "claim" and isinstance(outcome, Returned) and type(outcome.value) is dict:
         held.append(dict(outcome.value))
-    return Operation(where[0], where[1], op.kind, args, started, ended, outcome)
+    return Operation(where[0], where[1], op, started, ended, outcome)
 
 
 def _child(
@@ -115,7 +121,7 @@ class _Driver:
         self.waiting_at: dict[Child, str] = {}
         self.in_transaction: set[Child] = set()
         self.statements = dict.fromkeys(children, 0)
-        self.pending: dict[Child, tuple[int, str, dict[str, Any], int]] = {}
+        self.pending: dict[Child, tuple[int, LeaseOp, int]] = {}
         self.ops: list[Operation] = []
 
     def run(self) -> list[Operation]:
@@ -200,9 +206,9 @@ class _Driver:
         self.live.remove(child)
         self.in_transaction.discard(child)
         if child in self.pending:
-            index, name, args, started = self.pending.pop(child)
+            index, call, started = self.pending.pop(child)
             note = f"SIGKILLed before its SQL statement #{self.statements[child]}"
-            self.ops.append(Operation(child.name, index, name, args, started, ended, None, note))
+            self.ops.append(Operation(child.name, index, call, started, ended, None, note))
 
 
 def run_lease_program(
@@ -245,4 +251,4 @@ def _final_read(path: Path) -> Operation:
         snapshot = read_snapshot(con)
     finally:
         con.close()
-    return Operation("harness", 1, "snapshot", {}, started, time.monotonic_ns(), Returned(snapshot))
+    return Operation("harness", 1, HarnessStep(), started, time.monotonic_ns(), Returned(snapshot))

@@ -45,7 +45,7 @@ from leasecheck.stateful_tests._job_scenarios import (
     Scenario,
     call,
 )
-from leasecheck.stateful_tests._parallel_jobs import ThreadClock, history_args
+from leasecheck.stateful_tests._parallel_jobs import ThreadClock
 from leasecheck.stateful_tests._state_key import state_key
 from leasecheck.stateful_tests.parallel import JOB_POLICY, check_jobs_history
 from leasecheck.stateful_tests.thread_scheduler import (
@@ -140,7 +140,6 @@ class _JobWorld:
         op = command.resolve(held)
         if op is None:  # a call on a lease the thread never got: not made
             return
-        args = history_args(op)
         self.clock.set(op.now or 0)
         invoked: list[int] = []
 
@@ -162,7 +161,7 @@ class _JobWorld:
         self.events.append((where, outcome))
         if isinstance(outcome, Returned) and isinstance(outcome.value, Lease):
             held.append(outcome.value)
-        self.ops.append(Operation(where[0], where[1], op.kind, args, invoked[0], returned, outcome))
+        self.ops.append(Operation(where[0], where[1], op, invoked[0], returned, outcome))
 
     # -- World --
     def roots(self) -> tuple[object, ...]:
@@ -230,6 +229,11 @@ def _reused_token(history: Sequence[Operation]) -> tuple[str, str] | None:
     return None
 
 
+def _now(op: Operation) -> int:
+    """The instant the thread set its clock to before the call (its ``JobOp``'s ``now``)."""
+    return (op.call.now or 0) if isinstance(op.call, JobOp) else 0
+
+
 def _double_lease(history: Sequence[Operation]) -> tuple[str, str] | None:
     """Two leases of one job, both valid at the later poll's instant, neither ended by a
     complete or fail that had started before the later poll returned."""
@@ -243,7 +247,7 @@ def _double_lease(history: Sequence[Operation]) -> tuple[str, str] | None:
             and isinstance(op.outcome, Returned) and op.args.get("token") in tokens
             for op in history
         )  # fmt: skip
-        now = max(a.args["now"], b.args["now"])
+        now = max(_now(a), _now(b))
         if not ended and now < min(first.lease_until, second.lease_until):
             return "double lease", (
                 f"job {first.job_id} was leased to {a.args['worker_id']} (token {first.token!r}, "

@@ -17,17 +17,17 @@ deadline: a target that deadlocks gets a verdict naming the method, never a hang
 
 from __future__ import annotations
 
-import functools
 import itertools
 import random
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from leasecheck.models.job_ops import JobOp
 from leasecheck.queue_impl.jobs import Lease, RetryPolicy
 from leasecheck.stateful_tests._job_threads_judge import FinishedRound, ThreadCall, judge
 
@@ -122,12 +122,13 @@ class _Round:
             job_id = self.queue.submit("email", f"p{number}", priority, 0)
             self.submitted.append((job_id, "email", f"p{number}", priority))
 
-    def call(self, record: ThreadCall, op: Callable[[], Any]) -> Any:
+    def call(self, record: ThreadCall) -> Any:
+        """Run the record's call on the queue, noting the instants it read."""
         self.inside[record.worker] = record.method
         before = self.clock.peek()
         with self.clock.reading() as seen:
             try:
-                result = op()
+                result = record.call.apply(self.queue)
             except Exception as error:  # judged later: which errors the spec allows
                 record.raised, result = error, None
         record.reads, record.clock = seen, (before, self.clock.peek())
@@ -148,8 +149,8 @@ class _Round:
             if mine and rng.random() < 0.1:
                 self._end(worker, rng.choice(mine), rng)  # a zombie: an old lease of mine
             millis = rng.randint(*self.config.lease_millis)
-            record = ThreadCall(worker, "poll", None, lease_millis=millis)
-            lease = self.call(record, functools.partial(self.queue.poll, worker, millis))
+            record = ThreadCall(worker, JobOp.of("poll", worker, millis))
+            lease = self.call(record)
             if not isinstance(lease, Lease):
                 continue
             record.lease = lease
@@ -159,16 +160,10 @@ class _Round:
 
     def _end(self, worker: str, lease: Lease, rng: random.Random) -> None:
         if rng.random() < 0.5:
-            self.call(
-                ThreadCall(worker, "complete", lease),
-                lambda: self.queue.complete(lease.job_id, lease.token),
-            )
+            self.call(ThreadCall.ending(worker, "complete", lease))
             return
         error = rng.choice(["boom", None])
-        self.call(
-            ThreadCall(worker, "fail", lease, error_text=error),
-            lambda: self.queue.fail(lease.job_id, lease.token, error),
-        )
+        self.call(ThreadCall.ending(worker, "fail", lease, error))
 
     def run(self) -> None:
         """Start every worker at once; wait for all of them, at most ``join_seconds``."""

@@ -53,7 +53,7 @@ def test_an_unlocked_poll_is_caught_every_run_within_the_budget(
         "but per the spec it was",  # leased again after the spec says it had finished
     )
     assert any(text in message for text in double), message
-    assert "the calls involved:" in message and "poll('w" in message
+    assert "the calls involved:" in message and "poll(worker_id='w" in message
     assert seconds < BUDGET_SECONDS + 1.0
 
 

@@ -11,19 +11,22 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from leasecheck.models._history import OpRecord
 from leasecheck.models.contracts import JobRow, Snapshot
 from leasecheck.models.job_model import JobState
-from leasecheck.models.job_ops import JobOp
-from leasecheck.models.lease_ops import LeaseOp
+from leasecheck.models.job_ops import JOB_KINDS, JobOp
+from leasecheck.models.lease_ops import LEASE_KINDS, LeaseOp
 from leasecheck.models.linearizability import (
     BUSY,
     OPEN_TRANSACTION,
     BudgetExceeded,
+    HarnessStep,
     JobQueueSpec,
     LeaseSpec,
     Operation,
@@ -55,11 +58,40 @@ from leasecheck.targets import load_jobs_target, load_worker
 MS = 1_000_000
 
 
+@dataclass(frozen=True)
+class Cell:
+    """A call of the toy register (``write``/``read``): no contract's, a record all the same."""
+
+    kind: str
+    given: tuple[tuple[str, Any], ...] = ()
+
+    def arguments(self) -> dict[str, Any]:
+        return dict(self.given)
+
+    def describe(self) -> str:
+        return f"{self.kind}({', '.join(f'{k}={v!r}' for k, v in self.given)})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"contract": "register", "kind": self.kind, "args": dict(self.given)}
+
+
+def call_of(name: str, args: dict[str, Any]) -> OpRecord:
+    """The record a history holds for ``name(**args)``: the contract's, by its kind."""
+    if name == "snapshot":
+        return HarnessStep()
+    if name in LEASE_KINDS:
+        return LeaseOp.of(name, **args)
+    if name in JOB_KINDS:
+        now = args.pop("now", None)
+        return JobOp.of(name, now=now, **args)
+    return Cell(name, tuple(args.items()))
+
+
 def op(who: str, name: str, start: float, end: float | None, result: Any, **args: Any) -> Operation:
     """An operation from ``start`` to ``end`` ms (``end=None``: never returned)."""
     index = int(who[-1]) if who[-1].isdigit() else 1
     finish = None if end is None else int(end * MS)
-    return Operation(who, index, name, args, int(start * MS), finish, result)
+    return Operation(who, index, call_of(name, args), int(start * MS), finish, result)
 
 
 class Register(SequentialSpec[int]):

@@ -7,14 +7,18 @@ promises it, the statements each process ran, and that the schedule replays.
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
 from leasecheck.adapters.registry import load_library
 from leasecheck.crash_harness._queue_scenarios import BOUNDS, SCENARIOS, queue_scenario
-from leasecheck.crash_harness.interleavings import Schedule
+from leasecheck.crash_harness.interleavings import STEP_NS, Schedule
 from leasecheck.crash_harness.queue_interleavings import explore_queue, replay_queue
+from leasecheck.models.history_evidence import schedule_evidence
+from leasecheck.models.queue_ops import QueueOp
+from leasecheck.report import draw
 
 pytest.importorskip("litequeue")
 
@@ -67,6 +71,17 @@ def test_a_true_ack_after_the_lease_ran_out_that_is_dropped_is_caught(tmp_path: 
     library = load_library("planted:ack-after-expiry-dropped")
     found = explore_queue(library, queue_scenario("sweep-ack"), tmp_path, 2)
     assert found.violated is not None and found.violated.prop == "queue.ack-final"
+    # The finding keeps the history it judged, every entry the generic queue's record,
+    # and that history is the failure's evidence: a lane per process, a record per step.
+    history = found.violated.history
+    assert history and all(isinstance(op.call, QueueOp) for op in history)
+    evidence = schedule_evidence(history, "queue.ack-final", STEP_NS, "process")
+    assert {"P1", "P2"} <= {step.actor for step in evidence.steps}
+    assert all(step.call is not None for step in evidence.steps)
+    assert "ack(cid='ca', job='a')" in [step.operation.split(" ", 1)[1] for step in evidence.steps]
+    svg = ET.fromstring(draw(evidence))
+    lanes = {e.get("data-lane") for e in svg.iter() if e.get("data-kind") == "step"}
+    assert {"P1", "P2"} <= lanes
 
 
 def test_two_claims_of_persist_queue_can_take_one_job_not_promised(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -21,6 +22,7 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 import zlib
+from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -31,9 +33,11 @@ import pytest
 from leasecheck.cli import main
 from leasecheck.counterexample import Counterexample
 from leasecheck.models.evidence import Evidence, Lease, Recorder
+from leasecheck.models.lease_ops import LeaseOp
+from leasecheck.models.operations import record_from_json
 from leasecheck.mutants import by_name, materialize
 from leasecheck.report import draw, write_report
-from leasecheck.report.picture import CHAR
+from leasecheck.report.picture import CHAR, escape
 from leasecheck.runner import PropertyResult
 
 DATA = Path(__file__).parent / "data" / "report"
@@ -236,6 +240,61 @@ def test_the_evidence_round_trips_through_the_counterexample_record() -> None:
     record = Counterexample(None, (), ("AssertionError: x",), 0, evidence=evidence).record()
     back = Counterexample.from_record(json.loads(json.dumps(record)))
     assert back.evidence == evidence
+
+
+# --- words come from records, not from messages ---------------------------------------
+
+RECORDED = {
+    "lease.crash-points", "lease.model-check", "lease.linearizable", "lease.interleavings",
+    "lease.single-winner", "lease.races", "lease.power-loss", "jobs.linearizable",
+    "jobs.interleavings", "jobs.threads", "queue.linearizable",
+}  # fmt: skip
+"""Properties whose harness keeps every step's operation record (``Step.call``)."""
+
+
+def _reworded(evidence: Evidence) -> Evidence:
+    """``evidence`` as a harness whose messages say everything differently would record it:
+    another summary (a message's first line) and another line for every step it kept the
+    operation record of (the record itself is the same call)."""
+    steps = tuple(
+        replace(step, operation=f"in other words: {step.operation[::-1]}") if step.call else step
+        for step in evidence.steps
+    )
+    return replace(evidence, summary=f"Put differently: {evidence.summary[::-1]}", steps=steps)
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_rewording_the_message_leaves_the_picture_unchanged(name: str) -> None:
+    evidence = evidence_of(name)
+    assert draw(_reworded(evidence)) == draw(evidence)
+
+
+@pytest.mark.parametrize("name", [n for n in SAMPLES if _sample(n)["property"] in RECORDED])
+def test_a_steps_words_are_its_records_own(name: str) -> None:
+    """Each step of these families carries its record, and the picture names the step by
+    the record's ``describe()`` and draws the record's kind."""
+    evidence = evidence_of(name)
+    svg = picture(name)
+    for step in evidence.steps:
+        assert step.call is not None, f"{name}: step {step.index} has no operation record"
+        record = record_from_json(step.call)
+        assert record is not None, step.call
+        for g in having(svg, "step", step=str(step.index)):
+            title = "".join(g.find(f"{SVG}title").itertext())  # type: ignore[union-attr]
+            assert record.describe() in title and g.get("data-step-kind") == record.kind
+
+
+def test_a_record_with_a_reworded_line_is_drawn_by_the_record() -> None:
+    """The harness's own line of a step loses to its record: a picture of one claim whose
+    line says something else names the claim as ``LeaseOp.describe`` does."""
+    claim = LeaseOp.of("claim", "w1", 5, 40)
+    record = Recorder()
+    record.step("w1", "a sentence about the claim", "other", 5.0, call=claim.to_json())
+    svg = draw(record.evidence("the claim went wrong"))
+    assert escape(claim.describe()) in svg and "a sentence about the claim" not in svg
+    assert "the claim went wrong" not in svg
+    (step,) = having(ET.fromstring(svg), "step")
+    assert step.get("data-step-kind") == "claim"
 
 
 # --- HTML -------------------------------------------------------------------------------
@@ -523,11 +582,43 @@ def test_the_committed_teaching_page_has_every_invariant_and_its_picture() -> No
         assert any(e.tag.endswith("style") for e in svg.iter()), "a standalone SVG needs its CSS"
 
 
+def _unnumbered(text: str) -> str:
+    """``text`` with every number masked: wall-clock times differ from run to run."""
+    return re.sub(r"\d+(\.\d+)?", "#", text)
+
+
+def _skeleton(svg: ET.Element) -> list[tuple[str, ...]]:
+    """What a picture shows, without where: each drawn element's kind, lane, job, token,
+    side and glyph, and every text, numbers masked."""
+    keys = ("kind", "lane", "job", "token", "side", "step-kind", "event", "glyph")
+    shown = [
+        tuple(e.get(f"data-{k}") or "" for k in keys) for e in svg.iter() if e.get("data-kind")
+    ]
+    texts = [_unnumbered("".join(t.itertext())) for t in svg.iter(f"{SVG}text")]
+    return sorted(shown) + [(text,) for text in texts]
+
+
 def test_the_teaching_command_regenerates_the_page(tmp_path: Path) -> None:
-    from leasecheck.report.teach import INVARIANTS, main
+    """The command writes every invariant's picture, and the committed page says what it
+    writes today: its header and each section's words (rule, planted bug, caught by,
+    lesson), numbers masked. The counterexamples themselves are left out: a race found in
+    real time, and a shrink on a loaded machine, may end at another example run to run."""
+    from leasecheck.report.teach import COMMAND, INVARIANTS, main
 
     assert main([str(tmp_path)]) == 0
     written = sorted(p.name for p in (tmp_path / "img").iterdir())
     assert written == sorted(f"{i.slug}.svg" for i in INVARIANTS)
     page = (tmp_path / "invariants.md").read_text()
     assert "/dev/shm" not in page and "leasecheck-teach-" not in page  # no scratch paths
+    docs = Path(__file__).parent.parent / "docs"
+    stale = f"docs/ is stale: run `{COMMAND}` and commit what it writes"
+    committed = (docs / "invariants.md").read_text()
+    assert _prose(_unnumbered(page)) == _prose(_unnumbered(committed)), stale
+    for invariant in INVARIANTS:  # and each committed picture is one the command draws
+        svg = ET.parse(docs / "img" / f"{invariant.slug}.svg").getroot()
+        assert _skeleton(svg), f"{invariant.slug}: {stale}"
+
+
+def _prose(section: str) -> str:
+    """A section without its fenced blocks."""
+    return "".join(section.split("```")[::2])

@@ -33,27 +33,33 @@ from leasecheck.crash_harness._queue_scenarios import (
     queue_scenario,
 )
 from leasecheck.crash_harness._wire_proxy import dialect_of
-from leasecheck.crash_harness.interleavings import Run
+from leasecheck.crash_harness.interleavings import STEP_NS, Run
 from leasecheck.crash_harness.queue_interleavings import (
     LIVE_MS,
     Finding,
     QueueExploration,
     explore_queue,
 )
+from leasecheck.models.evidence import attach
+from leasecheck.models.history_evidence import schedule_evidence
 from leasecheck.plugin import Checked, NotChecked
 from leasecheck.profiles import Profile
 
 
-def _failure(library: QueueLibrary, done: QueueExploration, finding: Finding) -> str:
+def _failure(library: QueueLibrary, done: QueueExploration, finding: Finding) -> AssertionError:
+    """The finding's message, with its history as evidence (one lane per process, each
+    call a bar over the scheduling steps it spanned)."""
     scenario = done.exploration.scenario
     finding.run.problem = finding.text
-    return (
+    error = AssertionError(
         f"{finding.prop} broken by {library.name} in a schedule of {scenario.processes} "
         f"processes (queue.interleavings, after {done.exploration.explored} schedules):\n"
         + finding.run.describe(
             scenario, "leasecheck.crash_harness.queue_interleavings.replay_queue"
         )
     )
+    summary = f"{finding.prop} broken by {library.name} ({scenario.name})"
+    return attach(error, schedule_evidence(finding.history, summary, STEP_NS, "process"))
 
 
 def _failed_outside(library: QueueLibrary, done: QueueExploration, run: Run) -> NoReturn:
@@ -119,12 +125,12 @@ def test_queue_interleavings(
             _failed_outside(library, found, found.exploration.failure)
         if found.violated is not None:
             with judged(found.violated.prop):
-                raise AssertionError(_failure(library, found, found.violated))
+                raise _failure(library, found, found.violated)
         done.append(found)
     for found in done:
         if found.unpromised is not None:
             with judged(found.unpromised.prop):
-                raise AssertionError(_failure(library, found, found.unpromised))
+                raise _failure(library, found, found.unpromised)
     explored = sum(d.exploration.explored for d in done)
     if not explored:
         not_checked("0 schedules explored", "use the ci or deep profile")

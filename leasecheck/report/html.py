@@ -125,9 +125,18 @@ def _section(row: PropertyResult, replay: str) -> str:
     if replay:
         parts.append(f"<p>replay: <code>{escape(replay)}</code></p>")
     if picture:
-        parts += ["<h3>Timeline</h3>", f'<div class="lc-picture">{picture}</div>']
+        parts += ["<h3>Timeline</h3>", _summary_line(row)]
+        parts.append(f'<div class="lc-picture">{picture}</div>')
     parts += [f'<p class="lc-caption">{escape(caption)}</p>', "</section>"]
     return "\n".join(parts)
+
+
+def _summary_line(row: PropertyResult) -> str:
+    """What failed, in the harness's words: beside the picture, not in it (a picture is
+    drawn from data alone, so rewording a message leaves it as it was)."""
+    example = row.counterexample
+    summary = example.evidence.summary if example and example.evidence else ""
+    return f'<p class="lc-summary-line">✗ {escape(summary)}</p>' if summary else ""
 
 
 def _picture(row: PropertyResult) -> tuple[str, str]:

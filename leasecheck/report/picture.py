@@ -14,6 +14,11 @@ Every element carries ``data-kind`` (``lease``, ``deadline``, ``overlap``, ``ste
 ``event``, ``fold``, ``break``), its ``data-lane`` and, for leases and steps,
 ``data-job`` and ``data-token``, so a test finds them through the DOM. Labels are
 monospace, so their width is known here and the no-overlap rule can be checked.
+
+The words in the picture are data, never a message's: a step whose harness kept its
+operation record (``Step.call``) is named and drawn by that record's own line and kind
+(``record_from_json``); the failure's summary (a message's first line) is not drawn
+(the page prints it beside the picture), so rewording a message changes no picture.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from leasecheck.models.evidence import Event, Evidence, Lease, Step
+from leasecheck.models.operations import record_from_json
 from leasecheck.report._layout import SLOT, Axis, Rows, shown_steps
 
 __all__ = ["CHAR", "STYLE", "draw", "escape"]
@@ -219,14 +225,20 @@ class _Picture:
                 f'<svg xmlns="http://www.w3.org/2000/svg" class="lc-timeline lc-pic" '
                 f'width="{width:.0f}" height="{height:.0f}" viewBox="0 0 {width:.0f} '
                 f'{height:.0f}" role="img" data-unit="{escape(self.e.unit)}" '
-                f'aria-label="{escape(self.e.summary)}">',
-                f"<title>{escape(self.e.summary)}</title>",
+                f'aria-label="{escape(self._caption())}">',
+                f"<title>{escape(self._caption())}</title>",
                 f"<style>{STYLE}</style>" if standalone else "",
                 *self.parts,
                 *body,
                 "</svg>",
             ]
         )
+
+    def _caption(self) -> str:
+        """What the picture shows, from the evidence's data alone."""
+        step = self.e.step(self.e.parted)
+        where = f"; target and model part at step {step.index}: {said(step)[0]}" if step else ""
+        return f"timeline of {len(self.e.steps)} steps on {len(self.lanes)} lanes{where}"
 
     # --- lanes ----------------------------------------------------------------------------
 
@@ -308,18 +320,17 @@ class _Picture:
         )
 
     def _step(self, step: Step, lane: str, x: float, y: float) -> str:
-        said = f"target {step.target}" if step.target else ""
+        sides = f"target {step.target}" if step.target else ""
         if step.model and step.model != step.target:
-            said += f"; model {step.model}"
-        title = f"#{step.index} at {_time(step.start)}: {step.operation}" + (
-            f" — {said}" if said else ""
-        )
+            sides += f"; model {step.model}"
+        line, kind = said(step)
+        title = f"#{step.index} at {_time(step.start)}: {line}" + (f" — {sides}" if sides else "")
         token = f' data-job="{escape(step.job)}"' if step.job else ""
         token += f' data-token="{step.token}"' if step.token is not None else ""
         return (
-            f'<g class="lc-step" data-kind="step" data-step-kind="{escape(step.kind)}" '
+            f'<g class="lc-step" data-kind="step" data-step-kind="{escape(kind)}" '
             f'data-lane="{escape(lane)}" data-step="{step.index}"{token} data-x="{x:.1f}">'
-            f"<title>{escape(title)}</title>{glyph(step.kind, x, y)}</g>"
+            f"<title>{escape(title)}</title>{glyph(kind, x, y)}</g>"
         )
 
     def _event(self, kind: str, lane: str, x: float, y: float, label: str, step: int | None) -> str:
@@ -423,7 +434,7 @@ class _Picture:
 
     def _parted_text(self, y: float) -> list[str]:
         step = self.e.step(self.e.parted)
-        lines = [f"✗ step {step.index}: {self.e.summary}" if step else f"✗ {self.e.summary}"]
+        lines = [f"✗ step {step.index}: {said(step)[0]}" if step else "✗ after the last step"]
         if step is not None and step.target and step.model and step.target != step.model:
             lines += [f"target: {step.target}", f"model:  {step.model}"]
         columns = int((max(self.right, LEFT + 420) - 16) / CHAR)
@@ -448,7 +459,7 @@ class _Picture:
             )
         return [
             f'<g class="lc-disagreement" data-kind="parted" data-lane="{escape(lane)}"{index}>'
-            f"<title>{escape(self.e.summary)}</title>{mark}{texts}</g>"
+            f"<title>{escape(self._caption())}</title>{mark}{texts}</g>"
         ]
 
     def _glyph_y(self, lane: str) -> float:
@@ -459,7 +470,7 @@ class _Picture:
         return self.top[lane] + 6 + len(rows.rows) * (BAR + 3) + GLYPHS / 2
 
     def _legend(self, y: float) -> tuple[list[str], float]:
-        names = [s.kind for s in self.steps] + [e.kind for e in self.events]
+        names = [said(s)[1] for s in self.steps] + [e.kind for e in self.events]
         kinds = list(dict.fromkeys(family(name) for name in names))
         out, x = [], 8.0
         for kind in kinds:
@@ -480,10 +491,19 @@ class _Picture:
         return out, x
 
 
+def said(step: Step) -> tuple[str, str]:
+    """The step's line and kind: its operation record's own (``describe()`` and ``kind``)
+    where the harness kept the record, else the line and kind the harness recorded."""
+    record = record_from_json(step.call) if step.call else None
+    if record is None:
+        return step.operation, step.kind
+    return record.describe(), record.kind
+
+
 def _step_label(step: Step) -> str:
     job = f" {step.job}" if step.job else ""
     token = f" token {step.token}" if step.token is not None else ""
-    return f"#{step.index} {step.kind}{job}{token}"
+    return f"#{step.index} {said(step)[1]}{job}{token}"
 
 
 def _overlapping(leases: Iterable[Lease]) -> list[tuple[Lease, Lease]]:
