@@ -225,8 +225,6 @@ class JobAgreement(RuleBasedStateMachine):
         """job -> (model token, worker, lease_until) of the lease the target handed out."""
         self.holders: dict[object, str] = {}
         """model token -> the worker whose poll got it (stale tokens too)."""
-        self._views: tuple[JobState | None, list[JobView]] = (None, [])
-        """The model state ``views_agree`` last viewed, and its views."""
         self._open(DEFAULT_POLICY)
 
     def _open(self, policy: RetryPolicy) -> None:
@@ -408,12 +406,11 @@ class JobAgreement(RuleBasedStateMachine):
     @check
     def views_agree(self) -> None:
         """After every step the views of all jobs and ``dead_letters()`` agree."""
-        expected_views = self._model_views()
-        seen = {view.id: self._target_view(view.id) for view in expected_views}
-        self._note_leases(seen)
-        for expected in expected_views:
-            got, error = seen[expected.id]
-            if error is not None:
+        self._note_leases()
+        for expected in job_model.views(self.model.state):
+            try:
+                got = self.target.view(expected.id)
+            except Exception as error:
                 self._fail(
                     f"view({expected.id!r}) raised {type(error).__name__}({error}) on the "
                     f"target but returned {brief(expected)} on the model"
@@ -427,23 +424,7 @@ class JobAgreement(RuleBasedStateMachine):
             dead = list(self.target.dead_letters())
         except Exception as error:
             self._fail(f"dead_letters() raised {type(error).__name__}({error}) on the target")
-        model_dead = [view for view in expected_views if view.status is JobStatus.DEAD]
-        self._compare_dead_letters("dead_letters()", dead, model_dead)
-
-    def _target_view(self, job_id: str) -> tuple[Any, Exception | None]:
-        """The target's view of ``job_id``, or the exception it raised (the caller says)."""
-        try:
-            return self.target.view(job_id), None
-        except Exception as error:  # a target may raise anything; the caller names it
-            return None, error
-
-    def _model_views(self) -> list[JobView]:
-        """``job_model.views`` of the model's state, computed once per state: most steps
-        (view, advance_clock, a refused call) leave the state as it was."""
-        state = self.model.state
-        if self._views[0] is not state:
-            self._views = (state, job_model.views(state))
-        return self._views[1]
+        self._compare_dead_letters("dead_letters()", dead, self.model.dead_letters())
 
     # --- helpers ----------------------------------------------------------------------------
 
@@ -471,14 +452,16 @@ class JobAgreement(RuleBasedStateMachine):
         last = self.record.steps[-1]
         self.record.answered(last.target, last.model, got.job_id, token)
 
-    def _note_leases(self, seen: dict[str, tuple[Any, Exception | None]]) -> None:
+    def _note_leases(self) -> None:
         """The leases each side holds now: the target's as it handed them out (until its
-        view of the job, from ``seen`` (job -> ``_run`` of the target's view) where the
-        model has the job, stops RUNNING), the model's from its state."""
+        view of the job stops RUNNING), the model's from its state."""
         for job in list(self.held):
-            got, error = seen[job] if job in seen else self._target_view(job)
-            if error is not None or getattr(got, "status", None) is not JobStatus.RUNNING:
-                del self.held[job]  # a raising view: views_agree reports it
+            try:
+                running = self.target.view(job).status is JobStatus.RUNNING
+            except Exception:
+                running = False  # views_agree reports it
+            if not running:
+                del self.held[job]
         target = [(job, t, w, until) for job, (t, w, until) in self.held.items()]
         model = [
             (j.id, j.token, self.holders.get(j.token, "?"), j.lease_until)

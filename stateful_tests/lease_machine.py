@@ -35,7 +35,7 @@ import math
 import sqlite3
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any, ClassVar, NoReturn
 
@@ -250,9 +250,15 @@ class LeaseAgreement(RuleBasedStateMachine):
                 else error_kind(error, self.module)
             )
             text = f": {str(error)[:160]}" if str(error) else ""
-            detail = f"{type(error).__name__}{text}"
-            return LeaseOutcome(error=kind, detail=detail, **_recorded(side))
-        return LeaseOutcome(result=result, **_recorded(side))
+            return self._seen(
+                side, LeaseOutcome(error=kind, detail=f"{type(error).__name__}{text}")
+            )
+        return self._seen(side, LeaseOutcome(result=result))
+
+    @staticmethod
+    def _seen(side: Side, outcome: LeaseOutcome) -> LeaseOutcome:
+        """``outcome`` with the hook points and sends its side recorded."""
+        return replace(outcome, hooks=tuple(side.hooks), sends=tuple(side.sends))
 
     def _compare(
         self, call: str, target: LeaseOutcome, model: LeaseOutcome, accept: frozenset[str]
@@ -685,11 +691,6 @@ class LeaseAgreement(RuleBasedStateMachine):
         if rows[: len(self.redrives)] != self.redrives:
             self._fail(f"the redrives table lost or changed rows: {self.redrives} became {rows}")
         self.redrives = rows
-
-
-def _recorded(side: Side) -> dict[str, Any]:
-    """The hook points and sends ``side`` recorded, as ``LeaseOutcome`` fields."""
-    return {"hooks": tuple(side.hooks), "sends": tuple(side.sends)}
 
 
 def _marks(row: Any, ticket: dict[str, Any]) -> bool:
