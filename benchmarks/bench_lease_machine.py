@@ -21,6 +21,17 @@ Each machine runs the examples and steps its ``leasecheck check --profile ci`` p
 runs (``lease.agreement``: the ci profile's; ``jobs.agreement``: 1.2 times its examples,
 at least 40 steps, see ``leasecheck/properties/test_job_agreement.py``); ``--examples``
 and ``--steps`` override both.
+
+``--fingerprint`` prints, instead of rates, a digest of every choice sequence Hypothesis
+made for each machine (derandomized, no database): the same digest before and after a
+change to a machine means the change generated the same programs. The digest is taken
+on the counting subclasses above, whose source does not change with the machine's:
+Hypothesis seeds a derandomized run, and keys the example database, from the machine
+class's source (``function_digest``), so an edit to ``LeaseAgreement`` or
+``JobAgreement`` themselves re-seeds every derandomized test of them (the mutant kill
+tables in tests/test_lease_machine.py and tests/test_job_machine.py) and re-keys their
+saved examples, even when the digest here is unchanged. ``leasecheck check`` forces a
+seed, so its programs depend only on the strategies and preconditions.
 """
 
 from __future__ import annotations
