@@ -46,6 +46,7 @@ from typing import Any, ClassVar
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
+from hypothesis.internal.conjecture.data import ConjectureData
 from hypothesis.internal.conjecture.engine import ConjectureRunner
 from hypothesis.stateful import (
     Bundle,
@@ -247,18 +248,18 @@ def machine_rate(machine: Any, examples: int, steps: int) -> tuple[float, int, f
 
 
 @contextmanager
-def _choices_hashed() -> Iterator[Any]:
+def _choices_hashed() -> Iterator[Any]:  # a hashlib object (its class is private)
     """Hash every test case's choice sequence while the block runs (the digest is yielded)."""
     digest = hashlib.sha256()
     original = ConjectureRunner.test_function
 
-    def test_function(runner: ConjectureRunner, data: Any) -> None:
+    def test_function(runner: ConjectureRunner, data: ConjectureData) -> None:
         try:
             original(runner, data)
         finally:
             digest.update(repr(tuple(data.choices)).encode())
 
-    ConjectureRunner.test_function = test_function  # type: ignore[method-assign]
+    ConjectureRunner.test_function = test_function  # type: ignore[method-assign, assignment]
     try:
         yield digest
     finally:
