@@ -21,17 +21,33 @@ Each machine runs the examples and steps its ``leasecheck check --profile ci`` p
 runs (``lease.agreement``: the ci profile's; ``jobs.agreement``: 1.2 times its examples,
 at least 40 steps, see ``leasecheck/properties/test_job_agreement.py``); ``--examples``
 and ``--steps`` override both.
+
+``--fingerprint`` prints, instead of rates, a digest of every choice sequence Hypothesis
+made for each machine (derandomized, no database): the same digest before and after a
+change to a machine means the change generated the same programs. The digest is taken
+on the counting subclasses above, whose source does not change with the machine's:
+Hypothesis seeds a derandomized run, and keys the example database, from the machine
+class's source (``function_digest``), so an edit to ``LeaseAgreement`` or
+``JobAgreement`` themselves re-seeds every derandomized test of them (the mutant kill
+tables in tests/test_lease_machine.py and tests/test_job_machine.py) and re-keys their
+saved examples, even when the digest here is unchanged. ``leasecheck check`` forces a
+seed, so its programs depend only on the strategies and preconditions.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import statistics
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
+from hypothesis.internal.conjecture.data import ConjectureData
+from hypothesis.internal.conjecture.engine import ConjectureRunner
 from hypothesis.stateful import (
     Bundle,
     RuleBasedStateMachine,
@@ -231,6 +247,34 @@ def machine_rate(machine: Any, examples: int, steps: int) -> tuple[float, int, f
     return ran / seconds, ran, seconds
 
 
+@contextmanager
+def _choices_hashed() -> Iterator[Any]:  # a hashlib object (its class is private)
+    """Hash every test case's choice sequence while the block runs (the digest is yielded)."""
+    digest = hashlib.sha256()
+    original = ConjectureRunner.test_function
+
+    def test_function(runner: ConjectureRunner, data: ConjectureData) -> None:
+        try:
+            original(runner, data)
+        finally:
+            digest.update(repr(tuple(data.choices)).encode())
+
+    ConjectureRunner.test_function = test_function  # type: ignore[method-assign, assignment]
+    try:
+        yield digest
+    finally:
+        ConjectureRunner.test_function = original  # type: ignore[method-assign]
+
+
+def fingerprint(machine: Any, examples: int, steps: int) -> tuple[str, int]:
+    """(a digest of every program Hypothesis generated for ``machine``, steps run): the
+    same digest before and after a change means the change generated the same programs."""
+    machine.examples = machine.checks = 0
+    with _choices_hashed() as digest:
+        run_state_machine_as_test(machine, settings=_config(examples, steps))
+    return digest.hexdigest()[:16], machine.checks - machine.examples
+
+
 def raw_rate(jobs: int) -> tuple[float, int, float]:
     """(operations per CPU second, operations, CPU seconds): enqueue, claim, finish per job."""
     worker = load_worker()
@@ -260,9 +304,20 @@ def main() -> None:
     parser.add_argument("--steps", type=int, help="steps per example (default: its ci property's)")
     parser.add_argument("--jobs", type=int, default=3000, help="jobs in the raw loop")
     parser.add_argument("--rounds", type=int, default=3, help="rounds (medians are printed)")
+    parser.add_argument(
+        "--fingerprint", action="store_true",
+        help="print a digest of the programs each machine generates (derandomized), not rates",
+    )  # fmt: skip
     args = parser.parse_args()
     CountingAgreement.bind(load_worker())
     CountingJobs.bind(load_jobs_target())
+    if args.fingerprint:
+        for name in args.machines:
+            machine, _, examples, steps = MACHINES[name]
+            examples, steps = args.examples or examples, args.steps or steps
+            digest, ran = fingerprint(machine, examples, steps)
+            print(f"{name}: {examples} examples x {steps} steps: programs {digest}, {ran} steps")
+        return
     rates: dict[str, list[float]] = {"raw": []}
     for _ in range(args.rounds):  # interleaved, so a load spike hits all alike
         if "lease" in args.machines:

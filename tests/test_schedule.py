@@ -52,13 +52,19 @@ def test_every_shipped_property_has_a_recorded_cost() -> None:
 def test_the_longest_tests_go_to_different_workers_first() -> None:
     a, b = Node("gw0"), Node("gw1")
     scheduling = scheduler([a, b], [f"t{n}" for n in range(6)])
-    assert (a.sent, b.sent) == ([0, 2], [1, 3])
-    scheduling.mark_test_complete(b, 1)  # b finished its first: it gets the next one
-    assert b.sent == [1, 3, 4]
+    assert (a.sent, b.sent) == ([0, 5], [1, 4])  # behind each first test: a shortest one
+    scheduling.mark_test_complete(b, 1)  # b finished its first: it gets the longest left
+    assert b.sent == [1, 4, 2]
     scheduling.mark_test_complete(a, 0)
-    assert a.sent == [0, 2, 5]
-    scheduling.mark_test_complete(a, 2)
+    assert a.sent == [0, 5, 3]
+    scheduling.mark_test_complete(a, 5)
     assert a.shutting_down and not b.shutting_down
+
+
+def test_nothing_long_waits_behind_the_longest_test() -> None:
+    nodes = [Node(f"gw{n}") for n in range(4)]
+    scheduler(nodes, [f"t{n}" for n in range(19)])  # the gate: 19 tests, 4 workers
+    assert [node.sent for node in nodes] == [[0, 18], [1, 17], [2, 16], [3, 15]]
 
 
 def test_more_workers_than_tests_are_shut_down_at_once() -> None:
