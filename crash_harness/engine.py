@@ -56,8 +56,6 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final
 
-import psutil
-
 from leasecheck.crash_harness._wire import (
     FrameReader,
     read_frame_blocking,
@@ -542,6 +540,8 @@ class Child:
         """Wait (bounded) until the process has exited; True once it has."""
         pidfd = self._fds.get("pidfd")
         if pidfd is None and self._reaper is not None:  # a zygote's child: watch it turn zombie
+            import psutil  # here, not at the top: see _sweep
+
             while time.monotonic() < deadline:
                 with contextlib.suppress(psutil.NoSuchProcess):
                     if psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE:
@@ -592,7 +592,13 @@ def _sweep(groups: set[int]) -> list[int]:
     (``pid_max`` may be 32768), and a spare can lead a group whose number an ended
     child of this engine once had. Nor is a zombie: a child of the zygote that the
     engine has reaped stays one until the zygote reads its release.
+
+    psutil is imported here and not with this module, which the zygote imports too:
+    psutil brings ``threading``, whose at-fork handler would run in every child the
+    zygote forks (about 0.5 ms and 120 copied pages each, docs/processes.md).
     """
+    import psutil
+
     from leasecheck.crash_harness import zygote
 
     helpers = zygote.helper_pids()

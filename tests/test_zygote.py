@@ -9,13 +9,17 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import psutil
 import pytest
+from _lean_bodies import imported
 
 from leasecheck.crash_harness import zygote
+from leasecheck.crash_harness._queue_files import _open_only
 from leasecheck.crash_harness.engine import Channel, Engine
-from leasecheck.crash_harness.zygote import Task
+from leasecheck.crash_harness.zygote import _LEAN_ZYGOTE, Task
+from leasecheck.targets.loader import load_worker
 
 
 def parent_and_size(channel: Channel) -> tuple[int, int]:
@@ -46,6 +50,19 @@ def test_a_task_is_forked_by_the_zygote_and_a_closure_here(engine: Engine) -> No
     local = engine.fork("closure", lambda channel: os.getppid()).outcome("its parent")
     assert local.value == os.getpid()
     assert size < 100 * 2**20, f"a zygote child is {size} bytes: the zygote is not small"
+
+
+def test_the_zygote_runs_a_crash_task_without_threading(engine: Engine, tmp_path: Path) -> None:
+    """``threading`` registers an at-fork handler that runs in every child (about 0.5 ms
+    each): the zygote imports neither it nor a module that brings it, even after it has
+    loaded the crash properties' session task and the bundled worker."""
+    zygote.stop()  # a fresh one: the tasks of this file's other tests import this file there
+    module = load_worker()
+    engine.fork("open", _open_only(module, tmp_path / "q.db")).outcome("open_queue")
+    child = engine.fork("modules", Task(imported, (_LEAN_ZYGOTE,)))
+    assert child.outcome("its modules").value == []
+    local = engine.fork("closure", lambda channel: imported(_LEAN_ZYGOTE, channel))
+    assert "threading" in local.outcome("its modules").value  # the test process has it
 
 
 def test_a_zygote_child_is_sigkilled_and_reaped_with_its_status(engine: Engine) -> None:
@@ -90,6 +107,7 @@ def test_sigterm_makes_the_zygote_end_its_children(no_leaked_children: None) -> 
 HARNESS = textwrap.dedent(
     """
     import sys
+    sys.path.insert(0, "tests")  # where this test file's helpers live
     from leasecheck.crash_harness import zygote
     from leasecheck.crash_harness.engine import Engine
     from tests.test_zygote import wait_forever
