@@ -82,7 +82,9 @@ def main(system_name: str, scope_json: str, mode: str) -> dict[str, Any]:
         system, result = explore_jobs(scope, *readings)
         key = jobs_key
     seconds = time.perf_counter() - started
+    explorer_file = sys.modules[type(system).__module__].__file__
     out: dict[str, Any] = {
+        "imported_from": str(Path(str(explorer_file)).resolve().parents[1]),
         "states": result.states, "transitions": result.transitions, "depth": result.depth,
         "exhausted": result.exhausted, "seconds": seconds, "ok": result.ok,
         "violation": None if result.violation is None else result.violation.render(system),

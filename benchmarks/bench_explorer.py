@@ -4,9 +4,12 @@
     python benchmarks/bench_explorer.py --scope ci --replay  # ci scopes, with conformance
     python benchmarks/bench_explorer.py --base 1c300b1 --rounds 1 --parts deep-1job
     python benchmarks/bench_explorer.py --max-states 50000   # the first 50k states of each
+    python benchmarks/bench_explorer.py --base 1c300b1 --new HEAD  # a commit, not the files
 
 The older implementation is the merge-base with ``main`` (or ``--base REV``), exported
-with ``git archive`` into a temporary directory (the repository is not touched); each
+with ``git archive`` into a temporary directory (the repository is not touched), and so
+is the newer side with ``--new REV`` (the checkout's files can then change during a long
+run without changing what is measured); each
 exploration runs in a fresh process (``_explorer_probe.py``) that imports leasecheck
 from one tree or the other, alternating old and new in every round. Both trees explore
 the scope parts as defined in *this* checkout's ``BENCH_SCOPES`` (the merge-base deep
@@ -95,6 +98,9 @@ def probe(tree: Path, system: str, scope: LeaseScope | JobScope, mode: str) -> d
     if done.returncode != 0:
         raise RuntimeError(f"probe failed on {tree} {scope.name}:\n{done.stderr[-2000:]}")
     figures: dict[str, Any] = json.loads(done.stdout)
+    loaded = Path(figures["imported_from"])
+    if loaded != tree.resolve():
+        raise RuntimeError(f"the probe of {tree} ran the explorer of {loaded}")
     return figures
 
 
@@ -109,6 +115,7 @@ def main() -> int:
     parser.add_argument("--parts", nargs="*", help="only these part names")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--base", help="older commit (default: merge-base with main)")
+    parser.add_argument("--new", help="newer commit (default: this checkout's files)")
     parser.add_argument("--replay", action="store_true", help="also compare conformance")
     parser.add_argument(
         "--max-states", type=int, help="cut every part off here (the same on both sides)"
@@ -116,14 +123,18 @@ def main() -> int:
     args = parser.parse_args()
     base = args.base or merge_base()
     old_tree = export(base, "bench-explorer-")
+    new_tree = REPO if args.new is None else export(args.new, "bench-explorer-new-")
     try:
-        return _run(args, base, old_tree)
+        return _run(args, base, old_tree, new_tree)
     finally:
         shutil.rmtree(old_tree, ignore_errors=True)
+        if new_tree != REPO:
+            shutil.rmtree(new_tree, ignore_errors=True)
 
 
-def _run(args: argparse.Namespace, base: str, old_tree: Path) -> int:
-    print(f"old = {base[:10]} (git archive in {old_tree}), new = this checkout {REPO}")
+def _run(args: argparse.Namespace, base: str, old_tree: Path, new_tree: Path) -> int:
+    new = f"this checkout {REPO}" if args.new is None else f"{args.new} (git archive in {new_tree})"
+    print(f"old = {base[:10]} (git archive in {old_tree}), new = {new}")
     print(f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f} at the start")
     parts = [(s, p) for s, p in BENCH_SCOPES[args.scope] if not args.parts or p.name in args.parts]
     if args.max_states:
@@ -131,14 +142,14 @@ def _run(args: argparse.Namespace, base: str, old_tree: Path) -> int:
     rows = []
     for system, scope in parts:
         mode = "digest" if args.replay else "digest-explore"
-        old, new = probe(old_tree, system, scope, mode), probe(REPO, system, scope, mode)
+        old, new = probe(old_tree, system, scope, mode), probe(new_tree, system, scope, mode)
         keys: tuple[str, ...] = (*SAME, "state_digest", "edge_digest")
         if args.replay:
             keys += ("replay_failure", "replayed_states", "replayed_transitions")
         compare(scope.name, old, new, keys)
         rates: dict[str, list[float]] = {"old": [], "new": []}
         for _ in range(args.rounds):
-            for side, tree in (("old", old_tree), ("new", REPO)):
+            for side, tree in (("old", old_tree), ("new", new_tree)):
                 figures = probe(tree, system, scope, "time")
                 rates[side].append(figures["states"] / figures["seconds"])
         old_rate, new_rate = statistics.median(rates["old"]), statistics.median(rates["new"])
