@@ -15,9 +15,12 @@ from one tree or the other, alternating old and new in every round. Both trees e
 the scope parts as defined in *this* checkout's ``BENCH_SCOPES`` (the merge-base deep
 scopes), so a later change of the gate's scopes does not change what is compared.
 
-Reported per part: the median over the rounds of each side's states/s (explore only,
-as ``leasecheck explore`` calls it), and their ratio; once per part (outside the
-timing) it asserts that both sides found the same number of states and transitions,
+Reported per part: the median over the rounds of each side's states per CPU second of
+the probe process and states per wall second (explore only, as ``leasecheck explore``
+calls it), and their ratios (on a loaded machine read the CPU figures: the wall clock
+then measures the other processes' bursts more than the explorer). The first round's
+two runs also compute digests (after their timed exploration), and the bench asserts
+that both sides found the same number of states and transitions,
 the same depth, coverage and verdict, and the same digests of the state set and of the
 edge multiset (source, operation, target, result, error, hooks); with ``--replay`` also
 the same conformance verdict and replay counts on the bundled targets, and the replay
@@ -101,6 +104,9 @@ def probe(tree: Path, system: str, scope: LeaseScope | JobScope, mode: str) -> d
     loaded = Path(figures["imported_from"])
     if loaded != tree.resolve():
         raise RuntimeError(f"the probe of {tree} ran the explorer of {loaded}")
+    cpu = f", {figures['cpu_seconds']:.1f} s of CPU" if "cpu_seconds" in figures else ""
+    print(f"  {scope.name} {mode} in {tree.name}: {figures['states']} states in"
+          f" {figures['seconds']:.1f} s{cpu}", flush=True)  # fmt: skip
     return figures
 
 
@@ -133,8 +139,8 @@ def main() -> int:
 
 
 def _run(args: argparse.Namespace, base: str, old_tree: Path, new_tree: Path) -> int:
-    new = f"this checkout {REPO}" if args.new is None else f"{args.new} (git archive in {new_tree})"
-    print(f"old = {base[:10]} (git archive in {old_tree}), new = {new}")
+    newer = f"{args.new} (git archive in {new_tree})" if args.new else f"this checkout {REPO}"
+    print(f"old = {base[:10]} (git archive in {old_tree}), new = {newer}")
     print(f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f} at the start")
     parts = [(s, p) for s, p in BENCH_SCOPES[args.scope] if not args.parts or p.name in args.parts]
     if args.max_states:
@@ -147,18 +153,22 @@ def _run(args: argparse.Namespace, base: str, old_tree: Path, new_tree: Path) ->
         if args.replay:
             keys += ("replay_failure", "replayed_states", "replayed_transitions")
         compare(scope.name, old, new, keys)
-        rates: dict[str, list[float]] = {"old": [], "new": []}
-        for _ in range(args.rounds):
+        # the digest runs are the first round (their explore is timed before any digest)
+        runs: dict[str, list[dict[str, Any]]] = {"old": [old], "new": [new]}
+        for _ in range(args.rounds - 1):
             for side, tree in (("old", old_tree), ("new", new_tree)):
-                figures = probe(tree, system, scope, "time")
-                rates[side].append(figures["states"] / figures["seconds"])
-        old_rate, new_rate = statistics.median(rates["old"]), statistics.median(rates["new"])
-        row = (f"{scope.name}: {new['states']} states, {new['transitions']} transitions, same"
-               f" states/edges/verdict; states/s median of {args.rounds}: old {old_rate:,.0f},"
-               f" new {new_rate:,.0f}, ratio {new_rate / old_rate:.1f}x")  # fmt: skip
+                runs[side].append(probe(tree, system, scope, "time"))
+        row = f"{scope.name}: {new['states']} states, {new['transitions']} transitions, same"
+        row += f" states/edges/verdict; medians of {args.rounds} alternating runs:"
+        for label, clock in (("states per CPU second", "cpu_seconds"), ("states/s", "seconds")):
+            if not all(clock in run for side in runs.values() for run in side):
+                continue  # an older probe's figures
+            before, after = (statistics.median(r["states"] / r[clock] for r in runs[side])
+                             for side in ("old", "new"))  # fmt: skip
+            row += f" {label} old {before:,.0f}, new {after:,.0f}, ratio {after / before:.1f}x;"
         if args.replay:
             before, after = old["replay_seconds"], new["replay_seconds"]
-            row += f"; replay {before:.1f}s -> {after:.1f}s ({before / after:.1f}x, one run)"
+            row += f" replay {before:.1f}s -> {after:.1f}s ({before / after:.1f}x, one run)"
         print(row, flush=True)
         rows.append(row)
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
