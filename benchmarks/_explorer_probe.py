@@ -108,7 +108,7 @@ def replay(system_name: str, system: Any, result: Any) -> dict[str, Any]:
     from leasecheck.targets.loader import load_jobs_target, load_worker
     from leasecheck.targets.scratch import scratch_dir
 
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     if system_name == "lease":
         from leasecheck.conformance import replay_lease
 
@@ -122,6 +122,7 @@ def replay(system_name: str, system: Any, result: Any) -> dict[str, Any]:
         "replay_failure": report.failure, "replayed_states": report.states,
         "replayed_transitions": report.transitions,
         "replay_seconds": time.perf_counter() - started,
+        "replay_cpu_seconds": time.process_time() - cpu,
     }  # fmt: skip
 
 

@@ -168,7 +168,11 @@ def _run(args: argparse.Namespace, base: str, old_tree: Path, new_tree: Path) ->
             row += f" {label} old {before:,.0f}, new {after:,.0f}, ratio {after / before:.1f}x;"
         if args.replay:
             before, after = old["replay_seconds"], new["replay_seconds"]
-            row += f" replay {before:.1f}s -> {after:.1f}s ({before / after:.1f}x, one run)"
+            row += f" replay {before:.1f}s -> {after:.1f}s ({before / after:.1f}x, one run"
+            if "replay_cpu_seconds" in old:
+                before, after = old["replay_cpu_seconds"], new["replay_cpu_seconds"]
+                row += f"; CPU {before:.1f}s -> {after:.1f}s, {before / after:.1f}x"
+            row += ")"
         print(row, flush=True)
         rows.append(row)
     print(f"load average {os.getloadavg()[0]:.1f} at the end")

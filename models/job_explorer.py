@@ -41,6 +41,7 @@ from typing import Any
 from leasecheck.models import edges
 from leasecheck.models import job_model as jm
 from leasecheck.models.explorer import Batch, Expansion, ExploreResult, Move, Tally, explore
+from leasecheck.models.job_ops import JobOp
 from leasecheck.queue_impl.jobs import IllegalStateError, JobStatus, Lease, RetryPolicy
 
 __all__ = [
@@ -650,6 +651,44 @@ class JobSystem:
             results.append("error:ValueError")
         keys = [f"op:{op}" for op in ops] + results
         return [key for key in keys if key not in self.scope.unreached]
+
+    @staticmethod
+    def record(op: Hashable) -> JobOp | None:
+        """The explored operation as the contract's ``JobOp`` (None for a clock tick, which
+        calls nothing): what a move is once it leaves the explorer (replays, evidence).
+        The worker of a complete or fail is not an argument (JobQueue stores no worker
+        name): ``actor`` gives it."""
+        assert isinstance(op, tuple)
+        kind = op[0]
+        if kind == "submit":
+            _, priority, run_at = op
+            return JobOp.of("submit", "t", "p", priority, run_at)
+        if kind == "poll":
+            _, worker, lease_ms, now = op
+            return JobOp.of("poll", worker, lease_ms, now=now)
+        if kind in ("complete", "fail"):
+            _, _, job_id, token, now = op
+            error = ("e",) if kind == "fail" else ()
+            return JobOp.of(kind, job_id, token, *error, now=now)
+        if kind in ("retry_dead", "cancel"):
+            _, job_id, now = op
+            return JobOp.of(kind, job_id, now=now)
+        return None
+
+    @staticmethod
+    def actor(op: Hashable) -> str:
+        """Who calls ``op``: the worker of a poll, complete or fail, else ``queue`` (an
+        administrator's call), or ``clock`` for a tick."""
+        assert isinstance(op, tuple)
+        if op[0] in ("poll", "complete", "fail"):
+            return str(op[1])
+        return "clock" if op[0] == "tick" else "queue"
+
+    @staticmethod
+    def instant(op: Hashable) -> int | None:
+        """The instant a tick moves the clock to (None for any other move)."""
+        assert isinstance(op, tuple)
+        return int(op[1]) if op[0] == "tick" else None
 
     def describe_op(self, op: Hashable) -> str:
         assert isinstance(op, tuple)
