@@ -73,6 +73,7 @@ def test_every_explored_job_move_is_its_record_on_the_model() -> None:
             if move.error is None:
                 assert outcome.result == move.result, call
             assert JobOp.from_json(call.to_json()) == call
+            assert JobOp.of(call.kind, *call.positional(), now=call.now) == call
             checked += 1
     assert checked > 1000
 
