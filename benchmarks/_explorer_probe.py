@@ -67,7 +67,7 @@ def main(system_name: str, scope_json: str, mode: str) -> dict[str, Any]:
         from leasecheck.models.lease_explorer import LeaseScope, explore_lease
 
         scope: Any = LeaseScope(**known(LeaseScope, fields))
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         system, result = explore_lease(scope)
         key = lease_key
     else:
@@ -78,13 +78,16 @@ def main(system_name: str, scope_json: str, mode: str) -> dict[str, Any]:
         scope = JobScope(**known(JobScope, fields))
         cls = load_jobs_target()
         readings = probe_clear_error(cls), probe_expiry_on_error(cls)
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         system, result = explore_jobs(scope, *readings)
         key = jobs_key
-    seconds = time.perf_counter() - started
+    seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu
+    explorer_file = sys.modules[type(system).__module__].__file__
     out: dict[str, Any] = {
+        "imported_from": str(Path(str(explorer_file)).resolve().parents[1]),
         "states": result.states, "transitions": result.transitions, "depth": result.depth,
-        "exhausted": result.exhausted, "seconds": seconds, "ok": result.ok,
+        "exhausted": result.exhausted, "seconds": seconds, "cpu_seconds": cpu_seconds,
+        "ok": result.ok,
         "violation": None if result.violation is None else result.violation.render(system),
         "missing": list(result.missing), "coverage": dict(sorted(result.coverage.items())),
     }  # fmt: skip
@@ -105,7 +108,7 @@ def replay(system_name: str, system: Any, result: Any) -> dict[str, Any]:
     from leasecheck.targets.loader import load_jobs_target, load_worker
     from leasecheck.targets.scratch import scratch_dir
 
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     if system_name == "lease":
         from leasecheck.conformance import replay_lease
 
@@ -119,6 +122,7 @@ def replay(system_name: str, system: Any, result: Any) -> dict[str, Any]:
         "replay_failure": report.failure, "replayed_states": report.states,
         "replayed_transitions": report.transitions,
         "replay_seconds": time.perf_counter() - started,
+        "replay_cpu_seconds": time.process_time() - cpu,
     }  # fmt: skip
 
 

@@ -4,17 +4,23 @@
     python benchmarks/bench_explorer.py --scope ci --replay  # ci scopes, with conformance
     python benchmarks/bench_explorer.py --base 1c300b1 --rounds 1 --parts deep-1job
     python benchmarks/bench_explorer.py --max-states 50000   # the first 50k states of each
+    python benchmarks/bench_explorer.py --base 1c300b1 --new HEAD  # a commit, not the files
 
 The older implementation is the merge-base with ``main`` (or ``--base REV``), exported
-with ``git archive`` into a temporary directory (the repository is not touched); each
+with ``git archive`` into a temporary directory (the repository is not touched), and so
+is the newer side with ``--new REV`` (the checkout's files can then change during a long
+run without changing what is measured); each
 exploration runs in a fresh process (``_explorer_probe.py``) that imports leasecheck
 from one tree or the other, alternating old and new in every round. Both trees explore
 the scope parts as defined in *this* checkout's ``BENCH_SCOPES`` (the merge-base deep
 scopes), so a later change of the gate's scopes does not change what is compared.
 
-Reported per part: the median over the rounds of each side's states/s (explore only,
-as ``leasecheck explore`` calls it), and their ratio; once per part (outside the
-timing) it asserts that both sides found the same number of states and transitions,
+Reported per part: the median over the rounds of each side's states per CPU second of
+the probe process and states per wall second (explore only, as ``leasecheck explore``
+calls it), and their ratios (on a loaded machine read the CPU figures: the wall clock
+then measures the other processes' bursts more than the explorer). The first round's
+two runs also compute digests (after their timed exploration), and the bench asserts
+that both sides found the same number of states and transitions,
 the same depth, coverage and verdict, and the same digests of the state set and of the
 edge multiset (source, operation, target, result, error, hooks); with ``--replay`` also
 the same conformance verdict and replay counts on the bundled targets, and the replay
@@ -95,6 +101,12 @@ def probe(tree: Path, system: str, scope: LeaseScope | JobScope, mode: str) -> d
     if done.returncode != 0:
         raise RuntimeError(f"probe failed on {tree} {scope.name}:\n{done.stderr[-2000:]}")
     figures: dict[str, Any] = json.loads(done.stdout)
+    loaded = Path(figures["imported_from"])
+    if loaded != tree.resolve():
+        raise RuntimeError(f"the probe of {tree} ran the explorer of {loaded}")
+    cpu = f", {figures['cpu_seconds']:.1f} s of CPU" if "cpu_seconds" in figures else ""
+    print(f"  {scope.name} {mode} in {tree.name}: {figures['states']} states in"
+          f" {figures['seconds']:.1f} s{cpu}", flush=True)  # fmt: skip
     return figures
 
 
@@ -109,6 +121,7 @@ def main() -> int:
     parser.add_argument("--parts", nargs="*", help="only these part names")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--base", help="older commit (default: merge-base with main)")
+    parser.add_argument("--new", help="newer commit (default: this checkout's files)")
     parser.add_argument("--replay", action="store_true", help="also compare conformance")
     parser.add_argument(
         "--max-states", type=int, help="cut every part off here (the same on both sides)"
@@ -116,14 +129,18 @@ def main() -> int:
     args = parser.parse_args()
     base = args.base or merge_base()
     old_tree = export(base, "bench-explorer-")
+    new_tree = REPO if args.new is None else export(args.new, "bench-explorer-new-")
     try:
-        return _run(args, base, old_tree)
+        return _run(args, base, old_tree, new_tree)
     finally:
         shutil.rmtree(old_tree, ignore_errors=True)
+        if new_tree != REPO:
+            shutil.rmtree(new_tree, ignore_errors=True)
 
 
-def _run(args: argparse.Namespace, base: str, old_tree: Path) -> int:
-    print(f"old = {base[:10]} (git archive in {old_tree}), new = this checkout {REPO}")
+def _run(args: argparse.Namespace, base: str, old_tree: Path, new_tree: Path) -> int:
+    newer = f"{args.new} (git archive in {new_tree})" if args.new else f"this checkout {REPO}"
+    print(f"old = {base[:10]} (git archive in {old_tree}), new = {newer}")
     print(f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f} at the start")
     parts = [(s, p) for s, p in BENCH_SCOPES[args.scope] if not args.parts or p.name in args.parts]
     if args.max_states:
@@ -131,23 +148,31 @@ def _run(args: argparse.Namespace, base: str, old_tree: Path) -> int:
     rows = []
     for system, scope in parts:
         mode = "digest" if args.replay else "digest-explore"
-        old, new = probe(old_tree, system, scope, mode), probe(REPO, system, scope, mode)
+        old, new = probe(old_tree, system, scope, mode), probe(new_tree, system, scope, mode)
         keys: tuple[str, ...] = (*SAME, "state_digest", "edge_digest")
         if args.replay:
             keys += ("replay_failure", "replayed_states", "replayed_transitions")
         compare(scope.name, old, new, keys)
-        rates: dict[str, list[float]] = {"old": [], "new": []}
-        for _ in range(args.rounds):
-            for side, tree in (("old", old_tree), ("new", REPO)):
-                figures = probe(tree, system, scope, "time")
-                rates[side].append(figures["states"] / figures["seconds"])
-        old_rate, new_rate = statistics.median(rates["old"]), statistics.median(rates["new"])
-        row = (f"{scope.name}: {new['states']} states, {new['transitions']} transitions, same"
-               f" states/edges/verdict; states/s median of {args.rounds}: old {old_rate:,.0f},"
-               f" new {new_rate:,.0f}, ratio {new_rate / old_rate:.1f}x")  # fmt: skip
+        # the digest runs are the first round (their explore is timed before any digest)
+        runs: dict[str, list[dict[str, Any]]] = {"old": [old], "new": [new]}
+        for _ in range(args.rounds - 1):
+            for side, tree in (("old", old_tree), ("new", new_tree)):
+                runs[side].append(probe(tree, system, scope, "time"))
+        row = f"{scope.name}: {new['states']} states, {new['transitions']} transitions, same"
+        row += f" states/edges/verdict; medians of {args.rounds} alternating runs:"
+        for label, clock in (("states per CPU second", "cpu_seconds"), ("states/s", "seconds")):
+            if not all(clock in run for side in runs.values() for run in side):
+                continue  # an older probe's figures
+            before, after = (statistics.median(r["states"] / r[clock] for r in runs[side])
+                             for side in ("old", "new"))  # fmt: skip
+            row += f" {label} old {before:,.0f}, new {after:,.0f}, ratio {after / before:.1f}x;"
         if args.replay:
             before, after = old["replay_seconds"], new["replay_seconds"]
-            row += f"; replay {before:.1f}s -> {after:.1f}s ({before / after:.1f}x, one run)"
+            row += f" replay {before:.1f}s -> {after:.1f}s ({before / after:.1f}x, one run"
+            if "replay_cpu_seconds" in old:
+                before, after = old["replay_cpu_seconds"], new["replay_cpu_seconds"]
+                row += f"; CPU {before:.1f}s -> {after:.1f}s, {before / after:.1f}x"
+            row += ")"
         print(row, flush=True)
         rows.append(row)
     print(f"load average {os.getloadavg()[0]:.1f} at the end")

@@ -29,6 +29,7 @@ from leasecheck.models import job_model as jm
 from leasecheck.models.evidence import Evidence, Recorder
 from leasecheck.models.explorer import Edge, ExploreResult, Move
 from leasecheck.models.job_explorer import START, JobSystem, JobWorld, seed_steps
+from leasecheck.models.job_ops import JobOp
 from leasecheck.queue_impl.jobs import Lease, RetryPolicy
 from leasecheck.targets.job_compare import (
     error_kind,
@@ -95,32 +96,34 @@ class _Run:
         self.tokens: dict[int, object] = {}
 
     def apply(self, op: Hashable) -> tuple[Any, str | None]:
-        """Run ``op``; returns (result, error kind or None)."""
-        assert isinstance(op, tuple)
-        kind, *args = op
-        if kind == "tick":
-            self.clock.now = args[0]
+        """Run an explored move on the target, as its ``JobOp`` record (a tick sets the
+        clock); returns (result, error kind or None)."""
+        call = JobSystem.record(op)
+        if call is None:
+            instant = JobSystem.instant(op)
+            assert instant is not None, f"{op!r} is neither a call nor a tick"
+            self.clock.now = instant
             return None, None
+        return self.run(call)
+
+    def run(self, call: JobOp) -> tuple[Any, str | None]:
+        """Run ``call`` with the clock at its instant (unchanged when None) and a model
+        token replaced by the target token learned for it (an unknown one by a token
+        this queue never issued)."""
+        if call.now is not None:
+            self.clock.now = call.now
+        if any(name == "token" for name, _ in call.args):
+            args = tuple((name, self._real(value) if name == "token" else value)
+                         for name, value in call.args)  # fmt: skip
+            call = JobOp(call.kind, args, call.now)
         try:
-            return self._call(kind, args), None
+            return call.apply(self.queue), None
         except Exception as exc:  # the error kind is compared with the model's
             return None, error_kind(exc)  # ValueError, KeyError, IllegalStateError, or raw
 
-    def _call(self, kind: str, args: list[Any]) -> Any:
-        if kind == "submit":
-            return self.queue.submit("t", "p", args[0], args[1])
-        self.clock.now = args[-1]
-        if kind == "poll":
-            return self.queue.poll(args[0], args[1])
-        if kind in ("complete", "fail"):
-            _, job_id, token, _ = args
-            real = self.tokens.get(token, ("never-issued", token))
-            if kind == "complete":
-                return self.queue.complete(job_id, real)
-            return self.queue.fail(job_id, real, "e")
-        if kind == "retry_dead":
-            return self.queue.retry_dead(args[0])
-        return self.queue.cancel(args[0])
+    def _real(self, token: object) -> object:
+        assert isinstance(token, int)
+        return self.tokens.get(token, ("never-issued", token))
 
     def learn(self, model_lease: Lease, target: object) -> str | None:
         """Record the target token for a model token; a reused target token is a bug."""
@@ -277,7 +280,7 @@ def _along_tree(
         for index, (move, (target, _, _)) in enumerate(pairs):
             after = known[target]
             tree = parent[after] == number and index_of[after] == index
-            if move.op[0] == "tick":  # type: ignore[index]
+            if JobSystem.instant(move.op) is not None:
                 if tree:
                     at[after] = run = thaw(base)
                     run.apply(move.op)
@@ -303,7 +306,7 @@ def _by_paths(
         path = explored.path_moves(source)
         report.states += 1
         for move in system.moves(source):
-            if move.op[0] == "tick":  # type: ignore[index]
+            if JobSystem.instant(move.op) is not None:
                 continue
             report.transitions += 1
             edge = Edge(source, move, source)
@@ -365,23 +368,21 @@ def _evidence(
     holders: dict[object, str] = {}
     moves = [*path, (edge.move, edge.move.state)]
     for number, (move, after) in enumerate(moves, 1):
-        assert isinstance(move.op, tuple)
-        kind, who = str(move.op[0]), str(move.op[1])
-        if kind == "tick":
+        call = JobSystem.record(move.op)
+        if call is None:  # the clock moved
             record.event("clock", "clock", after.now, f"t={after.now}")
             continue
-        actor = who if kind in ("poll", "complete", "fail") else "queue"
-        job = str(move.op[2]) if kind in ("complete", "fail") else None
-        job = str(move.op[1]) if kind in ("retry_dead", "cancel") else job
-        token = move.op[3] if kind in ("complete", "fail") else None
+        who, arguments = JobSystem.actor(move.op), call.arguments()
+        job, token = arguments.get("job_id"), arguments.get("token")
         if isinstance(move.result, Lease):
             job, token = move.result.job_id, move.result.token
             holders[token] = who
         said_here = said if number == len(moves) else None
         expected = f"raises {move.error}" if move.error else f"returns {move.result!r}"
         record.step(
-            actor, system.describe_op(move.op), kind, after.now, job,
-            token if type(token) is int else None, target=said_here, model=expected,
+            who, system.describe_op(move.op), call.kind, after.now,
+            None if job is None else str(job), token if type(token) is int else None,
+            target=said_here, model=expected, call=call.to_json(),
         )  # fmt: skip
         leases = [
             (j.id, j.token, holders.get(j.token, "?"), j.lease_until)

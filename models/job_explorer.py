@@ -40,7 +40,8 @@ from typing import Any
 
 from leasecheck.models import edges
 from leasecheck.models import job_model as jm
-from leasecheck.models.explorer import Expansion, ExploreResult, Move, explore
+from leasecheck.models.explorer import Batch, Expansion, ExploreResult, Move, Tally, explore
+from leasecheck.models.job_ops import JobOp
 from leasecheck.queue_impl.jobs import IllegalStateError, JobStatus, Lease, RetryPolicy
 
 __all__ = [
@@ -340,12 +341,18 @@ class JobWorld:
             object.__setattr__(self, "_key", cached)
         return cached
 
+    def keyed(self, key: tuple[object, ...]) -> None:
+        """Set the key (and the hash) that ``key()`` would compute, given by the system
+        that interned this world's state (it knows the state's key already)."""
+        object.__setattr__(self, "_key", key)
+        object.__setattr__(self, "_hash", hash(key))
+
     def __hash__(self) -> int:
-        cached: int | None = self.__dict__.get("_hash")
-        if cached is None:
-            cached = hash(self.key())
-            object.__setattr__(self, "_hash", cached)
-        return cached
+        try:
+            return self._hash  # type: ignore[no-any-return,attr-defined]
+        except AttributeError:
+            object.__setattr__(self, "_hash", hash(self.key()))
+            return self._hash  # type: ignore[no-any-return,attr-defined]
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, JobWorld) and (self is other or self.key() == other.key())
@@ -412,11 +419,18 @@ class JobSystem:
         """Per error kind of complete/fail: whether expired leases were processed first."""
         self._states: dict[tuple[object, ...], jm.JobState] = {}
         self._interned: dict[int, jm.JobState] = {}
+        self._state_keys: dict[int, tuple[object, ...]] = {}
+        """Per id of an interned model state: its ``state_key``."""
         self._worlds: dict[tuple[int, Held, int, int], JobWorld] = {}
         self._unknown = "J9" if scope.jobs < 9 else f"J{scope.jobs + 1}"
         """An id no submit of the scope makes (J9 for small scopes, as it always was)."""
         self._steps: dict[tuple[int, int, bool], _Steps] = {}
         """Per (id of a model state, now, any retry_dead left): its templates."""
+        self._state_problems: dict[int, str | None] = {}
+        """Per id of an interned model state: its own state invariant's problem."""
+        self._targets: dict[tuple[int, int], list[dict[Held, JobWorld]]] = {}
+        """Per (id of an interned model state, now): per retry_dead calls left, the
+        canonical world of each (raw) tuple of held leases."""
 
     def initial(self) -> JobWorld:
         if self.scope.seed is not None:
@@ -468,8 +482,11 @@ class JobSystem:
         kept alive by ``_states``, so no other object can have that id meanwhile)."""
         if self._interned.get(id(state)) is state:
             return state
-        found = self._states.setdefault(state_key(state), state)
-        self._interned[id(found)] = found
+        key = state_key(state)
+        found = self._states.setdefault(key, state)
+        if self._interned.get(id(found)) is not found:
+            self._interned[id(found)] = found
+            self._state_keys[id(found)] = key
         return found
 
     def _world(self, state: jm.JobState, held: Held, now: int, retries: int) -> JobWorld:
@@ -480,27 +497,91 @@ class JobSystem:
         found = self._worlds.get(key)
         if found is None:
             found = self._worlds[key] = JobWorld(state, ordered, now, retries)
+            found.keyed((self._state_keys[id(state)], ordered, now, retries))
         return found
 
     def _templates(self, world: JobWorld) -> Iterator[_Template]:
         """The moves of ``world`` as templates, in the order of the System's moves."""
-        key = (id(world.state), world.now, world.retries_left > 0)
-        steps = self._steps.get(key)
-        if steps is None:
-            steps = self._steps[key] = _Steps(world.state, [], [], {})
-            steps.first += [*self._submits(world), *self._polls(world)]
-            steps.last += [*self._admin(world), *self._tick(world)]
-            self._checked(world, steps.first + steps.last)
+        steps = self._steps_of(world)
         yield from steps.first
         for index, mine in enumerate(world.held):
             for lease in mine:
-                finishes = steps.finishes.get((index, lease))
-                if finishes is None:
-                    finishes = list(self._finishes(world, index, lease, steps))
-                    self._checked(world, finishes)
-                    steps.finishes[(index, lease)] = finishes
-                yield from finishes
+                yield from self._finishes_of(steps, world, index, lease)[0]
         yield from steps.last
+
+    def expand_batch(self, world: JobWorld) -> Batch[JobWorld] | None:
+        """What ``expand`` gives, in bulk: per run of templates (submits and polls, each
+        held lease's finishes, the admin calls and tick) its coverage once, and the
+        canonical targets of the moves that may change the world; None if a move breaks
+        a transition invariant (``expand`` then reports it)."""
+        steps = self._steps_of(world)
+        held, retries = world.held, world.retries_left
+        blocks = [steps.first_block]
+        for index, mine in enumerate(held):
+            for lease in mine:
+                blocks.append(self._finishes_of(steps, world, index, lease)[1])
+                if lease[1] in steps.first_block.tokens:
+                    return None  # a poll would issue a token this world still holds
+        blocks.append(steps.last_block)
+        targets: list[tuple[int, JobWorld]] = []
+        offset = 0
+        for block in blocks:
+            if not block.clean:
+                return None
+            for position, template, worlds in block.moving:
+                after = held if template.mine is None else template.held_after(held)
+                left = retries - template.retried
+                by_held = worlds[left]
+                found = by_held.get(after)
+                if found is None:
+                    state = template.target
+                    assert state is not None
+                    later = world.now if template.later is None else template.later
+                    found = by_held[after] = self._world(state, after, later, left)
+                targets.append((offset + position, found))
+            offset += block.size
+        return offset, blocks, targets
+
+    def _steps_of(self, world: JobWorld) -> _Steps:
+        key = (id(world.state), world.now, world.retries_left > 0)
+        steps = self._steps.get(key)
+        if steps is None:
+            first = [*self._submits(world), *self._polls(world)]
+            last = [*self._admin(world), *self._tick(world)]
+            self._checked(world, first + last)
+            blocks = self._block(world, first), self._block(world, last)
+            steps = self._steps[key] = _Steps(world.state, first, last, {}, *blocks)
+        return steps
+
+    def _finishes_of(
+        self, steps: _Steps, world: JobWorld, index: int, lease: HeldLease
+    ) -> tuple[list[_Template], _Block]:
+        found = steps.finishes.get((index, lease))
+        if found is None:
+            finishes = list(self._finishes(world, index, lease, steps))
+            self._checked(world, finishes)
+            found = steps.finishes[(index, lease)] = finishes, self._block(world, finishes)
+        return found
+
+    def _block(self, world: JobWorld, templates: list[_Template]) -> _Block:
+        """A run of templates for ``expand_batch``; a template that keeps the state, the
+        held leases, the clock and the retry budget leads back to the world it leaves."""
+        block = _Block(templates)
+        if not block.clean:
+            return block
+        for position, template in enumerate(templates):
+            keeps = template.mine is None and template.later is None and not template.retried
+            if keeps and template.after is world.state:
+                continue
+            if template.target is None:
+                template.target = self._intern(template.after)
+            later = world.now if template.later is None else template.later
+            worlds = self._targets.get((id(template.target), later))
+            if worlds is None:
+                worlds = [{} for _ in range(self.scope.retries + 1)]
+                self._targets[(id(template.target), later)] = worlds
+            block.moving.append((position, template, worlds))
+        return block
 
     def _checked(self, world: JobWorld, templates: list[_Template]) -> None:
         """Each template's transition invariant, with no lease held (the tokens held are
@@ -514,7 +595,30 @@ class JobSystem:
     # --- invariants ----------------------------------------------------------------
 
     def check_state(self, world: JobWorld) -> str | None:
-        for job in world.state.jobs:
+        state = world.state
+        if self._interned.get(id(state)) is state:  # the state's own part, once per state
+            if id(state) in self._state_problems:
+                problem = self._state_problems[id(state)]
+            else:
+                problem = self._state_problems[id(state)] = self._state_problem(state)
+        else:
+            problem = self._state_problem(state)
+        if problem is not None or not any(world.held):
+            return problem
+        for job in state.jobs:
+            if job.status is not JobStatus.RUNNING:
+                continue
+            live = [
+                h for mine in world.held for h in mine
+                if h[0] == job.id and h[1] == job.token and world.now < h[2]
+            ]  # fmt: skip
+            if len(live) > 1:
+                return f"job {job.id} has {len(live)} live leases at t={world.now}"
+        return None
+
+    def _state_problem(self, state: jm.JobState) -> str | None:
+        """The state invariants that read no held lease."""
+        for job in state.jobs:
             if job.attempts > self.policy.max_attempts:
                 return f"job {job.id}: attempts {job.attempts} > max_attempts"
             if job.status is JobStatus.DEAD and job.attempts != self.policy.max_attempts:
@@ -522,12 +626,6 @@ class JobSystem:
             running = job.status is JobStatus.RUNNING
             if running != (job.token is not None and job.lease_until is not None):
                 return f"job {job.id} is {job.status.name} with token {job.token}"
-            live = [
-                h for mine in world.held for h in mine
-                if h[0] == job.id and running and h[1] == job.token and world.now < h[2]
-            ]  # fmt: skip
-            if len(live) > 1:
-                return f"job {job.id} has {len(live)} live leases at t={world.now}"
         return None
 
     def check_move(self, source: JobWorld, move: Move[JobWorld]) -> str | None:
@@ -553,6 +651,52 @@ class JobSystem:
             results.append("error:ValueError")
         keys = [f"op:{op}" for op in ops] + results
         return [key for key in keys if key not in self.scope.unreached]
+
+    @staticmethod
+    def record(op: Hashable) -> JobOp | None:
+        """The explored operation as the contract's ``JobOp`` (None for a clock tick, which
+        calls nothing): what a move is once it leaves the explorer (replays, evidence).
+        The worker of a complete or fail is not an argument (JobQueue stores no worker
+        name): ``actor`` gives it."""
+        assert isinstance(op, tuple)
+        kind = op[0]
+        # built field by field (JobOp.of checks names against JOB_KINDS, slower): a
+        # replay makes one per transition; tests/test_explorer_records.py pins the shape
+        if kind == "submit":
+            _, priority, run_at = op
+            args: tuple[tuple[str, Any], ...] = (
+                ("type", "t"), ("payload", "p"), ("priority", priority),
+                ("run_at_millis", run_at),
+            )  # fmt: skip
+            return JobOp("submit", args)
+        if kind == "poll":
+            _, worker, lease_ms, now = op
+            return JobOp("poll", (("worker_id", worker), ("lease_millis", lease_ms)), now)
+        if kind == "complete":
+            _, _, job_id, token, now = op
+            return JobOp("complete", (("job_id", job_id), ("token", token)), now)
+        if kind == "fail":
+            _, _, job_id, token, now = op
+            return JobOp("fail", (("job_id", job_id), ("token", token), ("error", "e")), now)
+        if kind in ("retry_dead", "cancel"):
+            _, job_id, now = op
+            return JobOp(kind, (("job_id", job_id),), now)
+        return None
+
+    @staticmethod
+    def actor(op: Hashable) -> str:
+        """Who calls ``op``: the worker of a poll, complete or fail, else ``queue`` (an
+        administrator's call), or ``clock`` for a tick."""
+        assert isinstance(op, tuple)
+        if op[0] in ("poll", "complete", "fail"):
+            return str(op[1])
+        return "clock" if op[0] == "tick" else "queue"
+
+    @staticmethod
+    def instant(op: Hashable) -> int | None:
+        """The instant a tick moves the clock to (None for any other move)."""
+        assert isinstance(op, tuple)
+        return int(op[1]) if op[0] == "tick" else None
 
     def describe_op(self, op: Hashable) -> str:
         assert isinstance(op, tuple)
@@ -704,11 +848,29 @@ class _Steps:
     """submit and poll moves (they come before the finishes)."""
     last: list[_Template]
     """retry_dead, cancel, refused calls and tick."""
-    finishes: dict[tuple[int, HeldLease], list[_Template]]
+    finishes: dict[tuple[int, HeldLease], tuple[list[_Template], _Block]]
+    first_block: _Block
+    last_block: _Block
     outcomes: dict[tuple[str, str, int], tuple[jm.JobState, str | None]] = field(
         default_factory=dict
     )
     """complete/fail by (kind, job id, token): the model state after it and the error."""
+
+
+class _Block(Tally):
+    """A run of templates of one state for ``expand_batch``: their coverage, their count,
+    whether none breaks a transition invariant (held tokens aside: ``tokens`` are the
+    ones its polls issue), and (position, template, target worlds) of each that may
+    change the world."""
+
+    __slots__ = ("clean", "moving", "size", "tokens")
+
+    def __init__(self, templates: list[_Template]) -> None:
+        super().__init__([template.counts for template in templates])
+        self.size = len(templates)
+        self.clean = all(template.problem is None for template in templates)
+        self.tokens = frozenset(t.token for t in templates if t.token is not None)
+        self.moving: list[tuple[int, _Template, list[dict[Held, JobWorld]]]] = []
 
 
 def _move_problem(
