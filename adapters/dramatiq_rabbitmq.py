@@ -61,6 +61,7 @@ FRAME_BOUND = 10.0
 
 _SRC = "dramatiq 2.2.1 dramatiq/brokers/rabbitmq.py"
 _CONFIRMS = CONFIRMS
+_DOCS = "https://dramatiq.io/advanced.html"
 PROMISES = Promises(
     properties={
         "queue.ack-final": Promise(
@@ -70,9 +71,11 @@ PROMISES = Promises(
         ),
         "queue.no-loss": Promise(
             True,
-            f"{_SRC}:576 _RabbitmqConsumer.requeue",
-            "'RabbitMQ automatically re-enqueues unacked messages when consumers "
-            "disconnect so this is a no-op'",
+            f"{_DOCS} (Message Persistence); {_SRC}:576 _RabbitmqConsumer.requeue",
+            "'Dramatiq has at-least-once message delivery semantics', 'any messages that "
+            "are in flight while a worker is terminated (eg. via SIGKILL) are going to be "
+            "redelivered later'; 'RabbitMQ automatically re-enqueues unacked messages when "
+            "consumers disconnect'",
         ),
         "queue.exclusive": Promise(
             True,

@@ -103,6 +103,10 @@ def _binary(name: str, install: str) -> str:
     return found
 
 
+PAUSE_BOUND = 10.0
+"""Seconds ``Server.pause`` waits for the kernel to show the server's processes stopped."""
+
+
 @dataclass
 class Server:
     """One running server: its URL, and how to kill and restart it."""
@@ -197,10 +201,49 @@ class Server:
         self._gone(self.process.pid)
         self.process = None
 
+    def pause(self, bound: float = PAUSE_BOUND) -> None:
+        """SIGSTOP the server and every process it started (a VM or GC pause: its sockets
+        stay open and nothing is read), and wait (bounded) until the kernel shows each of
+        them stopped."""
+        group = self.pid
+        os.killpg(group, signal.SIGSTOP)
+        deadline = time.monotonic() + bound
+        while running := [p.pid for p in _group(group) if _runs(p)]:
+            if time.monotonic() > deadline:
+                os.killpg(group, signal.SIGCONT)
+                raise ServerError(
+                    f"{self.kind} processes {running} did not stop within {bound:g} s of SIGSTOP"
+                )
+            time.sleep(0.001)
+
+    def resume(self) -> None:
+        """SIGCONT the server's processes (after ``pause``)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signal.SIGCONT)
+
     def restart(self) -> None:
         """Start the server again on the same data and port (after ``kill`` or ``stop``)."""
         self.kill()
         self.start()
+
+
+def _group(group: int) -> list[psutil.Process]:
+    """The live processes of process group ``group`` (a server started in a session of
+    its own: the server and every process it started)."""
+    found = []
+    for process in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            if os.getpgid(process.pid) == group:
+                found.append(process)
+    return found
+
+
+def _runs(process: psutil.Process) -> bool:
+    """The process is neither stopped nor gone."""
+    try:
+        return process.status() not in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
 
 
 NODEID_ENV = "LEASECHECK_NODEID"

@@ -12,6 +12,12 @@ Three faults beyond a worker's SIGKILL, each run on a fresh store of a real serv
 - ``queue.clock-skew``: a worker whose clock runs ahead by twice the lease runs
   recovery and claims while the first worker's lease is live by the true clock. A
   library that compares client clocks hands out a second live lease.
+- ``queue.server-pause``: the server itself is frozen with SIGSTOP (a VM or GC pause)
+  while a worker acknowledges a claimed job, past the job's lease, then woken. The ack
+  must say what happened: accepted, and the job is never delivered again
+  (``queue.ack-final``); refused, and it is delivered again (``queue.no-loss``); no
+  other job may vanish. Judged as after a server crash (``restart_problem``,
+  ``_after_restart``), by the promise of the property it breaks.
 
 Each result carries the library's own promise for the fault (``Promises.of``), so a
 failure reads VIOLATED where the library promises the property and "not promised"
@@ -36,6 +42,7 @@ from leasecheck.crash_harness.server_agents import Agent, AgentError, AgentRefus
 from leasecheck.models.evidence import Evidence, Lease, Recorder
 
 __all__ = [
+    "BROKE",
     "FAULTS",
     "FaultNotRun",
     "FaultResult",
@@ -45,15 +52,27 @@ __all__ = [
     "run_server_faults",
 ]
 
-SERVER_CRASH, ZOMBIE_PAUSE, CLOCK_SKEW = (
+SERVER_CRASH, ZOMBIE_PAUSE, CLOCK_SKEW, SERVER_PAUSE = (
     "queue.server-crash",
     "queue.zombie-pause",
     "queue.clock-skew",
+    "queue.server-pause",
 )
-FAULTS = (SERVER_CRASH, ZOMBIE_PAUSE, CLOCK_SKEW)
-PROMISE_OF = {SERVER_CRASH: SERVER_CRASH, ZOMBIE_PAUSE: "queue.stale-ack", CLOCK_SKEW: CLOCK_SKEW}
+FAULTS = (SERVER_CRASH, ZOMBIE_PAUSE, CLOCK_SKEW, SERVER_PAUSE)
+PROMISE_OF = {
+    SERVER_CRASH: SERVER_CRASH, ZOMBIE_PAUSE: "queue.stale-ack", CLOCK_SKEW: CLOCK_SKEW,
+    SERVER_PAUSE: "queue.ack-final",
+}  # fmt: skip
 """Which of the library's promises decides each fault's verdict: a zombie's ack is the
-stale-ack promise (``adapters.protocol.GENERIC_PROPERTIES``); the other two are their own."""
+stale-ack promise (``adapters.protocol.GENERIC_PROPERTIES``); a paused server's is the
+generic property its run breaks (``BROKE``: ack-final, or no-loss for a lost job); the
+other two are their own."""
+BROKE = {"lost": "queue.no-loss", "acked": "queue.ack-final"}
+"""``queue.server-pause``: the generic property each kind of problem breaks (what
+``_after_restart`` found, as data)."""
+SENT_S = 0.2
+"""Seconds of real time the paused-server fault lets the worker send its ack to the frozen
+server (on a driven clock the lease is advanced past at once)."""
 ROUNDS = {"quick": 1, "ci": 2, "deep": 5}
 """Rounds of ``queue.server-crash`` per profile (each a different seeded history); the
 other two faults are one fixed schedule, run once."""
@@ -89,6 +108,8 @@ class FaultResult:
     """The failing round as data (its commands on each worker's lane)."""
     unexercised: str = ""
     """Why the fault met nothing to judge (the property then reads "not checked")."""
+    judged_by: str = ""
+    """The library's promise that decides the verdict (``PROMISE_OF``, or ``BROKE``)."""
 
     @property
     def verdict(self) -> str:
@@ -128,6 +149,8 @@ class Scenario:
         """Set by a fault that met nothing to judge: why."""
         self.outcome = ""
         """What a holding run saw, for the ``checked`` column (e.g. the zombie's answer)."""
+        self.broke = ""
+        """What ``_after_restart`` found, as data: ``lost`` or ``acked`` (``BROKE``)."""
         self.real = self.library.capabilities.real_time
         caps = self.library.capabilities
         # A lease that is the server's one setting (RabbitMQ's consumer_timeout) is that.
@@ -260,28 +283,36 @@ def _after_restart(s: Scenario, jobs: list[str], acked: list[str]) -> str:
         if states is not None:
             problem = restart_problem(jobs, acked, states, s.library)
             if problem:
+                s.broke = "lost" if problem.startswith("enqueued") else "acked"
                 return problem
         s.advance(s.lease * 1.5 + s.slack)
         s.do(w2, "recover")
         again = _drain(s, w2, len(jobs) + 1)
         twice = sorted(set(again) & set(acked))
         if twice:
+            s.broke = "acked"
             return f"acknowledged jobs {twice} were delivered again after the restart"
         if states is None:  # no view: every job not acknowledged must be delivered
             lost = [job for job in jobs if job not in acked and job not in again]
             if lost:
+                s.broke = "lost"
                 return (f"enqueued jobs {lost}, never acknowledged, were not delivered after "
                         f"the restart (delivered: {again})")  # fmt: skip
         return ""
 
 
 def _drain(s: Scenario, agent: Agent, bound: int) -> list[str]:
+    """Claim and acknowledge until nothing comes: the jobs delivered. Each is acknowledged
+    before the next claim, since a consumer with a prefetch of one (Dramatiq's RabbitMQ
+    consumer) is delivered nothing more while it holds an unacknowledged message."""
     delivered = []
     for _ in range(bound):
         got = s.do(agent, "claim", worker=agent.name, lease=s.lease)
         if got is None:
             break
         delivered.append(got["job"])
+        with contextlib.suppress(AgentRefused):  # what it answers is not judged here
+            s.do(agent, "ack", job=got["job"])
     return delivered
 
 
@@ -354,8 +385,40 @@ def clock_skew(s: Scenario, rng: random.Random) -> str:
                 f"lease was live by the true clock: two live leases on one job")  # fmt: skip
 
 
+def server_pause(s: Scenario, rng: random.Random) -> str:
+    """A worker's ack sent to a frozen server, read when it wakes past the job's lease, must
+    say what happened; no other job may vanish."""
+    jobs = ["a", "b"]
+    with s.agent("w1") as w1:
+        for job in jobs:
+            s.do(w1, "enqueue", job=job)
+        got = s.do(w1, "claim", worker="w1", lease=s.lease)
+        if got is None:
+            raise TimeoutError("w1 got no job after enqueueing two: nothing to pause over")
+        s.note("server.pause()  # SIGSTOP of the server: a VM or GC pause past the lease")
+        s.event("pause", "server", "SIGSTOP of the server, past the lease")
+        s.server.pause()
+        try:
+            s.note(f"w1.ack(job={got['job']!r})  # sent to the frozen server")
+            w1.send("ack", job=got["job"])
+            time.sleep(SENT_S)
+            s.advance(s.lease * 1.5 + s.slack)
+        finally:
+            s.server.resume()
+        s.note("server.resume()  # SIGCONT")
+        try:
+            accepted = w1.reply("w1's ack sent to the frozen server") is True
+        except AgentRefused as refused:
+            s.note(f"# refused: {refused}")
+            accepted = False
+        s.note(f"# w1's ack answered {accepted!r}")
+    s.outcome = f"w1's ack to the frozen server answered {accepted!r}"
+    return _after_restart(s, jobs, [got["job"]] if accepted else [])
+
+
 _FAULT_RUNS: dict[str, Callable[[Scenario, random.Random], str]] = {
     SERVER_CRASH: server_crash, ZOMBIE_PAUSE: zombie_pause, CLOCK_SKEW: clock_skew,
+    SERVER_PAUSE: server_pause,
 }  # fmt: skip
 
 
@@ -389,14 +452,25 @@ def run_fault(
             if problem:
                 steps = (f"# {fault}, seed {seed}, round {round_}", *scenario.steps)
                 evidence = scenario.record.evidence(problem)
+                judged_by = _judged_by(fault, scenario)
                 return FaultResult(
-                    fault, library.name, version, False, promise, steps, problem,
-                    evidence=evidence,
+                    fault, library.name, version, False, library.promises.of(judged_by),
+                    steps, problem, evidence=evidence, judged_by=judged_by,
                 )  # fmt: skip
     checked = SCHEDULES.get(fault) or f"{rounds} round{'s' if rounds > 1 else ''}"
     if outcomes:
         checked += " (" + "; ".join(outcomes) + ")"
-    return FaultResult(fault, library.name, version, True, promise, checked=checked)
+    return FaultResult(
+        fault, library.name, version, True, promise, checked=checked,
+        judged_by=PROMISE_OF[fault],
+    )  # fmt: skip
+
+
+def _judged_by(fault: str, scenario: Scenario) -> str:
+    """The promise that decides a failing run: a paused server's by what broke."""
+    if fault == SERVER_PAUSE and scenario.broke:
+        return BROKE[scenario.broke]
+    return PROMISE_OF[fault]
 
 
 SCHEDULES = {
@@ -405,6 +479,10 @@ SCHEDULES = {
         "w1 resumes and acks"
     ),
     CLOCK_SKEW: "1 schedule: w1 claims, w2 with its clock 2 leases ahead recovers and claims",
+    SERVER_PAUSE: (
+        "1 schedule: w1 claims, the server is SIGSTOPped, w1 acks, the lease runs out, the "
+        "server resumes, w2 drains"
+    ),
 }
 """What the one-schedule faults did, for the ``checked`` column of a run that holds."""
 

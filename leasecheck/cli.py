@@ -96,7 +96,8 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--db", metavar="URL", help=HELP_DB)
     check.add_argument(
         "--servers", action="store_true",
-        help="with --adapter: also the server faults (server-crash, zombie-pause, clock-skew)",
+        help="with --adapter: also the server faults (server-crash, zombie-pause, clock-skew, "
+        "server-pause)",
     )  # fmt: skip
     check.add_argument(
         "--property", metavar="NAME", action="append", default=[],

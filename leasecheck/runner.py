@@ -118,7 +118,8 @@ class CheckOptions:
     replayed on another file, so each verdict is the file's alone)."""
     servers: bool = False
     """Also the properties that start real servers (``--servers``): with ``adapter``, the
-    server faults queue.server-crash, queue.zombie-pause and queue.clock-skew on it."""
+    server faults queue.server-crash, queue.zombie-pause, queue.clock-skew and
+    queue.server-pause on it."""
 
     def targets(self) -> tuple[Path, ...]:
         """The files whose functions are "the operation" a hung property was running."""

@@ -350,6 +350,91 @@ def test_dramatiq_an_ack_that_said_true_was_sent(dramatiq_store: Store) -> None:
     _nothing_for(QUIET, lambda: b.claim("w1", 0))  # j0 is never delivered again
 
 
+def _poll(consumer: Any, what: str) -> Any:
+    """Dramatiq's ``next(consumer)`` until it yields a message (bounded)."""
+    return _within(what, BOUND, lambda: next(consumer))
+
+
+def _frames_sent(consumer: Any) -> None:
+    """Run the consumer's pika I/O loop until the frames Dramatiq queued with
+    ``add_callback_threadsafe`` have run (a marker queued after them has; bounded)."""
+    ran: list[bool] = []
+    consumer.connection.add_callback_threadsafe(lambda: ran.append(True))
+    _within("pika to run Dramatiq's queued frame", BOUND,
+            lambda: ran or consumer.connection.process_data_events(time_limit=0.01))  # fmt: skip
+
+
+def test_plain_dramatiq_a_late_nack_through_the_restarted_consumer_loses_another_message(
+    rabbit: servers.Server,
+) -> None:
+    """The cause of ``queue.no-loss`` VIOLATED, with Dramatiq and pika only (no adapter).
+    Dramatiq's worker answers every message through its consumer thread's *current*
+    consumer (``worker.py``, ``post_process_message``: ``self.consumer.nack(message)``)
+    and ``known_tags`` holds tag numbers only. j0 is taken from consumer C1 (tag 1) and
+    worked on past ``consumer_timeout``; the consumer thread meets the close and makes
+    C2; another worker takes the requeued j0; C2 is delivered j1, tag 1 again; j0's
+    worker thread fails and nacks j0 through C2: the broker dead-letters j1. The worker
+    then dies while it works on j1, and j1 is never delivered again: it was never
+    finished, nor failed by anyone who held it."""
+    import uuid
+
+    from dramatiq import Message
+    from dramatiq.brokers.rabbitmq import RabbitmqBroker
+    from dramatiq.errors import ConnectionClosed
+
+    broker: Any = RabbitmqBroker(
+        url=f"amqp://guest:guest@127.0.0.1:{rabbit.port}/%2F", middleware=[]
+    )
+    queue = f"lc-plain-{uuid.uuid4().hex[:8]}"
+    broker.declare_queue(queue)
+    broker._ensure_queue(queue)
+
+    def send(job: str) -> None:
+        options = {"job": job}
+        message: Any = Message(
+            queue_name=queue, actor_name="a", args=(), kwargs={}, options=options
+        )
+        broker.enqueue(message)
+
+    consumers: list[Any] = []
+
+    def consume() -> Any:
+        consumers.append(broker.consume(queue, 1, 20))
+        return consumers[-1]
+
+    try:
+        send("j0")
+        c1 = consume()
+        j0 = _poll(c1, "j0")
+        time.sleep(1.3 * TIMEOUT_MS / 1000)  # j0's worker thread is still at it
+        with pytest.raises(ConnectionClosed):  # the consumer thread's next read
+            _nothing_for(QUIET, lambda: next(c1))
+        w2 = consume()  # another worker process
+        j0_again = _poll(w2, "j0 to come back")
+        c2 = consume()  # the consumer thread's restart
+        send("j1")
+        j1 = _poll(c2, "j1")
+        assert (j0.options["job"], j0._tag) == ("j0", 1) and j0_again.redelivered
+        assert (j1.options["job"], j1._tag, j1.redelivered) == ("j1", 1, False)
+        c2.nack(j0)  # j0's worker thread failed: Dramatiq nacks through the current consumer
+        _frames_sent(c2)
+        w2.ack(j0_again)
+        _frames_sent(w2)
+        c2.connection._impl._transport._sock.close()  # the worker dies, working on j1
+        w3 = consume()
+        _nothing_for(QUIET, lambda: next(w3))  # j1 is never delivered again
+        assert tuple(broker.get_queue_message_counts(queue)) == (0, 0, 1)  # j1: dead-lettered
+    finally:
+        for consumer in consumers:
+            with contextlib.suppress(Exception):
+                consumer.close()
+            with contextlib.suppress(Exception):
+                consumer.connection.close()
+        for name in (queue, f"{queue}.DQ", f"{queue}.XQ"):
+            broker.channel.queue_delete(name)
+        broker.close()
+
+
 def test_kombu_a_lost_connection_records_its_claims_lost(store: Store) -> None:
     """A worker's connection ends under a live claim: RabbitMQ requeues its deliveries at
     once (long before ``consumer_timeout``). The worker's next call connects again and the

@@ -1,4 +1,5 @@
-"""Server faults: a crashed server, a frozen worker, a skewed clock (``server_faults``).
+"""Server faults: a crashed server, a frozen worker, a skewed clock, a frozen server
+(``server_faults``).
 
 Each property runs against the library of ``leasecheck check --adapter NAME|PATH
 --servers`` (else, as an alias, every library of ``LEASECHECK_SERVER_ADAPTERS``;
@@ -21,8 +22,8 @@ from leasecheck.adapters.protocol import QueueLibrary
 from leasecheck.adapters.servers import Server
 from leasecheck.crash_harness.server_faults import (
     CLOCK_SKEW,
-    PROMISE_OF,
     SERVER_CRASH,
+    SERVER_PAUSE,
     ZOMBIE_PAUSE,
     FaultNotRun,
     run_fault,
@@ -62,7 +63,8 @@ def replay_command(request: pytest.FixtureRequest, profile: Profile, seed: int) 
 def _fault(fault: str, library: QueueLibrary, server: Server, profile: Profile, seed: int,
            checked: Any, request: pytest.FixtureRequest) -> None:  # fmt: skip
     """Run ``fault``; a failure is judged by the one judge (``leasecheck.promises``), by the
-    library's promise of ``PROMISE_OF[fault]``, so ``--strict`` applies here as well. A
+    library's promise of ``PROMISE_OF[fault]`` (for a paused server, of the property its
+    run broke: ``FaultResult.judged_by``), so ``--strict`` applies here as well. A
     run the harness could not carry through is "not checked" (exit 2), never a verdict."""
     not_checked: NotChecked = request.getfixturevalue("not_checked")
     try:
@@ -82,7 +84,7 @@ def _fault(fault: str, library: QueueLibrary, server: Server, profile: Profile, 
     if result.evidence is not None:
         attach(failure, result.evidence)
     strict = bool(request.config.getoption("--leasecheck-strict-promises"))
-    with judge(library, PROMISE_OF[fault], strict):
+    with judge(library, result.judged_by, strict):
         raise failure
 
 
@@ -111,3 +113,13 @@ def test_clock_skew(
 ) -> None:  # fmt: skip
     """A worker whose clock runs ahead never takes a job whose lease is live."""
     _fault(CLOCK_SKEW, server_library, library_server, lc_profile, lc_seed, checked, request)
+
+
+@pytest.mark.leasecheck(SERVER_PAUSE)
+def test_server_pause(
+    server_library: QueueLibrary, library_server: Server, lc_profile: Profile, lc_seed: int,
+    checked: Any, request: pytest.FixtureRequest,
+) -> None:  # fmt: skip
+    """The server SIGSTOPped while a worker acks, past the lease, then resumed: the ack says
+    what happened (accepted: never delivered again; refused: delivered again)."""
+    _fault(SERVER_PAUSE, server_library, library_server, lc_profile, lc_seed, checked, request)
