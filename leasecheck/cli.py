@@ -535,10 +535,15 @@ def _conclude(result: CheckResult) -> int:
         print(f"every property holds ({len(result.properties)} checked)")
     elif result.exit_code == VIOLATION_EXIT:
         rows = result.properties.values()
-        failed = [r.name for r in rows if r.verdict in (VIOLATED, HUNG, CRASHED)]
+        words = ((VIOLATED, "violated"), (HUNG, "hung"), (CRASHED, "crashed"))
+        failed = [
+            f"{word}: {', '.join(sorted(r.name for r in rows if r.verdict == verdict))}"
+            for verdict, word in words
+            if any(r.verdict == verdict for r in rows)
+        ]
         not_run = [r.name for r in rows if r.verdict == NOT_RUN]
         after = f"; not run after it: {', '.join(sorted(not_run))}" if not_run else ""
-        print(f"violated: {', '.join(sorted(failed))}{after}")
+        print("; ".join(failed) + after)
     else:
         print(f"leasecheck: not everything could be checked: {_why(result)}", file=sys.stderr)
     return result.exit_code

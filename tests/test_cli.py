@@ -151,11 +151,12 @@ def test_a_target_that_kills_an_xdist_worker_reads_crashed_not_violated(scratch:
     row must still read CRASHED (no assertion failed), and nothing is exported as a
     counterexample of a crash."""
     quitter = _mutant_file(scratch, RETRY_DELAY_START, "    os._exit(3)\n")
-    done = run_check_cli(quitter, "-n", "1")
+    done = run_check_cli(quitter, "-n", "1", "--property", "lease.edges")
     assert done.returncode == 1, done.stdout + done.stderr
     assert re.search(r"^  lease\.\S+ +CRASHED ", done.stdout, re.MULTILINE), done.stdout
     assert not re.search(r"^  lease\.\S+ +VIOLATED ", done.stdout, re.MULTILINE), done.stdout
     assert "died while this property ran" in done.stdout
+    assert "crashed: lease.edges" in done.stdout and "violated:" not in done.stdout
 
 
 def test_a_violation_is_reported_exported_and_the_export_replays(scratch: Path) -> None:
