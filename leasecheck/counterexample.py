@@ -101,7 +101,12 @@ class Counterexample:
         if program is not None:
             return cls(program.machine, program.lines, message, program.steps, None, evidence)
         schedule = _schedule_of(error)
-        steps = sum(1 for line in message if _numbered(line))
+        if evidence is not None and evidence.steps:
+            # The operations the harness recorded (and any it folded away): a parallel
+            # program's P1#1 lines and a model path's setup count as much as numbered ones.
+            steps = len(evidence.steps) + evidence.folded
+        else:
+            steps = sum(1 for line in message if _numbered(line))
         return cls(None, (), message, steps, schedule, evidence)
 
     def record(self) -> dict[str, object]:

@@ -132,3 +132,18 @@ def test_an_exported_rerun_names_its_target_relative_to_itself(tmp_path: Path) -
         assert replay.target("../../src/worker.py", str(path), "LEASECHECK_IMPL") == (
             "/fixed/worker.py"
         )
+
+
+def test_a_failures_step_count_is_its_evidences_operations() -> None:
+    """A parallel program numbers only its prefix (``1.``) and labels the rest ``P1#1``:
+    the header's count comes from the recorded operations, not from the message's
+    numbered lines (an outside tester read "(1 steps)" over a 4-operation program)."""
+    recorder = Recorder()
+    for index, (actor, name) in enumerate(
+        [("prefix", "enqueue"), ("P1", "claim"), ("P2", "claim"), ("P2", "finish")]
+    ):
+        recorder.step(actor, name, name, float(index), end=float(index) + 0.5)
+    message = "prefix:\n  1. enqueue(...)\nP1:\n  P1#1. claim(...)\nP2:\n  P2#1. claim(...)"
+    error = attach(AssertionError(message), recorder.evidence("not linearizable"))
+    assert Counterexample.from_error(error).steps == 4
+    assert Counterexample.from_error(AssertionError(message)).steps == 1  # no evidence
