@@ -5,11 +5,17 @@ out, overlapping a logged sweep, loses its outcome; every other call is judged."
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from leasecheck.adapters import servers
 from leasecheck.adapters.lease_worker import LeaseWorker
 from leasecheck.adapters.rq import RqDefaults
+from leasecheck.adapters.server_plants import AckDroppingRq
+from leasecheck.crash_harness.queue_races import linear_run
 from leasecheck.models import queue_model as qm
 from leasecheck.models._queue_spec import QueueSpec
 from leasecheck.models.linearizability import Operation, Returned, check
@@ -90,3 +96,33 @@ def test_only_a_library_whose_verbs_sweep_logs_and_stops_afterwards(tmp_path: Pa
     log.write_text(json.dumps({"started_ns": 11, "ended_ns": 29}) + "\n")
     assert read_sweeps(log) == [SWEEP]
     assert read_sweeps(None) == [] and read_sweeps(tmp_path / "absent") == []
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> Iterator[str]:
+    try:
+        with servers.redis() as server:
+            yield server.url
+    except servers.ServerMissing as missing:
+        pytest.fail(str(missing), pytrace=False)
+
+
+def test_a_dropped_late_ack_on_rq_is_still_found_with_its_sweeps_set_aside(
+    tmp_path: Path, redis_url: str
+) -> None:
+    """The planted rq whose late acks finish nothing, run as queue.linearizable runs it
+    (its sweeps logged, histories of seeds 0, 1, ...): a history is still not
+    linearizable once the calls beside a sweep are set aside."""
+    library = AckDroppingRq()
+    spec = QueueSpec(tolerate=frozenset({"queue.exclusive", "queue.stale-ack", "queue.no-loss"}))
+    found = []
+    with logged_sweeps(library, tmp_path / "sweeps.jsonl") as log:
+        for seed in range(3):
+            (tmp_path / f"history-{seed}").mkdir()
+            history, _ = linear_run(library, tmp_path / f"history-{seed}", 3, 40, seed, redis_url)
+            kept, _ = set_aside(history, read_sweeps(log), real_time=False)
+            found.append(not check(kept, spec, qm.QueueState()).linearizable)
+            if found[-1]:
+                break
+    assert read_sweeps(log), "rq's first claims run its maintenance: some sweep is logged"
+    assert any(found), found
