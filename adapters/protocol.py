@@ -48,6 +48,7 @@ __all__ = [
     "QueueClock",
     "QueueLibrary",
     "ReportsLosses",
+    "ReportsSweeps",
     "SharedClock",
     "StoredJob",
     "Unsupported",
@@ -356,6 +357,19 @@ class ReportsLosses(Protocol):
     never judge its lease past the loss."""
 
     def lost(self) -> list[Lost]: ...
+
+
+@runtime_checkable
+class ReportsSweeps(Protocol):
+    """The optional member of a ``QueueLibrary`` whose verbs may run the library's own
+    recovery sweep as a side effect (rq's worker runs its maintenance, the sweep of
+    ``recover``, inside its dequeue). After ``log_sweeps(path)``, every connection opened
+    (in any process) appends one JSON line ``{"started_ns": N, "ended_ns": N}``
+    (``time.monotonic_ns()``) to ``path`` for each such sweep; ``log_sweeps(None)`` stops.
+    A sweep that runs beside another process's ack is a race the OS decides: the race
+    engines set those calls aside, counted, where a schedule engine judges the race."""
+
+    def log_sweeps(self, path: Path | None) -> None: ...
 
 
 def destroy_store(library: QueueLibrary, location: str) -> None:

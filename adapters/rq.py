@@ -31,6 +31,14 @@ is not promised there.
 Keys: rq keeps every job under ``rq:job:{id}``, whatever its queue, so the adapter gives
 rq the id ``{prefix}_{job}`` to keep stores on one server apart.
 
+Sweeps inside claims: the dequeue runs the worker's maintenance (``clean_registries``,
+the sweep ``recover`` runs) on a worker's first claim and every ``maintenance_interval``
+(600 s of the shared clock) after, as rq's own worker loop does. That sweep reads the
+stale registry entries, then fails or requeues them by id, so an ack by another process
+in between is undone (``queue.interleavings``' ``sweep-ack``). With ``log_sweeps``
+(``ReportsSweeps``) each connection logs every maintenance it runs, so the random races
+of ``queue.linearizable`` can set aside the calls that ran beside one.
+
 Time: rq reads the client clock through ``rq.utils.now`` and ``current_timestamp``; the
 adapter patches both in every rq module (``adapters._patched_time``), so
 ``clock="patched"``. Redis' own key TTLs still run on the server's clock.
@@ -39,7 +47,9 @@ adapter patches both in every rq module (``adapters._patched_time``), so
 from __future__ import annotations
 
 import datetime
+import json
 import math
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -158,8 +168,14 @@ class Rq:
         """Delete the store's keys (``create`` gave it a prefix of its own)."""
         drop_location(location)
 
+    sweep_log: Path | None = None
+    """Where connections opened from now on log their maintenance sweeps (``log_sweeps``)."""
+
+    def log_sweeps(self, path: Path | None) -> None:
+        self.sweep_log = path
+
     def connect(self, location: str, clock: QueueClock) -> QueueAdapter:
-        return RqAdapter(location, clock)
+        return RqAdapter(location, clock, sweep_log=self.sweep_log)
 
 
 DEFAULTS_PROMISES = replace(
@@ -188,16 +204,20 @@ class RqDefaults(Rq):
     promises: ClassVar[Promises] = DEFAULTS_PROMISES
 
     def connect(self, location: str, clock: QueueClock) -> QueueAdapter:
-        return RqAdapter(location, clock, defaults=True)
+        return RqAdapter(location, clock, defaults=True, sweep_log=self.sweep_log)
 
 
 class RqAdapter:
     """One Redis connection and the rq workers that claim through it (``defaults``: jobs
-    enqueued with rq's defaults)."""
+    enqueued with rq's defaults; ``sweep_log``: where its workers log their maintenance)."""
 
-    def __init__(self, location: str, clock: QueueClock, defaults: bool = False) -> None:
+    def __init__(
+        self, location: str, clock: QueueClock, defaults: bool = False,
+        sweep_log: Path | None = None,
+    ) -> None:  # fmt: skip
         rq = _import_rq()
         self.defaults = defaults
+        self.sweep_log = sweep_log
         import redis
 
         use_clock(clock)
@@ -210,6 +230,7 @@ class RqAdapter:
     def _worker(self, name: str, lease: float) -> Any:
         if name not in self.workers:
             self.workers[name] = _lease_worker_class()([self.queue], connection=self.redis)
+            self.workers[name].leasecheck_sweep_log = self.sweep_log
         worker = self.workers[name]
         worker.leasecheck_lease = max(1, math.ceil(lease))
         return worker
@@ -310,9 +331,29 @@ def _lease_worker_class() -> type[Any]:
 
         class LeaseWorker(SimpleWorker):
             leasecheck_lease = 1
+            leasecheck_sweep_log: Path | None = None
 
             def get_heartbeat_ttl(self, job: Any, working_time: float = 0.0) -> int:
                 return int(self.leasecheck_lease)
 
+            def run_maintenance_tasks(self) -> None:
+                """rq's maintenance, its window logged (``ReportsSweeps``) when asked.
+                Logged whether or not this worker won the maintenance lock: a window
+                logged for nothing only sets more calls aside."""
+                started = time.monotonic_ns()
+                base: Any = super()
+                try:
+                    base.run_maintenance_tasks()
+                finally:
+                    if self.leasecheck_sweep_log is not None:
+                        _log_sweep(self.leasecheck_sweep_log, started, time.monotonic_ns())
+
         _WORKER_CLASS.append(LeaseWorker)
     return _WORKER_CLASS[0]
+
+
+def _log_sweep(path: Path, started_ns: int, ended_ns: int) -> None:
+    """One JSON line, appended in one write (the racers share the file)."""
+    line = json.dumps({"started_ns": started_ns, "ended_ns": ended_ns}) + "\n"
+    with path.open("a") as log:
+        log.write(line)

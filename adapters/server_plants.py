@@ -15,6 +15,10 @@ fail and to hold (the server-side counterpart of ``leasecheck/mutants``).
   ``ack_deletes`` (a library that deletes on ack, seen the way ``observe`` allows: "every
   job the store knows"). Every fault must judge it as it judges rq: an acknowledged job
   that is simply absent is done, an unacknowledged one absent is lost.
+- ``AckDroppingRq``: rq-defaults whose ack of a claim whose lease ran out answers True
+  and finishes nothing (``planted:ack-after-expiry-dropped`` on rq): ``queue.linearizable``
+  must still fail with its sweeps logged, since the set-aside of acks that ran beside
+  rq's own sweep (``leasecheck/properties/_sweep_race.py``) must not hide it.
 - ``SweeplessRq``: rq that delivers each job once: a claim of a job claimed before gets
   nothing, so an expired claim's job never reaches a second worker and
   ``queue.zombie-pause`` meets no zombie: it must say "not checked", not "holds".
@@ -27,6 +31,7 @@ import uuid
 from pathlib import Path
 from typing import Any, ClassVar
 
+from leasecheck.adapters._patched_time import current_clock
 from leasecheck.adapters.pgqueuer import Pgqueuer, PgqueuerAdapter
 from leasecheck.adapters.protocol import (
     Capabilities,
@@ -37,9 +42,10 @@ from leasecheck.adapters.protocol import (
     QueueClock,
     StoredJob,
 )
-from leasecheck.adapters.rq import Rq, RqAdapter
+from leasecheck.adapters.rq import Rq, RqAdapter, RqDefaults
 
 __all__ = [
+    "AckDroppingRq",
     "FencedPgqueuer",
     "FencedRq",
     "ForgetfulRq",
@@ -153,3 +159,18 @@ class _SweeplessRqAdapter(RqAdapter):
             f"leasecheck:{self.prefix}:claimed:{got.job}", 1, nx=True
         )
         return got if first else None
+
+
+class AckDroppingRq(RqDefaults):
+    """rq-defaults whose ack of a claim whose lease ran out is answered and dropped."""
+
+    name: ClassVar[str] = "rq-ack-dropped"
+
+    def connect(self, location: str, clock: QueueClock) -> QueueAdapter:
+        return _AckDroppingRqAdapter(location, clock, defaults=True, sweep_log=self.sweep_log)
+
+
+class _AckDroppingRqAdapter(RqAdapter):
+    def ack(self, claim: Claim) -> bool:
+        ran_out = claim.lease_until is not None and current_clock().now() >= claim.lease_until
+        return True if ran_out else super().ack(claim)

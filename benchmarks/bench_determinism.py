@@ -8,6 +8,10 @@ prints the table of what is there). The table has one row per adapter and proper
 verdict of each run (``x5`` when all agree), the median seconds of the property, and a
 ``FLIP`` mark when the runs disagree; then each adapter's exit codes and whole-run times.
 It exits 1 if any row flipped. Timings on a shared machine are noisy: quote medians.
+
+``--property NAME`` (repeatable) runs only those properties (``leasecheck check
+--property``), for repeating one flip cheaply; ``--first-run N`` numbers the runs from
+N, so a later benchmark adds runs to a directory an earlier one (cut off) left.
 """
 
 from __future__ import annotations
@@ -22,13 +26,15 @@ from pathlib import Path
 from typing import Any
 
 
-def _run(adapter: str, run: int, out: Path, workers: str) -> None:
+def _run(adapter: str, run: int, out: Path, workers: str, props: list[str]) -> None:
     path = out / f"{adapter}-{run}.json"
     started = time.monotonic()
     command = [
         sys.executable, "-m", "leasecheck", "check", "--adapter", adapter, "--profile", "ci",
         "--seed", "0", "-n", workers, "--json", str(path),
     ]  # fmt: skip
+    for prop in props:
+        command += ["--property", prop]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     took = time.monotonic() - started
     (out / f"{adapter}-{run}.log").write_text(done.stdout + done.stderr)
@@ -103,12 +109,17 @@ def main() -> int:
     parser.add_argument("-n", dest="workers", default="2")
     parser.add_argument("--table", action="store_true", help="only print the kept table")
     parser.add_argument("--wide", action="store_true", help="with --table: one row an adapter")
+    parser.add_argument(
+        "--property", dest="props", action="append", default=[], help="only this property"
+    )
+    parser.add_argument("--first-run", type=int, default=1, help="the first run's number")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if not args.table:
-        for run in range(1, args.runs + 1):  # run by run: a cut-off benchmark stays even
+        first = args.first_run
+        for run in range(first, first + args.runs):  # run by run: a cut-off one stays even
             for adapter in args.adapters:
-                _run(adapter, run, args.out, args.workers)
+                _run(adapter, run, args.out, args.workers, args.props)
     if args.wide:
         _wide(args.out)
         return 0

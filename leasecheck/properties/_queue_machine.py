@@ -5,7 +5,9 @@ Each property enforces one generic property and adopts the rest (see
 program, so it gets the profile's ``queue_examples_real`` programs instead of
 ``queue_examples``, and is not shrunk: on real time a replay need not repeat the run
 (Hypothesis would call it flaky), so a failure is reported as the machine saw it, with
-the calls as they ran.
+the calls as they ran. Its leases are sized by its measured call latency
+(``_real_leases``), so that a loaded machine cuts about as many programs short as a
+quiet one, and the row prints the stretch.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from leasecheck.adapters.protocol import QueueLibrary
 from leasecheck.profiles import Profile
+from leasecheck.properties._real_leases import call_latency_ms, real_scale, scaled
 from leasecheck.stateful_tests.queue_machine import QueueMachine
 
 __all__ = ["CHANGE_REAL", "MachineRun", "run_machine"]
@@ -59,6 +62,10 @@ def run_machine(
     real = library.capabilities.real_time
     examples = profile.queue_examples_real if real else profile.queue_examples
     machine = QueueMachine.bound(library, frozenset({prop}), server)
+    stretch = None
+    if real and library.capabilities.server_lease is None:  # a server's one lease is fixed
+        stretch = real_scale(call_latency_ms(library, server))
+        machine = scaled(machine, stretch.scale)
     base = settings.get_profile("leasecheck")
     chosen = settings(
         base,
@@ -74,5 +81,6 @@ def run_machine(
         raise AssertionError(machine.failures[0]) from None
     text = f"{examples} programs of up to {profile.step_count} steps"
     if real:
-        text += f" on real time ({machine.set_aside[0]} cut short: a call across a lease end)"
+        text += f" on real time ({machine.set_aside[0]} cut short: a call across a lease end"
+        text += f"; {stretch.text()})" if stretch is not None else ")"
     return MachineRun(text, machine.programs[0], machine.set_aside[0], machine.zombie_acks[0])
