@@ -117,9 +117,12 @@ class LongestFirst(LoadScheduling):  # type: ignore[misc]  # xdist ships no type
         node.send_runtest_some([index])
 
     def check_schedule(self, node: WorkerController, duration: float = 0) -> None:
+        """Top ``node`` up to two tests; with none left to send, a node holding one is
+        shut down (so it runs it: pytest needs a next item or the end). A worker xdist
+        starts in place of a crashed one begins with none and needs both."""
         if node.shutting_down:
             return
-        if not self.pending:
-            node.shutdown()
-        elif len(self.node2pending[node]) < 2:
+        while self.pending and len(self.node2pending[node]) < 2:
             self._send_tests(node, 1)
+        if not self.pending and len(self.node2pending[node]) < 2:
+            node.shutdown()

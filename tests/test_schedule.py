@@ -67,6 +67,25 @@ def test_nothing_long_waits_behind_the_longest_test() -> None:
     assert [node.sent for node in nodes] == [[0, 18], [1, 17], [2, 16], [3, 15]]
 
 
+def test_a_worker_started_in_place_of_a_crashed_one_gets_two_tests() -> None:
+    """xdist replaces a worker that died (a target that calls os._exit): the new worker
+    holds nothing, and one test alone never starts (pytest waits for the next one), so
+    it must get two, or one and the end. Before, the run waited until its budget."""
+    a, b = Node("gw0"), Node("gw1")
+    scheduling = scheduler([a, b], [f"t{n}" for n in range(6)])
+    assert scheduling.remove_node(a) == "t0"  # a died running t0; t5 goes back
+    c = Node("gw2")
+    scheduling.add_node(c)
+    scheduling.add_node_collection(c, [f"t{n}" for n in range(6)])
+    scheduling.schedule()
+    assert len(c.sent) == 2 and not c.shutting_down
+    for index in list(c.sent):
+        scheduling.mark_test_complete(c, index)
+    for index in list(b.sent):
+        scheduling.mark_test_complete(b, index)
+    assert sorted(b.sent + c.sent) == [1, 2, 3, 4, 5] and c.shutting_down and b.shutting_down
+
+
 def test_more_workers_than_tests_are_shut_down_at_once() -> None:
     nodes = [Node(f"gw{n}") for n in range(4)]
     scheduler(nodes, ["only"])
