@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -44,7 +44,7 @@ from leasecheck.crash_harness.engine import (
     ErrorInfo,
 )
 from leasecheck.crash_harness.zygote import Task
-from leasecheck.models.contracts import Snapshot
+from leasecheck.models.contracts import JobRow, Snapshot
 from leasecheck.models.evidence import Evidence, attach, evidence_of, shrunk_evidence
 from leasecheck.models.lease_ops import LeaseOp
 from leasecheck.models.shrinking import Budget, Shrunk, shrink
@@ -256,14 +256,41 @@ class _Shrink:
     number: int
     BUDGET = Budget(runs=60, seconds=8.0)
 
+    ROWS = Budget(runs=40, seconds=6.0)
+    """For dropping the starting state's job rows, after the operations are shrunk."""
+
     def run(self, plan: list[_Planned], error: AssertionError) -> AssertionError | None:
-        """The failure of the shortest history found, with its scenario; None if no
-        shorter history failed."""
+        """The failure of the shortest history found, from the smallest starting state
+        found, with its scenario; None if nothing smaller failed."""
         ops = [planned.op for planned in plan][: _in_flight(error, plan) + 1]
         shrunk = shrink(ops, error, self.attempt, self.BUDGET)
-        if shrunk.failure is error or shrunk.after >= len(plan):
+        rows = len(self.world.state.jobs)
+        failure = self._drop_rows(list(shrunk.items), shrunk.failure)
+        if failure is error:  # no smaller history, from no smaller state, failed
             return None
-        return self._reported(shrunk, len(plan))
+        shrunk = replace(shrunk, failure=failure)
+        if self.kept < rows and len(shrunk.items) > 1:  # fewer jobs: fewer operations matter
+            again = shrink(list(shrunk.items), failure, self.attempt, self.BUDGET)
+            shrunk = replace(again, before=shrunk.before)
+        return self._reported(shrunk, len(plan), rows)
+
+    kept: int = -1
+    """Job rows of the starting state the reported history still needs."""
+
+    def _drop_rows(self, ops: list[LeaseOp], failure: AssertionError) -> AssertionError:
+        """A kill late in a long run starts from the dozens of jobs earlier kills left:
+        drop the job rows (and their redrive rows) the failure does not need, so the
+        reported scenario shows only the jobs it is about."""
+        start = self.world
+
+        def fails(jobs: list[JobRow]) -> AssertionError | None:
+            self.world = _with_jobs(start, jobs)
+            return self.attempt(ops)
+
+        rows = shrink(list(start.state.jobs), failure, fails, self.ROWS)
+        self.world = _with_jobs(start, list(rows.items))
+        self.kept = len(rows.items)
+        return rows.failure
 
     def attempt(self, ops: list[LeaseOp]) -> AssertionError | None:
         """Does the history ``ops``, killed with its last operation in flight, fail?"""
@@ -279,18 +306,28 @@ class _Shrink:
             self.files.remove(path)
         return None
 
-    def _reported(self, shrunk: Shrunk[LeaseOp, AssertionError], length: int) -> AssertionError:
+    def _reported(
+        self, shrunk: Shrunk[LeaseOp, AssertionError], length: int, rows: int
+    ) -> AssertionError:
         plan = _replan(self.world, list(shrunk.items))
         scenario = _scenario(self.seed, self.number, self.world, plan)
+        fewer = f" and from {rows} to {self.kept} job rows in the file" if self.kept < rows else ""
         scenario.add(
-            f"shrunk from {length} to {shrunk.after} operations: the same kill of this shorter "
-            f"history (its last operation in flight) fails too"
+            f"shrunk from {length} to {shrunk.after} operations{fewer}: the same kill of this "
+            f"shorter history (its last operation in flight) fails too"
         )
         failure = scenario.fail(str(shrunk.failure))
         found = evidence_of(shrunk.failure)
         if found is None:
             return failure
         return attach(failure, shrunk_evidence(found, length))
+
+
+def _with_jobs(world: World, jobs: list[JobRow]) -> World:
+    """``world`` whose file holds only ``jobs`` (and the redrive rows of those jobs)."""
+    kept = {row.id for row in jobs}
+    redrives = tuple(row for row in world.state.redrives if row.id in kept)
+    return replace(world, state=replace(world.state, jobs=tuple(jobs), redrives=redrives))
 
 
 def _in_flight(error: AssertionError, plan: list[_Planned]) -> int:

@@ -16,12 +16,16 @@ from types import ModuleType
 
 import pytest
 
+from leasecheck.crash_harness._queue_files import QueueFiles
+from leasecheck.crash_harness._states import World
 from leasecheck.crash_harness.atomicity import check_every_point
 from leasecheck.crash_harness.duplicate_send import check_duplicate_send
+from leasecheck.crash_harness.engine import Engine
 from leasecheck.crash_harness.races import check_races
-from leasecheck.crash_harness.random_kills import check_random_kills
+from leasecheck.crash_harness.random_kills import _replan, _Shrink, check_random_kills
 from leasecheck.crash_harness.single_winner import check_single_winner
 from leasecheck.models.evidence import evidence_of
+from leasecheck.models.lease_ops import LeaseOp
 from leasecheck.mutants import Mutant, by_name, materialize
 from leasecheck.mutants.crash_bugs import MUTANTS
 from leasecheck.targets import load_worker
@@ -147,3 +151,49 @@ def test_a_wal_target_runs_through_every_fault_point(scratch: Path) -> None:
     table = check_every_point(module, scratch, 1, 0)
     assert sum(table.kills.values()) >= 5, table
     assert not list(scratch.glob("queue-*.db-wal")), "a WAL file was left behind"
+
+
+_BUDGET_CHECK = (
+    '    if row["attempts"] >= row["max_attempts"]:\n        return "dead", "exhausted"\n'
+)
+_DEADLINE_CHECK = (
+    '    if now_ms + delay_ms >= row["deadline"]:\n        return "dead", "deadline"\n'
+)
+LATE_BUDGET = Mutant(
+    "retry-deadline-before-budget",
+    "worker",
+    "a retry's deadline is checked before its attempt budget (an outside tester's bug)",
+    "two guard clauses swapped in a refactor",
+    "lease.crash-random",
+    ((_BUDGET_CHECK + _DEADLINE_CHECK, _DEADLINE_CHECK + _BUDGET_CHECK),),
+)
+
+
+def test_crash_random_drops_the_job_rows_its_failure_does_not_need(
+    scratch: Path, no_leaked_children: None
+) -> None:
+    """A kill late in a run starts from the dozens of jobs earlier kills left: the
+    reported scenario keeps only the rows the failure needs (an outside tester's report
+    printed some 40 jobs and "559 more lines"). Here 20 jobs, one leased on its last
+    attempt; the swapped guards record its retry past the deadline as 'deadline'."""
+    module = load_worker(materialize(LATE_BUDGET, scratch))
+    world = World(now=1000)
+    for number in range(20):
+        event = {"id": f"j{number}", "qty": 1}
+        world, _ = world.apply(
+            LeaseOp.of("enqueue", event=event, now_ms=1000, ttl_ms=5000, max_attempts=1)
+        )
+    world, claimed = world.apply(LeaseOp.of("claim", owner="w1", now_ms=1000, lease_ms=1000))
+    ops = [
+        LeaseOp.of("finish", ticket=claimed.result, outcome="retry", now_ms=1100, delay_ms=9000),
+        LeaseOp.of("claim", owner="w2", now_ms=1200, lease_ms=100),
+    ]
+    with Engine() as engine:
+        shrinker = _Shrink(engine, QueueFiles(engine, module, scratch), module, world, 0, 1)
+        error = shrinker.attempt(ops)
+        assert error is not None, "the acknowledged finish must disagree with the model"
+        reported = shrinker.run(_replan(world, ops), error)
+    assert reported is not None
+    message = str(reported)
+    assert "from 20 to 1 job rows in the file" in message, message
+    assert sum(1 for line in message.splitlines() if line.strip().startswith("job '")) <= 3
