@@ -154,8 +154,7 @@ def active(config: pytest.Config) -> bool:
 
 def activate(config: pytest.Config) -> RunSettings:
     """Apply leasecheck's run settings to this session (once): its Hypothesis profile, its
-    shrink bound, draws free of local modules' literals (``profiles.pin_generation``)
-    and, in ci or with a seed, Hypothesis' forced seed. Only then do its
+    shrink bound and, in ci or with a seed, Hypothesis' forced seed. Only then do its
     collection hooks select properties. leasecheck's own test suite calls this from its
     conftest; nobody else's session is touched unless it asks (suite.md)."""
     if active(config):
@@ -170,7 +169,6 @@ def activate(config: pytest.Config) -> RunSettings:
     settings.load_profile("leasecheck")
     # Hypothesis reads this bound when shrinking starts; the default is 300 s.
     shrinking_engine.MAX_SHRINKING_SECONDS = run.profile.shrink_seconds
-    profiles.pin_generation()
     forced = (run.profile.name == "ci" or run.seeded) and not profiles.hunting()  # HypoFuzz
     if forced and hypothesis_core.global_force_seed is None:
         # What Hypothesis' own --hypothesis-seed does: every test draws from this seed,

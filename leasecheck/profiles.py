@@ -144,30 +144,6 @@ def example_database(
     return ReadOnlyDatabase(database) if read_only else database
 
 
-def pin_generation() -> None:
-    """Make Hypothesis' draws depend only on the seed, the test and the example database.
-
-    Hypothesis (6.131 and later) mixes the literals of every *local* module found in
-    ``sys.modules`` (any file outside site-packages and the standard library) into what it
-    draws. In a leasecheck run that pool would be the target's literals plus whatever else
-    the worker had imported by then: leasecheck itself when it is installed editable, the
-    other files of a batch, the modules earlier properties in the same xdist worker
-    loaded (so it changes with xdist's scheduling). The ci verdict would then depend on
-    more than the target and the seed, and Hypothesis would write ``.hypothesis/constants/``
-    into the user's working directory. leasecheck's sessions draw from Hypothesis' global
-    constants only (which hold the edge values: 0, -1, "", ...)."""
-    try:
-        from hypothesis.internal.conjecture import providers
-        from hypothesis.internal.constants_ast import Constants
-    except ImportError:  # pragma: no cover - older Hypothesis: nothing local is mixed in
-        return
-    if not hasattr(providers, "_get_local_constants"):
-        return  # pragma: no cover
-    empty = Constants()
-    providers._get_local_constants = lambda: empty
-    providers.CONSTANTS_CACHE.cache.clear()
-
-
 def hunting() -> bool:
     """``leasecheck hunt`` writes its finds even with the ``ci`` profile's settings."""
     return os.environ.get(HUNT_ENV) == "1"

@@ -54,7 +54,9 @@ def test_an_unlocked_poll_is_caught_every_run_within_the_budget(
     )
     assert any(text in message for text in double), message
     assert "the calls involved:" in message and "poll(worker_id='w" in message
-    assert seconds < BUDGET_SECONDS + 1.0
+    # Caught, and the hammer did not run on past its budget: a bound against running on,
+    # loose enough for a loaded machine (building the evidence and shrinking count too).
+    assert seconds < 3 * BUDGET_SECONDS + 2.0
 
 
 class Stuck(JobQueue):

@@ -4,7 +4,6 @@ its manners as a guest in a project that has its own Hypothesis tests and plugin
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -160,34 +159,3 @@ def test_the_check_loads_only_its_own_plugins(tmp_path: Path) -> None:
     loaded = [command[i + 1] for i, word in enumerate(command) if word == "-p"]
     assert loaded == list(PLUGINS)
     assert "--leasecheck-profile" in command and "--profile" not in command
-
-
-LOCAL_LITERALS = """
-from hypothesis import given, settings, strategies as st
-import magic  # a local module: Hypothesis >= 6.131 mixes its literals into its draws
-
-@settings(max_examples=400, database=None)
-@given(st.lists(st.integers(), min_size=10, max_size=10))
-def test_draws(numbers):
-    if magic.MAGIC in numbers:
-        with open("drew-magic", "w"):
-            pass
-"""
-
-
-def test_a_leasecheck_session_draws_nothing_from_local_modules(pytester: pytest.Pytester) -> None:
-    """In a leasecheck session what Hypothesis draws depends on the seed and the test
-    alone, not on the literals of whichever local modules happen to be imported (the
-    target, the other files of a batch, what an earlier property in the same xdist worker
-    loaded), and nothing is written to ``.hypothesis/constants/``."""
-    pytester.makepyfile(magic="MAGIC = 918273645\n", test_draws=LOCAL_LITERALS)
-    drew = pytester.path / "drew-magic"
-    plain = pytester.runpytest_subprocess("-p", "no:leasecheck", "-p", "no:randomly")
-    plain.assert_outcomes(passed=1)
-    assert drew.exists(), "plain Hypothesis never drew the local literal: this test shows nothing"
-    drew.unlink()
-    shutil.rmtree(pytester.path / ".hypothesis", ignore_errors=True)
-    pinned = pytester.runpytest_subprocess("--leasecheck-seed", "0", "-p", "no:randomly")
-    pinned.assert_outcomes(passed=1)
-    assert not drew.exists()
-    assert not (pytester.path / ".hypothesis" / "constants").exists()

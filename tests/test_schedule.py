@@ -83,7 +83,8 @@ def test_a_worker_started_in_place_of_a_crashed_one_gets_two_tests() -> None:
         scheduling.mark_test_complete(c, index)
     for index in list(b.sent):
         scheduling.mark_test_complete(b, index)
-    assert sorted(b.sent + c.sent) == [1, 2, 3, 4, 5] and c.shutting_down and b.shutting_down
+    assert sorted(b.sent + c.sent) == [1, 2, 3, 4, 5]
+    assert all(node.shutting_down for node in (b, c))
 
 
 def test_more_workers_than_tests_are_shut_down_at_once() -> None:
