@@ -129,7 +129,7 @@ class Reach(JobQueue):
         return super()._backoff(attempts)
 
 
-def test_programs_reach_the_job_scope() -> None:
+def test_programs_reach_the_job_scope(fixed_hypothesis_constants: None) -> None:
     """jobs.agreement's programs submit ids past J9 (to J12), poll among ten or more ready
     jobs, compute the backoff after every attempt up to the 5th, and run policies of six
     attempts with caps that are, and are not, base * 2**k (150 derandomized programs,
