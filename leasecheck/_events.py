@@ -44,10 +44,10 @@ FAILURE_KEY = "leasecheck:failure"
 RESOURCE_KEY = "leasecheck:resource"
 """The ``user_properties`` key of a failure of leasecheck's environment (a full disk)."""
 HARNESS_KEY = "leasecheck:harness"
+"""The ``user_properties`` key of a failure of leasecheck's own code (``_blame``): exit 2."""
 CRASHED_KEY = "leasecheck:crashed"
 """On the report pytest-xdist makes for a test whose worker process died under it: the
 worker's id. The row reads CRASHED, never VIOLATED: no assertion failed."""
-"""The ``user_properties`` key of a failure of leasecheck's own code (``_blame``): exit 2."""
 FIRST_OPTION = "--leasecheck-first"
 
 
