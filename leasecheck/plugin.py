@@ -31,7 +31,7 @@ from hypothesis import core as hypothesis_core
 from hypothesis import settings
 from hypothesis.internal.conjecture import engine as shrinking_engine
 
-from leasecheck import profiles
+from leasecheck import constants_pool, profiles
 from leasecheck.adapters import servers
 from leasecheck.adapters.protocol import AdapterError, QueueLibrary
 from leasecheck.adapters.registry import load_library
@@ -167,6 +167,7 @@ def activate(config: pytest.Config) -> RunSettings:
     config.stash[RUN_SETTINGS] = _ACTIVE["run"] = run
     settings.register_profile("leasecheck", chosen)
     settings.load_profile("leasecheck")
+    constants_pool.pin()  # draws stop depending on what else this process imported
     # Hypothesis reads this bound when shrinking starts; the default is 300 s.
     shrinking_engine.MAX_SHRINKING_SECONDS = run.profile.shrink_seconds
     forced = (run.profile.name == "ci" or run.seeded) and not profiles.hunting()  # HypoFuzz

@@ -90,25 +90,30 @@ ERRORS = st.sampled_from(["boom", None, "timeout"])
 
 
 MAX_ATTEMPTS = edges.JOB_RANGES["max_attempts"].high
-ATTEMPTS = _weighted([1, 2, 3], range(4, MAX_ATTEMPTS + 1))
-"""max_attempts: mostly small (jobs die within a program), up to 6 (backoff reaches
-base * 2**4 before the last attempt)."""
+ATTEMPTS = _weighted([1, 2, 3, MAX_ATTEMPTS], range(4, MAX_ATTEMPTS))
+"""max_attempts: mostly small (jobs die within a program), and often the top of the
+range, 6 (backoff reaches base * 2**4 before the last attempt)."""
 
 
 BASES = _weighted([1, 5, 10], range(1, 51))
-POWERS = st.integers(min_value=0, max_value=5)
+POWERS = {attempts: st.integers(0, max(0, attempts - 2)) for attempts in range(1, MAX_ATTEMPTS + 1)}
+"""k for a policy of ``attempts``: the cap base * 2**k is met by the backoff after
+attempt k + 1, which a policy has only when k + 1 <= attempts - 1."""
 
 
 @st.composite
 def _policies(draw: st.DrawFn) -> RetryPolicy:
     """Policies whose cap is exactly base * 2**k (the cap binds at attempt k + 1), lies
-    between two powers (it binds mid-way), or is never reached within 6 attempts.
+    between two powers (it binds mid-way), or is never reached within 6 attempts; k is
+    drawn among the attempts that have a backoff, so the cap binds (the spec's
+    ``min(max_backoff, ...)``) before the last attempt of most policies that retry.
     (The strategies are built once: a new ``sampled_from`` of 150 values per example
     cost more than the rest of the example's start.)"""
+    attempts = draw(ATTEMPTS)
     base = draw(BASES)
-    power = base * 2 ** draw(POWERS)
+    power = base * 2 ** draw(POWERS[attempts])
     cap = draw(st.sampled_from([power, power + max(1, power // 2), base * 2**6]))
-    return RetryPolicy(draw(ATTEMPTS), base, cap)
+    return RetryPolicy(attempts, base, cap)
 
 
 POLICIES = _policies()
@@ -133,7 +138,9 @@ class Backlog:
 
 
 NO_BACKLOG = Backlog()
-BACKLOGS = _weighted([Backlog()], [Backlog(MAX_JOBS), Backlog(1, 5), Backlog(MAX_JOBS, 5)])
+BACKLOGS = _weighted([Backlog(), Backlog(1, 5)], [Backlog(MAX_JOBS), Backlog(MAX_JOBS, 5)])
+"""Often a job already at its last attempt (a state near the attempt bound, where the
+backoff has met the cap): a program seldom fails one job five times by itself."""
 LEASES = Bundle("leases")
 """Every lease the target ever handed out (current and stale), for complete/fail."""
 BOUNDARIES = st.sampled_from(["lease_until", "lease_until", "run_at", "now"])

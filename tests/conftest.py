@@ -6,7 +6,6 @@ their own fixtures below.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -113,25 +112,3 @@ def engine(no_leaked_children: None) -> Iterator[Engine]:
         yield running
 
 
-@pytest.fixture
-def fixed_hypothesis_constants(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Hypothesis (6.131+) mixes the literals of every local module in ``sys.modules``
-    into its draws, so what a derandomized test generates depends on what ran earlier in
-    the same xdist worker. A coverage figure of generated programs needs that pool
-    fixed: here leasecheck's own (non-test) modules, read in sorted order."""
-    from hypothesis.internal.conjecture import providers
-    from hypothesis.internal.constants_ast import Constants, _constants_from_source
-
-    import leasecheck
-
-    pool = Constants()
-    root = Path(leasecheck.__file__).resolve().parent
-    for directory, folders, names in sorted(os.walk(root, followlinks=True)):
-        folders[:] = sorted(f for f in folders if f != "__pycache__")
-        for name in sorted(names):
-            if name.endswith(".py") and not name.startswith("test_"):
-                pool |= _constants_from_source(Path(directory, name).read_bytes(), limit=True)
-    monkeypatch.setattr(providers, "_get_local_constants", lambda: pool)
-    providers.CONSTANTS_CACHE.cache.clear()
-    yield
-    providers.CONSTANTS_CACHE.cache.clear()

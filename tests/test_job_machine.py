@@ -107,6 +107,8 @@ class Reach(JobQueue):
     """(max_attempts, whether the cap is base * 2**k)."""
     ready: ClassVar[list[int]] = [0]
     """The most jobs ready at one poll."""
+    capped: ClassVar[set[int]] = set()
+    """n for every backoff after the n-th attempt where base * 2**(n-1) passed the cap."""
 
     def __init__(self, time: Any, policy: RetryPolicy) -> None:
         super().__init__(time, policy)
@@ -126,18 +128,23 @@ class Reach(JobQueue):
 
     def _backoff(self, attempts: int) -> int:
         self.backoffs.add(attempts)
+        policy = self._policy
+        if policy.base_backoff_millis * 2 ** (attempts - 1) > policy.max_backoff_millis:
+            self.capped.add(attempts)
         return super()._backoff(attempts)
 
 
-def test_programs_reach_the_job_scope(fixed_hypothesis_constants: None) -> None:
+def test_programs_reach_the_job_scope() -> None:
     """jobs.agreement's programs submit ids past J9 (to J12), poll among ten or more ready
-    jobs, compute the backoff after every attempt up to the 5th, and run policies of six
-    attempts with caps that are, and are not, base * 2**k (150 derandomized programs,
+    jobs, compute the backoff after every attempt up to the 5th, meet the cap (the spec's
+    ``min(max_backoff, ...)``) after the 2nd attempt and later ones, and run policies of
+    six attempts with caps that are, and are not, base * 2**k (150 derandomized programs,
     an eighth of the ci profile's)."""
     assert run_machine(Reach, PASSING_SETTINGS) is None
     assert max(Reach.ids) == 12 and {10, 11, 12} <= Reach.ids
     assert Reach.ready[0] >= 10
     assert {1, 2, 3, 4, 5} <= Reach.backoffs
+    assert 2 in Reach.capped and max(Reach.capped) >= 4
     assert {(6, True), (6, False)} <= Reach.policies
 
 

@@ -88,7 +88,7 @@ def test_unknown_profile_is_refused(properties: pytest.Pytester) -> None:
 OWN_TESTS = """
 import json
 from hypothesis import core, given, settings, strategies as st
-from hypothesis.internal.conjecture import engine
+from hypothesis.internal.conjecture import engine, providers
 import pytest
 
 @given(st.integers())
@@ -100,6 +100,7 @@ def test_own_hypothesis_test(n):
         "database": type(current.database).__name__,
         "force_seed": core.global_force_seed,
         "shrink_seconds": engine.MAX_SHRINKING_SECONDS,
+        "constants_hook": getattr(providers, "_get_local_constants", print).__module__,
     }
     with open("seen.json", "w") as out:  # pytester runs in the project's directory
         json.dump(seen, out)
@@ -146,6 +147,7 @@ def test_a_leasecheck_option_activates_the_plugin(project: pytest.Pytester) -> N
     seen = _seen(project, "--leasecheck-seed", "3", "--leasecheck-profile", "quick")
     assert seen["profile"] == "leasecheck" and seen["force_seed"] == 3
     assert seen["shrink_seconds"] == 15  # the quick profile's bound
+    assert seen["constants_hook"] == "leasecheck.constants_pool"  # draws from one pool
     # Seed 0 alone activates it too (0 is falsy, but it is an option given).
     assert _seen(project, "--leasecheck-seed", "0")["force_seed"] == 0
 
@@ -159,3 +161,51 @@ def test_the_check_loads_only_its_own_plugins(tmp_path: Path) -> None:
     loaded = [command[i + 1] for i, word in enumerate(command) if word == "-p"]
     assert loaded == list(PLUGINS)
     assert "--leasecheck-profile" in command and "--profile" not in command
+
+
+# --- what a property draws does not depend on what the process imported -------------
+
+DRAWS = """
+import json
+from hypothesis import given, settings, strategies as st
+
+seen = []
+
+@settings(max_examples=300, derandomize=True, database=None)
+@given(st.integers(0, 100_000), st.sampled_from(range(40)), st.text(max_size=3))
+def test_draws(n, i, s):
+    seen.append([n, i, s])
+
+def test_write():
+    with open("draws.json", "w") as out:
+        json.dump(seen, out)
+"""
+
+NOISY = "WEIRD = (77_777, 4_242, 99_991, 31_337, 'zzq', 'qqz')\n"
+
+
+def _draws(project: pytest.Pytester, *args: str, noisy: bool) -> list[object]:
+    (project.path / "draws.json").unlink(missing_ok=True)
+    if noisy:  # a local module with odd literals, imported before the draws start
+        project.makeconftest("import noisy  # noqa: F401\n")
+    else:
+        (project.path / "conftest.py").unlink(missing_ok=True)
+    project.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider", *args)
+    draws: list[object] = json.loads((project.path / "draws.json").read_text())
+    return draws
+
+
+def test_draws_do_not_depend_on_what_else_the_process_imported(
+    pytester: pytest.Pytester,
+) -> None:
+    """Hypothesis (6.131+) mixes the literals of every local module in ``sys.modules``
+    into its draws; with leasecheck active the pool is leasecheck's own fixed one
+    (``leasecheck.constants_pool``), so importing another local module changes nothing,
+    and no ``.hypothesis/constants`` is written into the working directory. Without
+    leasecheck the same import moves the draws (the check can fail)."""
+    pytester.makepyfile(test_draws=DRAWS, noisy=NOISY)
+    quiet = _draws(pytester, "--leasecheck-seed", "0", noisy=False)
+    assert _draws(pytester, "--leasecheck-seed", "0", noisy=True) == quiet
+    assert not (pytester.path / ".hypothesis" / "constants").exists()
+    plain = _draws(pytester, "-p", "no:leasecheck", noisy=False)
+    assert _draws(pytester, "-p", "no:leasecheck", noisy=True) != plain
