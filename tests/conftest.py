@@ -110,5 +110,3 @@ def engine(no_leaked_children: None) -> Iterator[Engine]:
     """The fork engine with its default deadline; every child reaped and checked with psutil."""
     with Engine() as running:
         yield running
-
-
