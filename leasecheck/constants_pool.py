@@ -37,7 +37,7 @@ def pin() -> bool:
         from hypothesis.internal.conjecture import providers
         from hypothesis.internal.constants_ast import Constants
         from hypothesis.internal.floats import float_to_int
-        from sortedcontainers import SortedSet
+        from sortedcontainers import SortedSet  # type: ignore[import-untyped]
     except ImportError:
         return False
     if not hasattr(providers, "_get_local_constants"):
@@ -48,7 +48,7 @@ def pin() -> bool:
         bytes=SortedSet(),
         strings=SortedSet(STRINGS),
     )
-    providers._get_local_constants = lambda: pool  # type: ignore[attr-defined]
+    providers._get_local_constants = lambda: pool
     providers.CONSTANTS_CACHE.cache.clear()
     return True
 
