@@ -136,8 +136,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
     config.addinivalue_line("markers", SERVERS_MARKER)
     # ``is not``: ``--leasecheck-seed 0`` gives 0, which ``in (None, False)`` would match.
-    if any(config.getoption(option) is not None and config.getoption(option) is not False
-           for option in OPTIONS):  # fmt: skip
+    given = (config.getoption(option) for option in OPTIONS)
+    if any(value is not None and value is not False for value in given):
         activate(config)
 
 

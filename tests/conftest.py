@@ -84,9 +84,9 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         "failed", []
     ):
         recorded = dict(getattr(report, "user_properties", [])).get("kill")
-        if recorded is not None and report.when == "call":
-            name = report.nodeid.rsplit("[", 1)[-1].rstrip("]").rsplit("/", 1)[-1]
-            kills.append(Kill(by_name(name), *recorded))
+        if recorded is not None and report.when == "call":  # [mutant name, *Kill fields]
+            name, *fields = recorded
+            kills.append(Kill(by_name(name), *fields))
     if kills:
         terminalreporter.section("mutant kill table (ci profile, seed 0)")
         terminalreporter.write_line(kill_table(sorted(kills, key=lambda k: k.mutant.name)))

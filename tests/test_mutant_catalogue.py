@@ -30,7 +30,9 @@ def test_planted_bug_is_caught(
     mutant: Mutant, record_property: Callable[[str, object], None]
 ) -> None:
     kill = check_mutant(mutant, profile="ci")
-    record_property("kill", [kill.killed, kill.killer, kill.seconds, kill.steps, kill.note])
+    record_property(
+        "kill", [mutant.name, kill.killed, kill.killer, kill.seconds, kill.steps, kill.note]
+    )
     assert kill.killed, f"mutant {mutant.name!r} survived every property ({kill.note})"
     assert kill.killer == mutant.caught_by, (
         f"mutant {mutant.name!r} was caught by {kill.killer}, but its catalogue entry says "
