@@ -58,11 +58,6 @@ def kind_from_classes(classes: Iterable[str]) -> str:
     return f"unexpected {names[0] if names else 'error'}"
 
 
-Outcome = LeaseOutcome
-"""The old name of ``LeaseOutcome``, kept for ``leasecheck.conformance`` until it adopts
-the record (the same class: one meaning)."""
-
-
 def differences(
     call: str, target: LeaseOutcome, model: LeaseOutcome, accept: frozenset[str] = frozenset()
 ) -> list[str]:
