@@ -72,17 +72,26 @@ _CLIENT = "leasecheck"
 
 
 def _clock_module(current: Any) -> SimpleNamespace:
-    """femtoqueue's ``time``, read from the clock. Each reading of ``monotonic`` is one
-    microsecond later than the last in this process: femtoqueue names a task by its push
-    microsecond (plus the repr of a bound method, ``rand_bytes.hex``, not random bytes), so
-    on a clock that stands still two pushes would get one name, which a real clock, a
-    file write apart, never gives them."""
+    """femtoqueue's ``time``, read from the clock. Each reading of ``monotonic`` or ``time``
+    is one microsecond later than the last in this process: femtoqueue names a task by its
+    push microsecond (plus the repr of a bound method, ``rand_bytes.hex``, not random bytes),
+    so on a clock that stands still two pushes would get one name, which a real clock, a
+    file write apart, never gives them.
+
+    A reading lies in the middle of its microsecond (``n + 0.5`` us): femtoqueue truncates
+    ``int(reading * 1_000_000)``, and a reading of ``now + k * 1e-6`` truncates to ``n - 1``
+    for some ``k`` (float rounding), so two readings one tick apart could name one
+    microsecond, and which ones did depended on how many readings the process had made
+    before (its history), not on the program: a Hypothesis FlakyFailure of queue.no-loss
+    (issue 27). ``time`` shares the ticks: a push on an empty ``pending/`` takes its name
+    from ``time``, and on a standing clock it named the microsecond an earlier push had."""
     ticks = itertools.count()
 
-    def monotonic() -> float:
-        return float(current().now()) + next(ticks) * 1e-6
+    def reading() -> float:
+        micros = round(float(current().now()) * 1_000_000) + next(ticks)
+        return (micros + 0.5) / 1_000_000
 
-    return SimpleNamespace(time=lambda: current().now(), monotonic=monotonic, sleep=time.sleep)
+    return SimpleNamespace(time=reading, monotonic=reading, sleep=time.sleep)
 
 
 _TIME = TimePatch("femtoqueue", "time", _clock_module)

@@ -77,3 +77,21 @@ def test_two_processes_share_one_store(store: Store) -> None:
 
 def test_close_leaves_nothing_open(store: Store, scratch: Path) -> None:
     check_closes_everything(store, scratch)
+
+
+@pytest.mark.parametrize("now", [0.0, 1.0, 2.55, 100.25])
+def test_each_clock_reading_names_the_next_microsecond(now: float) -> None:
+    """femtoqueue names a task ``int(reading * 1_000_000)``: on a standing clock every
+    reading (``monotonic`` or ``time``) must name a microsecond of its own, the next one,
+    whatever the number of readings before it (float truncation once made two readings
+    name one microsecond after some counts and not others: a FlakyFailure of
+    queue.no-loss, issue 27)."""
+    from types import SimpleNamespace
+
+    from leasecheck.adapters.femtoqueue import _clock_module
+
+    clock = SimpleNamespace(now=lambda: now)
+    module = _clock_module(lambda: clock)
+    names = [int(read() * 1_000_000) for read in [module.monotonic, module.time] * 10_000]
+    start = round(now * 1_000_000)
+    assert names == list(range(start, start + 20_000))
