@@ -66,6 +66,7 @@ from leasecheck.models.linearizability import (
 from leasecheck.targets.lease_target import read_snapshot, write_snapshot
 
 __all__ = [
+    "LAST_POINT",
     "BodyOf",
     "Exploration",
     "Run",
@@ -78,6 +79,12 @@ __all__ = [
     "run_schedules",
     "run_with",
 ]
+
+LAST_POINT = "leasecheck:last"
+"""The point a process may pass last of all: a library whose claims end with the
+connection that made them (RabbitMQ's deliveries) waits there, after its program, until
+every other process has ended or waits there too, so no process's end hands its claims
+back in the middle of another's program."""
 
 BodyOf = Callable[[str, tuple[Any, ...]], Callable[[Channel], str]]
 """The child body of process ``name`` running ``program`` (its calls have ``text()``)."""
@@ -280,7 +287,10 @@ class _Runner:
     def _loop(self) -> None:
         while True:
             self._wake()
-            runnable = [p for p in self.procs if p.status == "paused"]
+            paused = [p for p in self.procs if p.status == "paused"]
+            # A process at its last barrier (``LAST_POINT``) goes on only when no other
+            # can: its end (closing its connection) comes after every other's calls.
+            runnable = [p for p in paused if p.at != LAST_POINT] or paused
             blocked = [p for p in self.procs if p.status == "blocked"]
             if not runnable and not blocked:
                 return
@@ -296,7 +306,7 @@ class _Runner:
                 return
 
     def _choose(self, runnable: list[_Proc]) -> _Proc | None:
-        can_go_on = self.current is not None and self.current.status == "paused"
+        can_go_on = self.current is not None and self.current in runnable
         default = self.current if can_go_on and self.current else runnable[0]
         decision = len(self.taken)
         if decision < len(self.prefix):

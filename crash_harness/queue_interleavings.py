@@ -43,6 +43,7 @@ from leasecheck.adapters.protocol import (
     QueueAdapter,
     QueueLibrary,
     SharedClock,
+    Unsupported,
     destroy_store,
 )
 from leasecheck.crash_harness._interleave_child import trace_new_connections
@@ -52,6 +53,7 @@ from leasecheck.crash_harness._server_waits import PgWaits, RedisWaits
 from leasecheck.crash_harness._wire_proxy import WireProxy, dialect_of
 from leasecheck.crash_harness.engine import Channel, Engine, HarnessError
 from leasecheck.crash_harness.interleavings import (
+    LAST_POINT,
     STEP_NS,
     Exploration,
     Run,
@@ -106,6 +108,9 @@ class QueueExploration:
     exploration: Exploration
     violated: Finding | None = None
     unpromised: Finding | None = None
+    unobserved: bool = False
+    """The library has no read that takes nothing: its histories end without the read
+    of the store after each schedule (the row says so)."""
 
 
 @dataclass
@@ -290,6 +295,10 @@ def _body_of(store: _Store, location: str, clock_path: Path) -> Any:
                     con.set_trace_callback(channel.trace)
                 for index, verb in enumerate(program, 1):
                     _step(channel, process, name, index, verb)
+                if store.library.capabilities.server_lease is not None:
+                    # The broker requeues a connection's deliveries when it closes: this
+                    # process ends only after every other's calls (the last barrier).
+                    channel.fault(LAST_POINT)
             finally:
                 tracing[0] = False
                 for con in opened:
@@ -321,7 +330,10 @@ def _step(channel: Channel, process: _Process, name: str, index: int, verb: Verb
 # --- one schedule, judged ---------------------------------------------------------------
 
 
-def _final(store: _Store, location: str, clock_path: Path, after_ns: int) -> Operation:
+def _final(store: _Store, location: str, clock_path: Path, after_ns: int) -> Operation | None:
+    """The read of the store after every process ended; None where the library has no
+    read that takes nothing (AMQP reads a queue only by taking its messages: ``observe``
+    raises ``Unsupported``), and the history ends with the processes' calls."""
     clock = SharedClock.of(clock_path, store.library.capabilities)
     # A library whose open changes the store (persist-queue's defaults resume every claim)
     # offers ``reader``: a connection for reads that changes nothing on open.
@@ -329,6 +341,8 @@ def _final(store: _Store, location: str, clock_path: Path, after_ns: int) -> Ope
     queue = reader(location, clock)
     try:
         seen = tuple((view.job, view.state) for view in queue.observe())
+    except Unsupported:
+        return None
     finally:
         queue.close()
         clock.close()
@@ -336,7 +350,7 @@ def _final(store: _Store, location: str, clock_path: Path, after_ns: int) -> Ope
                      after_ns + 2 * STEP_NS, Returned(seen))  # fmt: skip
 
 
-def history_of(store: _Store, run: Run, final: Operation) -> list[Operation]:
+def history_of(store: _Store, run: Run, final: Operation | None) -> list[Operation]:
     """The seeding calls, then the run's calls (their times after the seeding's), then the
     final read; ``open``/``reopen`` are scheduling steps, not operations of the model."""
     offset = (2 * len(store.ops) + 2) * STEP_NS
@@ -345,7 +359,7 @@ def history_of(store: _Store, run: Run, final: Operation) -> list[Operation]:
                 returned_ns=(op.returned_ns or 0) + offset)
         for op in run.ops if not isinstance(op.call, HarnessStep)
     ]  # fmt: skip
-    return [*store.ops, *ran, final]
+    return [*store.ops, *ran, *([] if final is None else [final])]
 
 
 def broken(
@@ -468,7 +482,10 @@ def _run_judged(
         return run
     end = max((op.returned_ns or 0 for op in run.ops), default=0)
     end += (2 * len(store.ops) + 2) * STEP_NS
-    history = history_of(store, run, _final(store, location, clock_path, end))
+    final = _final(store, location, clock_path, end)
+    if final is None:
+        judging[0].unobserved = True
+    history = history_of(store, run, final)
     _judge(store.library, history, run, *judging)
     return run
 

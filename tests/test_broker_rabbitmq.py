@@ -27,6 +27,7 @@ import signal
 import socket
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -565,3 +566,56 @@ def test_kombu_confirmed_messages_survive_a_kill_of_the_broker(rabbit: servers.S
         print(f"after the restart: {jobs} (j0 was acknowledged before the kill)")
     finally:
         store.close()
+
+
+REQUEUED_CLAIM = '''
+from leasecheck.adapters.kombu_amqp import KombuAmqp
+
+
+class RequeuedClaim(KombuAmqp):
+    """kombu-amqp whose claim hands its delivery back at once and still reports it
+    claimed (planted): the next worker's get takes the same message."""
+
+    name = "kombu-amqp-requeued-claim"
+
+    def connect(self, location, clock):
+        queue = super().connect(location, clock)
+        claim = queue.claim
+
+        def requeued(worker, lease):
+            got = claim(worker, lease)
+            if got is not None:
+                got.handle.requeue()
+            return got
+
+        queue.claim = requeued
+        return queue
+'''
+
+
+def test_queue_interleavings_runs_on_rabbitmq_and_catches_a_requeued_claim(
+    tmp_path: Path,
+) -> None:
+    """queue.interleavings on RabbitMQ (a broker of its own, consumer_timeout past the
+    scenario's leases; each process ends at the last barrier): kombu-amqp holds, and a
+    claim that hands its delivery back (two live claims of one message) is VIOLATED."""
+    from leasecheck.runner import HOLDS, VIOLATED, CheckOptions, run_check
+
+    def verdict(adapter: str) -> tuple[str, int, str]:
+        options = CheckOptions(
+            adapter=adapter, profile="ci", seed=0, workers="0",
+            properties=("queue.interleavings",),
+        )  # fmt: skip
+        result = run_check(options)
+        row = result.properties["queue.interleavings"]
+        log = "\n".join([result.log, *row.details, repr(row.figures)])
+        return row.verdict, result.exit_code, log
+
+    got, code, log = verdict("kombu-amqp")
+    assert (got, code) == (HOLDS, 0), log[-3000:]
+    assert "'final_read': False" in log, log[-3000:]
+    planted = tmp_path / "requeued_claim.py"
+    planted.write_text(REQUEUED_CLAIM)
+    got, code, log = verdict(str(planted))
+    assert (got, code) == (VIOLATED, 1), log[-3000:]
+    assert "queue.exclusive" in log, log[-3000:]
