@@ -13,7 +13,8 @@ with the model must accept both (``expire`` is public for that).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import TypeVar
 
 from leasecheck.queue_impl.jobs import (
     IllegalStateError,
@@ -40,6 +41,20 @@ __all__ = [
 ]
 
 LEASE_EXPIRED = "lease expired"
+
+_D = TypeVar("_D", "ModelJob", "JobState")
+
+
+def replace(value: _D, **changes: object) -> _D:
+    """``dataclasses.replace`` for this module's frozen dataclasses (no ``__post_init__``,
+    no slots), copying the field dict: the explorer makes hundreds of thousands of them."""
+    unknown = changes.keys() - value.__dict__.keys()
+    if unknown:
+        raise TypeError(f"{type(value).__name__} has no fields {sorted(unknown)}")
+    copy = object.__new__(type(value))
+    copy.__dict__.update(value.__dict__)
+    copy.__dict__.update(changes)
+    return copy
 
 
 @dataclass(frozen=True)
