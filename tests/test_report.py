@@ -502,6 +502,28 @@ def test_in_the_browser_a_stale_token_stands_beside_the_current_one(
         assert current, f"{section}: no lease of job {job} with a token other than {token}"
 
 
+def test_in_the_browser_an_ack_lands_inside_the_sweep_that_undoes_it(
+    samples_dom: _Elements,
+) -> None:
+    """queue.interleavings on litequeue (a real finding, no mutant): the sweep's span in
+    one lane holds the ack's span in another lane, and the picture parts at the read
+    after them, where the acknowledged job reads ready again."""
+    section = "lib-litequeue-sweep-ack"
+    steps = {s.get("data-step-kind"): s for s in samples_dom.kind(section, "step")}
+    sweep, ack = steps["recover"], steps["ack"]
+    assert sweep.get("data-lane") != ack.get("data-lane")
+
+    def op(step: dict[str, str | None]) -> tuple[float, float]:
+        (rect,) = samples_dom.kind(section, "op", step=step.get("data-step") or "")
+        x = float(rect.get("x") or 0)
+        return x, x + float(rect.get("width") or 0)
+
+    (s1, s2), (a1, a2) = op(sweep), op(ack)
+    assert s1 < a1 and a2 < s2, f"the ack {a1}-{a2} is not inside the sweep {s1}-{s2}"
+    (parted,) = samples_dom.kind(section, "parted")
+    assert parted.get("data-step") == steps["observe"].get("data-step")
+
+
 def test_in_the_browser_every_failure_has_its_picture_and_the_consoles_verdict(
     samples_dom: _Elements,
 ) -> None:
