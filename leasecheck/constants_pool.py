@@ -51,12 +51,3 @@ def pin() -> bool:
     providers._get_local_constants = lambda: pool
     providers.CONSTANTS_CACHE.cache.clear()
     return True
-
-
-def pinned() -> bool:
-    """The pool in effect is this one (a test asks, so a Hypothesis upgrade that moves the
-    pool's hook fails loudly instead of letting draws vary again)."""
-    from hypothesis.internal.conjecture import providers
-
-    get = getattr(providers, "_get_local_constants", None)
-    return get is not None and tuple(get().integers) == tuple(sorted(set(INTEGERS)))
