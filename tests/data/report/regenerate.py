@@ -30,25 +30,8 @@ LIBRARIES = {
 }
 
 
-def regenerate_planted(name: str) -> None:
-    from leasecheck.adapters.planted import PLANTED
-
-    bug = next(bug for bug in PLANTED if bug.name == name.removeprefix(QUEUE_PREFIX))
-    adapter = f"planted:{bug.name}"
-    with scratch_dir("leasecheck-sample-") as directory:
-        options = CheckOptions(
-            profile="ci", workers="0", first=bug.caught_by, adapter=adapter,
-            examples=directory / "examples",
-        )  # fmt: skip
-        result = run_check(options).properties[bug.caught_by]
-    assert result.failures, f"{adapter}: {bug.caught_by} recorded no failure"
-    record = result.failures[0].record()
-    sample = {"property": result.name, "adapter": adapter, "record": record}
-    (HERE / f"{name}.json").write_text(json.dumps(sample, indent=1) + "\n")
-
-
-def regenerate_library(name: str) -> None:
-    adapter, prop = LIBRARIES[name]
+def regenerate_adapter(name: str, adapter: str, prop: str) -> None:
+    """``name``.json: ``prop``'s first failure when ``adapter`` is checked (ci profile)."""
     with scratch_dir("leasecheck-sample-") as directory:
         options = CheckOptions(
             profile="ci", workers="0", first=prop, adapter=adapter,
@@ -56,13 +39,21 @@ def regenerate_library(name: str) -> None:
         )  # fmt: skip
         result = run_check(options).properties[prop]
     assert result.failures, f"{adapter}: {prop} recorded no failure"
-    sample = {"property": result.name, "adapter": adapter, "record": result.failures[0].record()}
+    record = result.failures[0].record()
+    sample = {"property": result.name, "adapter": adapter, "record": record}
     (HERE / f"{name}.json").write_text(json.dumps(sample, indent=1) + "\n")
+
+
+def regenerate_planted(name: str) -> None:
+    from leasecheck.adapters.planted import PLANTED
+
+    bug = next(bug for bug in PLANTED if bug.name == name.removeprefix(QUEUE_PREFIX))
+    regenerate_adapter(name, f"planted:{bug.name}", bug.caught_by)
 
 
 def regenerate(name: str) -> None:
     if name in LIBRARIES:
-        regenerate_library(name)
+        regenerate_adapter(name, *LIBRARIES[name])
         return
     if name.startswith(QUEUE_PREFIX):
         regenerate_planted(name)
