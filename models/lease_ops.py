@@ -38,6 +38,7 @@ from leasecheck.models.contracts import (
     Fault,
     InjectedFault,
     JobRow,
+    LeaseQueue,
     RedriveRow,
     Snapshot,
     same,
@@ -171,6 +172,19 @@ class LeaseOp:
         if self.spec.hooked:
             return function(con, *self.positional(), fault=hook)
         return function(con, *self.positional())
+
+    def call(self, queue: LeaseQueue, fault: Fault = None) -> Any:
+        """Run on any ``LeaseQueue`` (a ``LeaseTarget`` or the stateful ``LeaseModel``),
+        passing ``fault`` (None with ``self.fault`` set: a hook raising there). For
+        ``enqueue``, ``claim``, ``finish`` and ``redrive``: ``run_once`` and ``run_file``
+        take callables, which a harness passes itself."""
+        if self.kind in ("run_once", "run_file"):
+            raise TypeError(f"{self.kind} takes a clock and a send: call the queue itself")
+        hook = fault if fault is not None else self._raising_hook()
+        function = getattr(queue, self.kind)
+        if self.spec.hooked:
+            return function(*self.positional(), fault=hook)
+        return function(*self.positional())
 
     def _raising_hook(self) -> Fault:
         if self.fault is None:

@@ -49,6 +49,7 @@ from hypothesis.stateful import (
 from leasecheck.models import edges, job_model
 from leasecheck.models.evidence import Recorder, attach
 from leasecheck.models.job_model import JobQueueModel, JobState, expire
+from leasecheck.models.job_ops import JobOp
 from leasecheck.queue_impl.jobs import JobStatus, JobView, Lease, RetryPolicy
 from leasecheck.stateful_tests.program import check
 from leasecheck.targets.job_compare import SPEC_ERRORS, brief, error_kind, lease_differences, said
@@ -226,8 +227,8 @@ class JobAgreement(RuleBasedStateMachine):
         self.error_reading_learnt = False
         self.record = Recorder()
         """What each step did on both sides, attached to a failure as its evidence."""
-        self.doing: tuple[str, str, str | None, object] | None = None
-        """(operation, who runs it, job, model token) of the step about to be recorded."""
+        self.doing: tuple[str, str | None, object] | None = None
+        """(who runs it, job, model token) of the step about to be recorded."""
         self.held: dict[str, tuple[int | None, str, int]] = {}
         """job -> (model token, worker, lease_until) of the lease the target handed out."""
         self.holders: dict[object, str] = {}
@@ -267,16 +268,12 @@ class JobAgreement(RuleBasedStateMachine):
     def submit(
         self, type: str | None, payload: str | None, priority: int, run_at_millis: int
     ) -> MultipleResults[Any]:
-        call = f"submit({type!r}, {payload!r}, {priority!r}, {run_at_millis!r})"
-        self.doing = ("submit", "queue", None, None)
-        outcome = self._both(
-            call,
-            lambda: self.target.submit(type, payload, priority, run_at_millis),
-            lambda: self.model.submit(type, payload, priority, run_at_millis),
-        )
+        op = self._op("submit", type, payload, priority, run_at_millis)
+        self.doing = ("queue", None, None)
+        outcome = self._both(op)
         if outcome is not None and outcome[0] != outcome[1]:
             self._fail(
-                f"{call} returned job id {outcome[0]!r} on the target but {outcome[1]!r} "
+                f"{op.describe()} returned job id {outcome[0]!r} on the target but {outcome[1]!r} "
                 f"on the model (ids are J1, J2, ... in submission order)"
             )
         return multiple()
@@ -284,14 +281,10 @@ class JobAgreement(RuleBasedStateMachine):
     @precondition(_has_jobs)
     @rule(target=leases, worker=WORKERS, lease_millis=LEASE_MILLIS)
     def poll(self, worker: str | None, lease_millis: int) -> object:
-        call = f"poll({worker!r}, {lease_millis!r})"
-        self.doing = ("poll", worker if isinstance(worker, str) else "?", None, None)
-        outcome = self._both(
-            call,
-            lambda: self.target.poll(worker, lease_millis),
-            lambda: self.model.poll(worker, lease_millis),
-            expiring=True,
-        )
+        op = self._op("poll", worker, lease_millis)
+        call = op.describe()
+        self.doing = (worker if isinstance(worker, str) else "?", None, None)
+        outcome = self._both(op, expiring=True)
         if outcome is None or (outcome[0] is None and outcome[1] is None):
             return multiple()
         target_lease, model_lease = outcome
@@ -311,13 +304,9 @@ class JobAgreement(RuleBasedStateMachine):
         ``job_id`` None means the lease's own job (J1 for a made-up token).
         """
         job, token, model_token = self._credentials(lease, job_id)
-        self._finishing("complete", job, model_token, token)
-        self._both(
-            f"complete({job!r}, {token!r})",
-            lambda: self.target.complete(job, token),
-            lambda: self.model.complete(job, model_token),
-            expiring=True,
-        )
+        self._finishing(job, model_token, token)
+        op = self._op("complete", job, token)
+        self._both(op, op.replaced(token=model_token), expiring=True)
         return multiple()
 
     @precondition(_has_leases)
@@ -325,26 +314,20 @@ class JobAgreement(RuleBasedStateMachine):
     def fail(self, lease: object, job_id: str | None, error: str | None) -> MultipleResults[Any]:
         """Fail with ``lease``'s token (current or stale) or a made-up token, like ``complete``."""
         job, token, model_token = self._credentials(lease, job_id)
-        self._finishing("fail", job, model_token, token)
-        self._both(
-            f"fail({job!r}, {token!r}, {error!r})",
-            lambda: self.target.fail(job, token, error),
-            lambda: self.model.fail(job, model_token, error),
-            expiring=True,
-        )
+        self._finishing(job, model_token, token)
+        op = self._op("fail", job, token, error)
+        self._both(op, op.replaced(token=model_token), expiring=True)
         return multiple()
 
     @precondition(_has_jobs)
     @rule(target=observers, job_id=JOB_IDS)
     def view(self, job_id: str) -> MultipleResults[Any]:
-        call = f"view({job_id!r})"
-        self.doing = ("view", "queue", job_id, None)
-        outcome = self._both(
-            call, lambda: self.target.view(job_id), lambda: self.model.view(job_id)
-        )
+        op = self._op("view", job_id)
+        self.doing = ("queue", job_id, None)
+        outcome = self._both(op)
         if outcome is not None and outcome[0] != outcome[1]:
             self._fail(
-                f"{call} returned {brief(outcome[0])} on the target but "
+                f"{op.describe()} returned {brief(outcome[0])} on the target but "
                 f"{brief(outcome[1])} on the model"
             )
         return multiple()
@@ -352,34 +335,25 @@ class JobAgreement(RuleBasedStateMachine):
     @precondition(_has_dead_jobs)
     @rule(target=observers)
     def dead_letters(self) -> MultipleResults[Any]:
-        self.doing = ("dead_letters", "queue", None, None)
-        outcome = self._both(
-            "dead_letters()", lambda: list(self.target.dead_letters()), self.model.dead_letters
-        )
+        op = self._op("dead_letters")
+        self.doing = ("queue", None, None)
+        outcome = self._both(op, target=lambda: list(op.apply(self.target)))
         if outcome is not None:
-            self._compare_dead_letters("dead_letters()", outcome[0], outcome[1])
+            self._compare_dead_letters(op.describe(), outcome[0], outcome[1])
         return multiple()
 
     @precondition(_has_dead_jobs)
     @rule(target=observers, job_id=JOB_IDS)
     def retry_dead(self, job_id: str) -> MultipleResults[Any]:
-        self.doing = ("retry_dead", "queue", job_id, None)
-        self._both(
-            f"retry_dead({job_id!r})",
-            lambda: self.target.retry_dead(job_id),
-            lambda: self._model_retry_dead(job_id),
-        )
+        self.doing = ("queue", job_id, None)
+        self._both(self._op("retry_dead", job_id), lambda: self._model_retry_dead(job_id))
         return multiple()
 
     @precondition(_has_live_jobs)
     @rule(target=observers, job_id=JOB_IDS)
     def cancel(self, job_id: str) -> MultipleResults[Any]:
-        self.doing = ("cancel", "queue", job_id, None)
-        self._both(
-            f"cancel({job_id!r})",
-            lambda: self.target.cancel(job_id),
-            lambda: self.model.cancel(job_id),
-        )
+        self.doing = ("queue", job_id, None)
+        self._both(self._op("cancel", job_id))
         return multiple()
 
     @precondition(_has_jobs)
@@ -390,7 +364,7 @@ class JobAgreement(RuleBasedStateMachine):
         "Next" is the earliest boundary of a RUNNING (lease_until) or PENDING (run_at)
         job that still lies ahead once ``offset`` is added; time never moves backwards.
         """
-        self._record(f"advance_clock(to={to!r}, offset={offset!r})")
+        self._record(f"advance_clock(to={to!r}, offset={offset!r})", None)
         now, jobs = self.time.now, self.model.state.jobs
         ahead: list[int | None] = [now]
         if to == "lease_until":
@@ -435,20 +409,24 @@ class JobAgreement(RuleBasedStateMachine):
 
     # --- helpers ----------------------------------------------------------------------------
 
-    def _record(self, call: str) -> None:
+    def _op(self, kind: str, *args: object) -> JobOp:
+        """The contract's record of this call, with the clock where the machine set it."""
+        return JobOp.of(kind, *args, now=self.time.now)
+
+    def _record(self, call: str, op: JobOp | None) -> None:
         self.step += 1
         self.last_call = call
-        if self.doing is not None:
-            name, who, job, token = self.doing
+        if self.doing is not None and op is not None:
+            who, job, token = self.doing
             tok = token if type(token) is int else None
-            self.record.step(who, call, name, self.time.now, job, tok)
+            self.record.step(who, call, op.kind, self.time.now, job, tok, call=op.to_json())
         self.doing = None
 
-    def _finishing(self, name: str, job: str, model_token: object, token: object) -> None:
+    def _finishing(self, job: str, model_token: object, token: object) -> None:
         """The step about to run hands in a lease: its holder runs it. Its token is the
         model's name for it, or the made-up token itself (one no poll handed out)."""
         who = self.holders.get(model_token, "made-up token")
-        self.doing = (name, who, job, model_token if type(model_token) is int else token)
+        self.doing = (who, job, model_token if type(model_token) is int else token)
 
     def _leased(self, worker: object, got: Lease, expected: Lease) -> None:
         """The target handed out ``got`` (the model's ``expected``) to ``worker``."""
@@ -480,23 +458,30 @@ class JobAgreement(RuleBasedStateMachine):
 
     def _both(
         self,
-        call: str,
-        target_op: Callable[[], Any],
-        model_op: Callable[[], Any],
+        op: JobOp,
+        model: JobOp | Callable[[], Any] | None = None,
         *,
+        target: Callable[[], Any] | None = None,
         expiring: bool = False,
     ) -> tuple[Any, Any] | None:
-        """Run one operation on both; the two results, or None when both raised alike.
+        """Run the call ``op`` on both; the two results, or None when both raised alike.
 
+        ``model`` is the model's call where it differs (its own tokens, or a function);
+        ``target`` runs the target's where it needs more than ``op.apply``.
         ``expiring``: the operation processes expired leases (poll, complete, fail);
         when it raises, the target may have done that first or not (spec: left open),
         so the machine continues from whichever model state the target matches.
         """
-        self._record(call)
+        call = op.describe()
+        self._record(call, op)
         before, now = self.model.state, self.time.now
-        target_result, target_error = _run(target_op)
+        target_result, target_error = _run(target or (lambda: op.apply(self.target)))
+        model_call = model if model is not None else op
         try:
-            model_result, model_error = model_op(), None
+            if isinstance(model_call, JobOp):
+                model_result, model_error = model_call.apply(self.model), None
+            else:
+                model_result, model_error = model_call(), None
         except SPEC_ERRORS as error:
             model_result, model_error = None, error
         self.record.answered(said(target_result, target_error), said(model_result, model_error))
@@ -584,7 +569,7 @@ class JobAgreement(RuleBasedStateMachine):
         if JobAgreement.first_failure_at is None:
             JobAgreement.first_failure_at = time.perf_counter()
         error = AssertionError(
-            f"{comparison}\n  after step {self.step}: {self.last_call} at now={self.time.now} "
+            f"{comparison}\n  after step {self.step}: {self.last_call}; now={self.time.now} "
             f"with {self.policy}\n{self._table()}"
         )
         raise attach(error, self.record.evidence(comparison.splitlines()[0]))

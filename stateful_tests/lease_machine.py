@@ -55,6 +55,7 @@ from leasecheck.models.contracts import LeaseQueue, Snapshot
 from leasecheck.models.edges import DictSubclass, IntSubclass, StrSubclass
 from leasecheck.models.evidence import Recorder, attach
 from leasecheck.models.lease_model import MAX_NOW, MAX_TOKEN, LeaseModel, retry_delay_readings
+from leasecheck.models.lease_ops import LeaseOp
 from leasecheck.stateful_tests.program import check
 from leasecheck.targets.lease_compare import (
     LeaseOutcome,
@@ -206,43 +207,49 @@ class LeaseAgreement(RuleBasedStateMachine):
 
     # --- the one place where target and model are compared -------------------------------
 
+    def _agree_on(self, op: LeaseOp, hook: Hook | None) -> LeaseOutcome:
+        """Run the contract's record ``op`` on both sides with the machine's ``hook`` (the
+        target gets the caller's values, the model a deep copy); compare everything."""
+        copied = copy.deepcopy(op)
+        return self._agree(
+            op.describe(),
+            lambda queue, side: op.call(queue, self._fault(hook, side)),
+            lambda queue, side: copied.call(queue, self._fault(hook, side)),
+            given=op,
+        )
+
     def _agree(
         self,
         call: str,
         on_target: Operation,
         on_model: Operation | None = None,
         accept: frozenset[str] = frozenset(),
-        **inputs: object,
+        given: LeaseOp | None = None,
     ) -> LeaseOutcome:
         """Run the operation on both sides, compare everything, return the model's outcome.
 
-        ``on_target(queue, side, **inputs)`` gets the caller's values and ``on_model``
-        (default: the same function) deep copies; ``accept`` lists error kinds the spec
-        leaves open between (each accepted for the other).
+        ``on_target(queue, side)`` and ``on_model`` (default: the same function) run it;
+        ``accept`` lists error kinds the spec leaves open between (each accepted for the
+        other); ``given`` is the call's record, whose arguments must come back unmodified.
         """
-        pristine = copy.deepcopy(inputs)
-        target = self._attempt(Side("target", self.module), on_target, self._target(), inputs)
-        model = self._attempt(
-            Side("model", lease_model), on_model or on_target, self.model, copy.deepcopy(inputs)
-        )
+        pristine = copy.deepcopy(given)
+        target = self._attempt(Side("target", self.module), on_target, self._target())
+        model = self._attempt(Side("model", lease_model), on_model or on_target, self.model)
         self.record.answered(target.describe(), model.describe(), *_job_token(target.result))
         self._compare(call, target, model, accept)
-        for name, value in inputs.items():
-            if not same(value, pristine[name]):
-                self._fail(
-                    f"{call} modified the caller's {name}: {pristine[name]!r} became {value!r}"
-                )
+        if given is not None and pristine is not None:
+            for (name, value), (_, before) in zip(given.args, pristine.args, strict=True):
+                if not same(value, before):
+                    self._fail(f"{call} modified the caller's {name}: {before!r} became {value!r}")
         self._check_state(call)
         return model
 
     def _target(self) -> LeaseQueue:
         return LeaseTarget(self.module, self.con)
 
-    def _attempt(
-        self, side: Side, operation: Operation, queue: Any, inputs: dict[str, object]
-    ) -> LeaseOutcome:
+    def _attempt(self, side: Side, operation: Operation, queue: Any) -> LeaseOutcome:
         try:
-            result = operation(queue, side, **inputs)
+            result = operation(queue, side)
         except Exception as error:
             kind = (
                 self.model.error_kind(error)
@@ -290,9 +297,20 @@ class LeaseAgreement(RuleBasedStateMachine):
     ) -> None:
         """Record the step about to run: who runs it, the operation's name, the model time,
         and the job and token of the ticket it hands in."""
+        self._record(actor, name, at, call, ticket, None)
+
+    def _doing_op(self, actor: object, op: LeaseOp) -> None:
+        """Record the step about to run ``op``: its line, its record, its ticket's job and token."""
+        ticket = op.arguments().get("ticket")
+        self._record(actor, op.kind, op.value("now_ms"), op.describe(), ticket, op.to_json())
+
+    def _record(
+        self, actor: object, name: str, at: object, call: str, ticket: object,
+        record: dict[str, Any] | None,
+    ) -> None:  # fmt: skip
         who = actor if isinstance(actor, str) and actor.strip() else "made-up"
         when = at if isinstance(at, int | float) and math.isfinite(at) else self.now
-        self.record.step(who, call, name, float(when), *_job_token(ticket))
+        self.record.step(who, call, name, float(when), *_job_token(ticket), call=record)
 
     # --- helpers that turn rule arguments into call arguments ---------------------------
 
@@ -397,17 +415,9 @@ class LeaseAgreement(RuleBasedStateMachine):
     ) -> None:
         event = {"id": job, "qty": qty}
         args = self._arguments(bad, event=event, now=now, ttl_ms=ttl_ms, max_attempts=max_attempts)
-        call = (
-            "enqueue({event!r}, now_ms={now!r}, ttl_ms={ttl_ms!r}, max_attempts={max_attempts!r})"
-        )
-        self._doing("queue", "enqueue", args["now"], call.format(**args))
-        self._agree(
-            call.format(**args),
-            lambda queue, side, event: queue.enqueue(
-                event, args["now"], args["ttl_ms"], args["max_attempts"]
-            ),
-            event=args["event"],
-        )
+        op = LeaseOp.of("enqueue", *args.values())
+        self._doing_op("queue", op)
+        self._agree_on(op, None)
 
     @rule(
         target=tickets,
@@ -421,14 +431,9 @@ class LeaseAgreement(RuleBasedStateMachine):
         self, owner: str, now: When, lease_ms: int, fault: Hook | None, bad: Bad | None
     ) -> MultipleResults[dict[str, Any]]:
         args = self._arguments(bad, owner=owner, now=now, lease_ms=lease_ms)
-        call = "claim({owner!r}, now_ms={now!r}, lease_ms={lease_ms!r}, fault={fault!r})"
-        self._doing(args["owner"], "claim", args["now"], call.format(fault=fault, **args))
-        outcome = self._agree(
-            call.format(fault=fault, **args),
-            lambda queue, side: queue.claim(
-                args["owner"], args["now"], args["lease_ms"], self._fault(fault, side)
-            ),
-        )
+        op = LeaseOp.of("claim", *args.values(), fault=_point(fault))
+        self._doing_op(args["owner"], op)
+        outcome = self._agree_on(op, fault)
         if outcome.error is not None or not isinstance(outcome.result, dict):
             return multiple()
         ticket = dict(outcome.result)
@@ -456,17 +461,9 @@ class LeaseAgreement(RuleBasedStateMachine):
     ) -> None:
         args = self._arguments(bad, outcome=outcome, now=now, delay_ms=delay_ms)
         changed = change.apply(ticket)
-        call = "finish({ticket!r}, {outcome!r}, now_ms={now!r}, delay_ms={delay_ms!r}, fault={f!r})"
-        holder = changed.get("owner") if isinstance(changed, dict) else None
-        text = call.format(ticket=changed, f=fault, **args)
-        self._doing(holder, "finish", args["now"], text, changed)
-        self._agree(
-            call.format(ticket=changed, f=fault, **args),
-            lambda queue, side, ticket: queue.finish(
-                ticket, args["outcome"], args["now"], args["delay_ms"], self._fault(fault, side)
-            ),
-            ticket=changed,
-        )
+        op = LeaseOp.of("finish", changed, *args.values(), fault=_point(fault))
+        self._doing_op(changed.get("owner") if isinstance(changed, dict) else None, op)
+        self._agree_on(op, fault)
 
     @precondition(_has_ended_jobs)
     @rule(
@@ -481,21 +478,17 @@ class LeaseAgreement(RuleBasedStateMachine):
         self, job: str, now: When, ttl_ms: int, note: str, fault: Hook | None, bad: Bad | None
     ) -> None:
         args = self._arguments(bad, job=job, now=now, ttl_ms=ttl_ms, note=note)
-        call = "redrive({job!r}, now_ms={now!r}, ttl_ms={ttl_ms!r}, note={note!r}, fault={fault!r})"
-        call = call.format(fault=fault, **args)
+        op = LeaseOp.of("redrive", *args.values(), fault=_point(fault))
         before = self.model.snapshot().job(job)
         if before is not None and before.token >= MAX_TOKEN:
             return  # a claim after this redrive would go past 10**15: left open by the spec
-        self._doing("queue", "redrive", args["now"], call)
-        self._agree(
-            call,
-            lambda queue, side: queue.redrive(
-                args["job"], args["now"], args["ttl_ms"], args["note"], self._fault(fault, side)
-            ),
-        )
+        self._doing_op("queue", op)
+        self._agree_on(op, fault)
         after = self.model.snapshot().job(job)
         if before is not None and after is not None and after.token != before.token:
-            self._fail(f"{call} changed job {job!r}'s token from {before.token} to {after.token}")
+            self._fail(
+                f"{op.describe()} changed job {job!r}'s token from {before.token} to {after.token}"
+            )
 
     def _arguments(self, bad: Bad | None, **arguments: object) -> dict[str, object]:
         """The call's arguments: ``bad`` applied, then every ``When`` resolved to a time."""
@@ -611,13 +604,11 @@ class LeaseAgreement(RuleBasedStateMachine):
             Side("target", self.module),
             lambda queue, side: queue.retry_delay(attempt, base_ms, cap_ms, jitter),
             self._target(),
-            {},
         )
         model = self._attempt(
             Side("model", lease_model),
             lambda queue, side: retry_delay_readings(attempt, base_ms, cap_ms, jitter),
             self.model,
-            {},
         )
         readings = model.result if isinstance(model.result, set) else set()
         agree = target.error == model.error and (
@@ -722,6 +713,11 @@ def _row_problem(row: Any) -> str | None:
     if not 0 <= row.attempts <= row.max_attempts or row.token < row.attempts:
         return f"attempts={row.attempts}, max_attempts={row.max_attempts}, token={row.token}"
     return None
+
+
+def _point(hook: Hook | None) -> str | None:
+    """The fault point at which the machine's ``hook`` raises (the record's ``fault``)."""
+    return None if hook is None else hook.raise_at
 
 
 def _job_token(ticket: object) -> tuple[str | None, int | None]:

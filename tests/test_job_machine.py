@@ -192,7 +192,7 @@ def test_a_wrong_result_is_reported_side_by_side(
 ) -> None:
     result = catch("jobs-priority-reversed", mutant_dir, caught)
     first = result.message.splitlines()[0]
-    assert first.startswith("poll('w1', "), first
+    assert first.startswith("poll(worker_id='w1', "), first
     assert "'job_id': 'J1'" in first and "on the target but" in first
     # The model's job depends on the shrunk program (J2 or J3; derandomize keys on the code).
     assert "on the target but {'job_id': 'J" in first
@@ -204,7 +204,8 @@ def test_an_exception_mismatch_names_both_outcomes(
 ) -> None:
     result = catch("jobs-cancel-running", mutant_dir, caught)
     first = result.message.splitlines()[0]
-    assert first.startswith("cancel('J1') returned None on the target but raised "), first
+    assert first.startswith("cancel(job_id='J1') at t="), first
+    assert "returned None on the target but raised " in first
     assert "IllegalStateError(" in first and first.endswith("on the model")
 
 
@@ -215,7 +216,7 @@ def test_a_view_difference_prints_both_views_and_a_table(
     lines = result.message.splitlines()
     assert lines[0].startswith("view('J1') is DEAD"), lines[0]
     assert "last_error=None" in lines[0] and "last_error='failed'" in lines[0]
-    assert lines[1].startswith("  after step ") and "fail('J1', " in lines[1]
+    assert lines[1].startswith("  after step ") and "fail(job_id='J1', " in lines[1]
     assert lines[2].split() == ["job", "target", "model"]
 
 
