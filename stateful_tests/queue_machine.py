@@ -59,6 +59,7 @@ from leasecheck.adapters.protocol import (
 from leasecheck.adapters.timing import Pacer
 from leasecheck.models import queue_model as qm
 from leasecheck.models.evidence import Evidence, Recorder, attach
+from leasecheck.models.queue_ops import QueueOp, QueueOutcome
 
 __all__ = ["REAL_SCALE", "Held", "QueueMachine"]
 
@@ -157,11 +158,8 @@ class QueueMachine(RuleBasedStateMachine):
         self.last = "the start"
         self.record = Recorder()
         """What each step did, attached to a failure as its evidence."""
-        self.doing: tuple[str, str, str | None, int | None, object] = (
-            "enqueue", "queue", None, None, None,
-        )  # fmt: skip
-        """(operation, connection, job, claim number, the library's answer) of the step
-        being applied."""
+        self.doing: tuple[str, str | None, int | None] = ("queue", None, None)
+        """(connection, job, claim number) of the step being applied."""
         self.given: dict[str, tuple[str, str, int]] = {}
         """cid -> (job, connection, until): the leases the library handed out and holds."""
         self.owners: dict[str, str] = {}
@@ -169,15 +167,19 @@ class QueueMachine(RuleBasedStateMachine):
 
     # -- the one place target and model are compared --------------------------------------
 
-    def _apply(self, what: str, each: Callable[[qm.QueueState], qm.Step]) -> None:
+    def _apply(self, what: str, op: QueueOp, answer: object = None) -> None:
+        """Step every state the model allows by the verb ``op``, which the library answered
+        ``answer`` (a claim: its job's key or None); fail on a mismatch the run enforces."""
         if self.void:
             return
-        name, _, _, token, answer = self.doing  # ``_recorded`` resets it
-        after, mismatch = qm.across(self.states, each)
+        token = self.doing[2]  # ``_recorded`` resets it
+        deletes = self.library.capabilities.ack_deletes
+        outcome = QueueOutcome(answer)
+        after, mismatch = qm.across(self.states, lambda s: op.step(s, outcome, deletes))
         if what != "observe()":
             self.last = what
             self.trace.append(f"t={self.states[0].now} ms: {what}")
-            self._recorded(what, mismatch)
+            self._recorded(what, op, answer, mismatch)
         if mismatch is not None and mismatch.prop in self.enforce:
             self.failed = True
             if what == "observe()":  # the store showed it after the last step
@@ -187,27 +189,27 @@ class QueueMachine(RuleBasedStateMachine):
                 f"{mismatch.text}\nthe model's state before it:\n{self.states[0].describe()}"
             )
         self.states = after
-        if name in ("ack", "nack") and answer is True:
+        if op.kind in ("ack", "nack") and answer is True:
             self.given = {c: g for c, g in self.given.items() if _number(c) != token}
         if what != "observe()" and after:
             self._leases_now(after[0])
 
-    def _recorded(self, what: str, mismatch: qm.Mismatch | None) -> None:
-        """Record the step being applied: who ran it, what the library said, and whether
-        some state of the model explains it."""
-        name, who, job, token, answer = self.doing
-        if name != "advance_clock":
-            self.record.step(
-                who, what, name, self.states[0].now, job, token,
-                target=f"returned {answer!r}",
-                model=mismatch.text if mismatch else "allows it",
-            )  # fmt: skip
-        self.doing = ("observe", "queue", None, None, None)
-
-    def _doing(
-        self, name: str, who: str, job: str | None = None, cid: str = "", answer: object = None
+    def _recorded(
+        self, what: str, op: QueueOp, answer: object, mismatch: qm.Mismatch | None
     ) -> None:
-        self.doing = (name, who, job, _number(cid) if cid else None, answer)
+        """Record the step being applied: who ran it, its record, what the library said,
+        and whether some state of the model explains it."""
+        who, job, token = self.doing
+        if op.kind != "advance":
+            self.record.step(
+                who, what, op.kind, self.states[0].now, job, token,
+                target=f"returned {answer!r}",
+                model=mismatch.text if mismatch else "allows it", call=op.to_json(),
+            )  # fmt: skip
+        self.doing = ("queue", None, None)
+
+    def _doing(self, who: str, job: str | None = None, cid: str = "") -> None:
+        self.doing = (who, job, _number(cid) if cid else None)
 
     def _leases_now(self, state: qm.QueueState) -> None:
         """The leases the library handed out and still holds, beside the first possible
@@ -276,9 +278,10 @@ class QueueMachine(RuleBasedStateMachine):
         with self._step():
             key = f"j{self.counts['jobs']}"
             self.counts["jobs"] += 1
-            self._call(lambda: self.connections[0].enqueue(key, f"payload of {key}"))
-            self._doing("enqueue", "queue", key)
-            self._apply(f"enqueue({key!r})", lambda s: qm.enqueue(s, key))
+            op = QueueOp.of("enqueue", key, f"payload of {key}")
+            self._call(lambda: op.apply(self.connections[0], {}))
+            self._doing("queue", key)
+            self._apply(f"enqueue({key!r})", op)
 
     @rule(target=claims, conn=st.integers(0, 1), lease_ms=st.sampled_from(LEASES_MS))
     def claim(self, conn: int, lease_ms: int) -> Any:
@@ -286,13 +289,14 @@ class QueueMachine(RuleBasedStateMachine):
             cid = f"c{self.counts['claims']}"
             self.counts["claims"] += 1
             lease = self._lease(lease_ms)
-            got = self._call(lambda: self.connections[conn].claim(f"w{conn}", lease / 1000))
+            op = QueueOp.of("claim", cid, lease)
+            got = self._call(lambda: op.apply(self.connections[conn], {}, worker=f"w{conn}"))
             job = None if got is None else got.job
-            self._doing("claim", f"w{conn}", job, cid, job)
+            self._doing(f"w{conn}", job, cid)
             if job is not None:
                 self.given[cid] = (job, f"w{conn}", self.states[0].now + lease)
                 self.owners[cid] = f"w{conn}"
-            self._apply(f"claim {cid} -> {job!r}", lambda s: qm.claim(s, cid, lease, job))
+            self._apply(f"claim {cid} -> {job!r}", op, job)
             self._leased(lease)
             if got is None:
                 # On real time whether a claim gets a job depends on timing, and what
@@ -306,10 +310,11 @@ class QueueMachine(RuleBasedStateMachine):
         if (claim := held.claim) is None:
             return
         with self._step():
-            ok = self._call(lambda: _accepted(lambda: self.connections[conn].ack(claim)))
-            self._doing("ack", self._holder(held, conn), claim.job, held.cid, ok)
-            what = f"ack of {held} -> {ok}"
-            self._apply(what, lambda s: qm.ack(s, held.cid, claim.job, ok))
+            op = QueueOp.of("ack", held.cid, claim.job)
+            connection, claims = self.connections[conn], {held.cid: claim}
+            ok = self._call(lambda: _accepted(lambda: op.apply(connection, claims)))
+            self._doing(self._holder(held, conn), claim.job, held.cid)
+            self._apply(f"ack of {held} -> {ok}", op, ok)
 
     @precondition(lambda self: self.pacer is not None or self._zombie() is not None)
     @rule(conn=st.integers(0, 1))
@@ -350,10 +355,11 @@ class QueueMachine(RuleBasedStateMachine):
         if (claim := held.claim) is None:
             return
         with self._step():
-            ok = self._call(lambda: _accepted(lambda: self.connections[conn].nack(claim)))
-            self._doing("nack", self._holder(held, conn), claim.job, held.cid, ok)
-            what = f"nack of {held} -> {ok}"
-            self._apply(what, lambda s: qm.nack(s, held.cid, claim.job, ok))
+            op = QueueOp.of("nack", held.cid, claim.job)
+            connection, claims = self.connections[conn], {held.cid: claim}
+            ok = self._call(lambda: _accepted(lambda: op.apply(connection, claims)))
+            self._doing(self._holder(held, conn), claim.job, held.cid)
+            self._apply(f"nack of {held} -> {ok}", op, ok)
 
     @precondition(lambda self: self.library.capabilities.extend)
     @rule(held=claims, lease_ms=st.sampled_from(LEASES_MS))
@@ -362,25 +368,26 @@ class QueueMachine(RuleBasedStateMachine):
             return
         with self._step():
             lease = self._lease(lease_ms)
-            extend = self.connections[0].extend
-            ok = self._call(lambda: _accepted(lambda: extend(claim, lease / 1000)))
-            self._doing("extend", self._holder(held, 0), claim.job, held.cid, ok)
+            op = QueueOp.of("extend", held.cid, claim.job, lease)
+            connection, claims = self.connections[0], {held.cid: claim}
+            ok = self._call(lambda: _accepted(lambda: op.apply(connection, claims)))
+            self._doing(self._holder(held, 0), claim.job, held.cid)
             if ok and held.cid in self.given:
                 self.given[held.cid] = (
                     claim.job,
                     self.given[held.cid][1],
                     self.states[0].now + lease,
                 )
-            what = f"extend of {held} by {lease} ms -> {ok}"
-            self._apply(what, lambda s: qm.extend(s, held.cid, claim.job, lease, ok))
+            self._apply(f"extend of {held} by {lease} ms -> {ok}", op, ok)
             self._leased(lease)
 
     @rule()
     def recover(self) -> None:
         with self._step():
-            returned = self._call(self.connections[1].recover)
-            self._doing("recover", "queue", None, "", returned)
-            self._apply(f"recover() -> {returned}", lambda s: qm.recover(s, returned))
+            op = QueueOp.of("recover")
+            returned = self._call(lambda: op.apply(self.connections[1], {}))
+            self._doing("queue")
+            self._apply(f"recover() -> {returned}", op, returned)
 
     @precondition(
         lambda self: (
@@ -421,8 +428,8 @@ class QueueMachine(RuleBasedStateMachine):
                 self.last = f"advance_clock({ms})"
                 self.trace.append(f"slept {self._ms(ms)} ms: {self.last}")
                 return  # the next call reads the time it runs at
-            self._doing("advance_clock", "clock")
-            self._apply(f"advance_clock({ms})", lambda s: qm.advance(s, self._ms(ms)))
+            self._doing("clock")
+            self._apply(f"advance_clock({ms})", QueueOp.of("advance", self._ms(ms)))
             self.record.event("clock", "clock", self.states[0].now, f"+{self._ms(ms)} ms")
 
     @invariant()
@@ -437,8 +444,7 @@ class QueueMachine(RuleBasedStateMachine):
             self.blind = True
             return
         seen = [(view.job, view.state) for view in views]
-        deletes = self.library.capabilities.ack_deletes
-        self._apply("observe()", lambda s: qm.observe(s, seen, deletes))
+        self._apply("observe()", QueueOp.of("observe"), seen)
 
     # -- the end ----------------------------------------------------------------------------
 
