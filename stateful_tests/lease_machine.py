@@ -112,7 +112,8 @@ __all__ = [
 
 nan = math.nan
 inf = math.inf
-Operation = Callable[..., object]
+SideCall = Callable[[Any, "Side"], object]
+"""How one side runs a step: ``(queue, side) -> result`` (a ``LeaseOp.call`` or a function)."""
 EMPTY = Start()
 """The start of a program that names none (programs printed before start states existed)."""
 SEND_JOB = {"id": "c", "qty": 1}
@@ -221,8 +222,8 @@ class LeaseAgreement(RuleBasedStateMachine):
     def _agree(
         self,
         call: str,
-        on_target: Operation,
-        on_model: Operation | None = None,
+        on_target: SideCall,
+        on_model: SideCall | None = None,
         accept: frozenset[str] = frozenset(),
         given: LeaseOp | None = None,
     ) -> LeaseOutcome:
@@ -247,7 +248,7 @@ class LeaseAgreement(RuleBasedStateMachine):
     def _target(self) -> LeaseQueue:
         return LeaseTarget(self.module, self.con)
 
-    def _attempt(self, side: Side, operation: Operation, queue: Any) -> LeaseOutcome:
+    def _attempt(self, side: Side, operation: SideCall, queue: Any) -> LeaseOutcome:
         try:
             result = operation(queue, side)
         except Exception as error:
