@@ -45,11 +45,13 @@ OPEN_TRANSACTION = "left a transaction open"
 """Error kind recorded when an operation returned with its connection in a transaction."""
 
 
-def _agrees(model: Outcome, observed: Outcome) -> bool:
-    """Errors of one kind, or no error and the same result (exact types)."""
-    if model.error is not None or observed.error is not None:
-        return model.error == observed.error
-    return same(model.result, observed.result)
+def _agrees(observed: Outcome, result: object, error: str | None) -> bool:
+    """The model's ``result`` or ``error`` is the outcome observed: errors of one kind, or
+    no error and the same result (exact types). The checker asks this for every
+    configuration it visits, so the model's side is not built into a record here."""
+    if error is not None or observed.error is not None:
+        return error == observed.error
+    return same(result, observed.result)
 
 
 def _unique(states: Sequence[Hashable]) -> list[Any]:
@@ -78,25 +80,27 @@ def lease_op(op: Operation) -> LeaseOp:
 class LeaseSpec(SequentialSpec[Snapshot]):
     """lease-worker.md over a ``Snapshot``; ``snapshot`` is a read of the whole stored state."""
 
-    def _model(self, state: Snapshot, op: Operation) -> tuple[Snapshot, LeaseOutcome]:
+    def _run(self, state: Snapshot, op: Operation) -> tuple[Snapshot, object, str | None]:
+        """The model's state after ``op``, and its result or the name of its error."""
         if isinstance(op.call, HarnessStep):
-            return state, LeaseOutcome(state)
+            return state, state, None
         try:
             step = lease_op(op).step(state)
         except (lm.Conflict, ValueError) as error:
-            return state, LeaseOutcome(error=type(error).__name__)
-        return step.state, LeaseOutcome(step.result)
+            return state, None, type(error).__name__
+        return step.state, step.result, None
 
     def step(self, state: Snapshot, op: Operation) -> Sequence[Snapshot]:
-        after, model = self._model(state, op)
+        after, result, error = self._run(state, op)
         if op.outcome is None:  # killed: the effect happened, or it never will
             return _unique([state, after])
         if op.outcome.error == BUSY:
             return [state]  # a busy timeout rolled back: no effect
-        return [after] if _agrees(model, op.outcome) else []
+        return [after] if _agrees(op.outcome, result, error) else []
 
     def explain(self, state: Snapshot, op: Operation) -> str:
-        _, model = self._model(state, op)
+        _, result, error = self._run(state, op)
+        model = LeaseOutcome(result, error)
         stored = op.result
         if isinstance(op.call, HarnessStep) and isinstance(stored, Snapshot):
             return (
@@ -239,7 +243,7 @@ class JobQueueSpec(SequentialSpec[jm.JobState]):
         states, model = self._model(state, op)
         if op.outcome is None:
             return _unique([state, *states])
-        return states if _agrees(model, op.outcome) else []
+        return states if _agrees(op.outcome, model.result, model.error) else []
 
     def explain(self, state: jm.JobState, op: Operation) -> str:
         _, model = self._model(state, op)
