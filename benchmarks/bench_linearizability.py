@@ -23,8 +23,8 @@ from typing import Any
 
 from leasecheck.models import lease_model as lm
 from leasecheck.models.contracts import Snapshot
-from leasecheck.models.lease_ops import LeaseOp
-from leasecheck.models.linearizability import LeaseSpec, Operation, Raised, Returned, check
+from leasecheck.models.lease_ops import LeaseOp, LeaseOutcome
+from leasecheck.models.linearizability import LeaseSpec, Operation, check
 
 JOBS = tuple("abcdefgh")
 
@@ -63,9 +63,9 @@ def simulate(ops: int, procs: int, seed: int) -> list[Operation]:
         try:
             step = getattr(lm, name)(state, **args)
         except (ValueError, lm.Conflict) as error:
-            outcome: Returned | Raised = Raised(type(error).__name__)
+            outcome = LeaseOutcome(error=type(error).__name__)
         else:
-            state, outcome = step.state, Returned(step.result)
+            state, outcome = step.state, LeaseOutcome(step.result)
             if name == "claim" and step.result is not None:
                 held[proc].append(step.result)
         call = LeaseOp.of(name, **args)
@@ -76,15 +76,11 @@ def simulate(ops: int, procs: int, seed: int) -> list[Operation]:
 
 def corrupt(history: list[Operation]) -> list[Operation]:
     """The same history with the middle successful claim's token off by one."""
-    claims = [
-        i
-        for i, op in enumerate(history)
-        if op.name == "claim" and isinstance(op.outcome, Returned) and op.outcome.value
-    ]
+    claims = [i for i, op in enumerate(history) if op.name == "claim" and op.result]
     i = claims[len(claims) // 2]
-    ticket = dict(history[i].outcome.value)  # type: ignore[union-attr]
+    ticket = dict(history[i].result)
     ticket["token"] += 1
-    return [*history[:i], replace(history[i], outcome=Returned(ticket)), *history[i + 1 :]]
+    return [*history[:i], replace(history[i], outcome=LeaseOutcome(ticket)), *history[i + 1 :]]
 
 
 def bench(ops: int, procs: int, seeds: int) -> None:

@@ -20,9 +20,9 @@ from types import ModuleType
 from typing import Any
 
 from leasecheck.crash_harness.engine import Channel
-from leasecheck.models._history import Operation, Raised, Returned
+from leasecheck.models._history import Operation
 from leasecheck.models._linear_specs import BUSY, OPEN_TRANSACTION
-from leasecheck.models.lease_ops import Held, LeaseOp
+from leasecheck.models.lease_ops import Held, LeaseOp, LeaseOutcome
 from leasecheck.targets.lease_compare import error_kind
 
 __all__ = ["HELD", "child_body", "trace_new_connections"]
@@ -31,17 +31,18 @@ HELD = Held()
 """A ``finish`` ticket argument meaning: the ticket this process's last claim returned."""
 
 
-def _outcome(module: ModuleType, con: sqlite3.Connection, run: Callable[[], Any]) -> Any:
+def _outcome(module: ModuleType, con: sqlite3.Connection, run: Callable[[], Any]) -> LeaseOutcome:
     try:
         value = run()
     except Exception as error:
         text = str(error).lower()
         busy = isinstance(error, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
-        outcome: Returned | Raised = Raised(BUSY if busy else error_kind(error, module), str(error))
+        kind = BUSY if busy else error_kind(error, module)
+        outcome = LeaseOutcome(error=kind, detail=str(error))
     else:
-        outcome = Returned(value)
+        outcome = LeaseOutcome(value)
     if con.in_transaction:
-        outcome = Raised(OPEN_TRANSACTION, f"after {outcome!r}")
+        outcome = LeaseOutcome(error=OPEN_TRANSACTION, detail=f"after it {outcome.describe()}")
         con.set_trace_callback(None)
         con.execute("ROLLBACK")
     return outcome
@@ -83,8 +84,8 @@ def _run_call(
     channel.send("invoke", where[1])
     outcome = _outcome(module, con, lambda: op.apply(module, con, channel.fault, path))
     con.set_trace_callback(channel.trace)
-    if op.kind == "claim" and isinstance(outcome, Returned) and type(outcome.value) is dict:
-        held.append(dict(outcome.value))
+    if op.kind == "claim" and outcome.error is None and type(outcome.result) is dict:
+        held.append(dict(outcome.result))
     channel.send("op", Operation(where[0], where[1], op, 0, 0, outcome))
 
 

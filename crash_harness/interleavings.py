@@ -55,11 +55,10 @@ from leasecheck.crash_harness.engine import (
 )
 from leasecheck.models._linear_specs import BUSY, LeaseSpec
 from leasecheck.models.contracts import Snapshot
+from leasecheck.models.lease_ops import LeaseOutcome
 from leasecheck.models.linearizability import (
     HarnessStep,
     Operation,
-    Raised,
-    Returned,
     Verdict,
     check,
 )
@@ -495,7 +494,7 @@ def _tickets(ops: list[Operation]) -> list[tuple[str, tuple[Any, Any]]]:
     """(label, (job id, token)) of every lease a claim or run_once reported winning."""
     found = []
     for op in ops:
-        value = op.outcome.value if isinstance(op.outcome, Returned) else None
+        value = op.result
         if op.name in ("claim", "run_once", "run_file") and type(value) is dict:
             found.append((op.label(), (value.get("id"), value.get("token"))))
     return found
@@ -506,12 +505,13 @@ def judge(scenario: Scenario, run: Run) -> tuple[str | None, Verdict | None]:
     with one winner per job and generation and no job lost; else a sentence why not."""
     if run.failures:
         return "; ".join(run.failures), None
-    busy = [(op, op.outcome) for op in run.ops
-            if isinstance(op.outcome, Raised) and op.outcome.kind == BUSY]  # fmt: skip
+    busy = [
+        (op, op.outcome) for op in run.ops if op.outcome is not None and op.outcome.error == BUSY
+    ]
     if busy:
         op, error = busy[0]
         return (
-            f"{op.label()} {op.call_text()} raised 'database is locked' ({error.message}); "
+            f"{op.label()} {op.call_text()} raised 'database is locked' ({error.detail}); "
             "in this schedule every lock is held for a few statements, well inside the "
             "spec's 1 s busy timeout, so the wait should have been absorbed: the transaction "
             "took its write lock late (a deferred BEGIN upgraded to a write fails at once "
@@ -528,13 +528,13 @@ def judge(scenario: Scenario, run: Run) -> tuple[str | None, Verdict | None]:
         winners[key] = label
     assert run.final is not None
     enqueued = {op.args["event"]["id"] for op in run.ops
-                if op.name == "enqueue" and op.outcome == Returned(True)}  # fmt: skip
+                if op.name == "enqueue" and op.outcome == LeaseOutcome(True)}  # fmt: skip
     lost = sorted({row.id for row in scenario.initial.jobs} | enqueued)
     lost = [job for job in lost if run.final.job(job) is None]
     if lost:
         return f"job(s) {lost} are missing from the file at the end (a lost job)", None
     end = max((op.returned_ns or 0 for op in run.ops), default=0)
-    final = Returned(run.final)
+    final = LeaseOutcome(run.final)
     read = Operation("harness", 1, HarnessStep(), end + STEP_NS, end + 2 * STEP_NS, final)
     verdict = check([*run.ops, read], LeaseSpec(), scenario.initial)
     if verdict.linearizable:

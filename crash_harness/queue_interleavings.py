@@ -66,13 +66,11 @@ from leasecheck.models._queue_spec import QueueSpec
 from leasecheck.models.linearizability import (
     HarnessStep,
     Operation,
-    Raised,
-    Returned,
     Verdict,
     check,
 )
 from leasecheck.models.queue_model import QueueState
-from leasecheck.models.queue_ops import REFUSABLE, QueueOp
+from leasecheck.models.queue_ops import REFUSABLE, Granted, QueueOp, QueueOutcome
 
 __all__ = ["LIVE_MS", "Finding", "QueueExploration", "explore_queue", "replay_queue"]
 
@@ -95,6 +93,9 @@ class Finding:
     report: str
     history: tuple[Operation, ...] = ()
     """The history judged: the seeding calls, the processes' calls, the final read."""
+    origin: float = 0.0
+    """The shared clock's reading when the seeding began (model time 0): a lease end the
+    library reports (``Granted.until``) is that many seconds after it."""
 
     @property
     def text(self) -> str:
@@ -123,6 +124,8 @@ class _Store:
     claims: dict[str, Claim] = field(default_factory=dict)
     ops: list[Operation] = field(default_factory=list)
     seeded_at: float = 0.0
+    origin: float = 0.0
+    """The shared clock's reading before the first seeding call (model time 0)."""
 
     def copy(self, directory: Path) -> tuple[str, Path]:
         """A fresh copy of the seeded store in ``directory``: its location and its file."""
@@ -141,11 +144,11 @@ def _database_file(location: Path) -> Path:
     return location
 
 
-def _harness_op(store: _Store, name: str, value: Any, **args: Any) -> None:
+def _harness_op(store: _Store, name: str, outcome: QueueOutcome, **args: Any) -> None:
     number = len(store.ops) + 1
     store.ops.append(
         Operation(HARNESS, number, QueueOp.of(name, **args), 2 * number * STEP_NS,
-                  (2 * number + 1) * STEP_NS, Returned(value))
+                  (2 * number + 1) * STEP_NS, outcome)
     )  # fmt: skip
 
 
@@ -160,10 +163,11 @@ def _seed(
     clock = SharedClock.of(template / "clock", library.capabilities)
     scale = library.capabilities.time_scale()
     queue = library.connect(location, clock)
+    store.origin = clock.now()
     try:
         for seed in scenario.seeds:
             queue.enqueue(seed.job, f"payload of {seed.job}")
-            _harness_op(store, "enqueue", None, job=seed.job)
+            _harness_op(store, "enqueue", QueueOutcome(None), job=seed.job)
             if seed.held == "ready":
                 continue
             lease = (SHORT_MS if seed.held == "expired" else LIVE_MS) * scale
@@ -174,10 +178,11 @@ def _seed(
                     f"{seed.job!r} (the oldest ready one); the scenario needs FIFO claims"
                 )
             store.claims[seed.cid] = got
-            _harness_op(store, "claim", seed.job, cid=seed.cid, lease_ms=lease)
+            granted = QueueOutcome(seed.job, granted=Granted.of(got))
+            _harness_op(store, "claim", granted, cid=seed.cid, lease_ms=lease)
         if any(seed.held == "expired" for seed in scenario.seeds):
             clock.advance(EXPIRE_MS * scale / 1000)
-            _harness_op(store, "advance", None, ms=EXPIRE_MS * scale)
+            _harness_op(store, "advance", QueueOutcome(None), ms=EXPIRE_MS * scale)
     finally:
         queue.close()
         clock.close()
@@ -186,13 +191,6 @@ def _seed(
 
 
 # --- the child --------------------------------------------------------------------------
-
-
-def _outcome(call: Callable[[], Any]) -> Returned | Raised:
-    try:
-        return Returned(call())
-    except Exception as error:
-        return Raised(type(error).__name__, str(error))
 
 
 class _Process:
@@ -234,22 +232,22 @@ class _Process:
         made = _OF_CLAIM[verb.name]  # the harness's own table: an unknown verb is its bug
         return made(verb.cid, self.held[verb.cid].job, lease)
 
-    def run(self, verb: Verb) -> tuple[QueueOp | HarnessStep, Returned | Raised]:
+    def run(self, verb: Verb) -> tuple[QueueOp | HarnessStep, QueueOutcome]:
         """The call as its record, and its outcome as the model reads it."""
         call = self.record(verb)
         if isinstance(call, HarnessStep):
-            return call, _outcome(self.reopen)
+            return call, QueueOutcome.running(self.reopen)
         queue = self.queue
         assert queue is not None, f"{verb.describe()} before the process opened the store"
         value, got = call.run(queue, self.held)
         if got.error is not None:
-            return call, Raised(got.error, got.detail)
+            return call, got
         if call.kind == "claim":
             if isinstance(value, Claim):
                 self.held[verb.cid] = value
-                return call, Returned(value.job)
-            return call, Returned(value)
-        return call, Returned(value is True if call.kind in REFUSABLE else value)
+                return call, got
+            return call, QueueOutcome(value)
+        return call, QueueOutcome(value is True if call.kind in REFUSABLE else value)
 
 
 _OF_CLAIM: dict[str, Callable[[str, str, int], QueueOp]] = {
@@ -347,7 +345,7 @@ def _final(store: _Store, location: str, clock_path: Path, after_ns: int) -> Ope
         queue.close()
         clock.close()
     return Operation(HARNESS, 0, QueueOp.of("observe"), after_ns + STEP_NS,
-                     after_ns + 2 * STEP_NS, Returned(seen))  # fmt: skip
+                     after_ns + 2 * STEP_NS, QueueOutcome(seen))  # fmt: skip
 
 
 def history_of(store: _Store, run: Run, final: Operation | None) -> list[Operation]:
@@ -486,24 +484,25 @@ def _run_judged(
     if final is None:
         judging[0].unobserved = True
     history = history_of(store, run, final)
-    _judge(store.library, history, run, *judging)
+    _judge(store, history, run, *judging)
     return run
 
 
 def _judge(
-    library: QueueLibrary, history: list[Operation], run: Run, found: QueueExploration,
+    store: _Store, history: list[Operation], run: Run, found: QueueExploration,
     unpromised: frozenset[str],
 ) -> None:  # fmt: skip
     """Set ``run.problem`` for a promised property it breaks; keep the first unpromised."""
+    library = store.library
     promised = broken(history, library, unpromised)
     if promised is not None:
         prop, report = promised
-        found.violated = Finding(prop, True, run, report, tuple(history))
+        found.violated = Finding(prop, True, run, report, tuple(history), store.origin)
         run.problem = found.violated.text
         return
     if found.unpromised is None and (strict := broken(history, library, frozenset())):
         prop, report = strict
-        found.unpromised = Finding(prop, False, run, report, tuple(history))
+        found.unpromised = Finding(prop, False, run, report, tuple(history), store.origin)
 
 
 def _check_live(store: _Store, scenario: QueueScenario) -> None:

@@ -54,10 +54,10 @@ from leasecheck.adapters.protocol import (
 )
 from leasecheck.adapters.timing import MARGIN_MS, Pacer
 from leasecheck.crash_harness.engine import Channel, Child, Engine
-from leasecheck.models._history import Operation, Raised, Returned
+from leasecheck.models._history import Operation
 from leasecheck.models.evidence import Evidence, Recorder, attach
 from leasecheck.models.evidence import Lease as Held
-from leasecheck.models.queue_ops import QueueOp
+from leasecheck.models.queue_ops import QueueOp, QueueOutcome
 from leasecheck.models.shrinking import Budget, Shrunk, shrink
 
 __all__ = [
@@ -111,11 +111,7 @@ def _run(
     value, got = op.run(queue, held, worker=who)
     if verb == "claim" and value is not None:
         held[cid] = value
-    outcome: Returned | Raised = (
-        Raised(got.error, got.detail)
-        if got.error
-        else Returned(got.result if verb == "claim" else got.result is True)
-    )
+    outcome = got if got.error or verb == "claim" else QueueOutcome(got.result is True)
     return Operation(who, index, op, started, time.monotonic_ns(), outcome)
 
 
@@ -239,7 +235,7 @@ class Racers:
         value = call()
         op = Operation(
             "H", self.counter, QueueOp.of(name, **args), started, time.monotonic_ns(),
-            Returned(value),
+            QueueOutcome(value),
         )  # fmt: skip
         self.history.append(op)
         if name != "advance":  # a sleep, not a call to the library
@@ -425,7 +421,7 @@ def _stale_probe(racers: Racers, live: dict[str, Lease], taken: Taken, verb: str
     if first not in _check_claims(racers, again, live, taken, lease):
         return 0  # not delivered again: nothing is stale
     (stale,) = alone(0, verb, first, short)
-    if stale.outcome == Returned(True):
+    if stale.outcome == QueueOutcome(True):
         by = f" by {short} ms" if verb == "extend" else ""
         said = f"at t={racers.window(stale)[1]} ms P1 sent {verb}{by} of job {job!r} as stale claim"
         taken[job] = (f"{said} {first} -> True",)
@@ -440,7 +436,8 @@ def _stale_probe(racers: Racers, live: dict[str, Lease], taken: Taken, verb: str
 
 
 def _job(op: Operation) -> str | None:
-    return op.outcome.value if isinstance(op.outcome, Returned) else None
+    job: str | None = op.result
+    return job
 
 
 def _overlapping(made: list[Operation]) -> bool:
@@ -544,7 +541,7 @@ def _between(
         calls[_racer(cid)].append((verb, cid, racers.time.lease))
         sent += 1
     for op in racers.step(calls) if any(calls) else []:
-        job, took = str(op.args["job"]), op.outcome == Returned(True)
+        job, took = str(op.args["job"]), op.outcome == QueueOutcome(True)
         if op.name == "ack" and took:
             live.pop(job, None)
         elif took:

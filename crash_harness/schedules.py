@@ -32,7 +32,7 @@ from leasecheck.crash_harness import _lock_view
 from leasecheck.crash_harness.engine import GO, Channel, Child, Engine, Message
 from leasecheck.models import lease_model
 from leasecheck.models.contracts import JobRow, Snapshot
-from leasecheck.models.evidence import Evidence, Recorder
+from leasecheck.models.evidence import Evidence, Recorder, Token
 from leasecheck.targets.lease_target import read_snapshot, write_snapshot
 
 __all__ = ["BOUNDS", "Run", "Schedule", "enumerate_schedules", "evidence", "replay"]
@@ -265,7 +265,7 @@ def _result(run: Run, name: str, op: int, value: Any) -> None:
         )
 
 
-def _held(run: Run, side: str) -> list[tuple[str, int | None, str, float]]:
+def _held(run: Run, side: str) -> list[tuple[str, Token, str, float]]:
     return [
         (lease.job, lease.token, lease.holder, lease.until)
         for (held_side, _, _), lease in run.record.live.items()

@@ -6,9 +6,11 @@ readings, one clock domain for every process and thread of a run (Linux'
 CLOCK_MONOTONIC is system-wide, so forked children stamp on the same clock).
 
 An entry does not encode its call again: it holds the contract's own record
-(``LeaseOp``, ``JobOp``, ``QueueOp``; docs/operations.md) and adds who made it and
-when. A step of the harness's own that no contract has (its read of every stored row
-after a run, a process opening its connection again) is a ``HarnessStep``.
+(``LeaseOp``, ``JobOp``, ``QueueOp``; docs/operations.md) and that contract's outcome
+(``LeaseOutcome``, ``JobOutcome``, ``QueueOutcome``), and adds who made it and when.
+A step of the harness's own that no contract has (its read of every stored row after
+a run, a process opening its connection again) is a ``HarnessStep``; its outcome is
+that of the contract the history is about (a snapshot read returns a ``Snapshot``).
 """
 
 from __future__ import annotations
@@ -17,36 +19,28 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
+from leasecheck.models.job_ops import JobOutcome
+from leasecheck.models.lease_ops import LeaseOutcome
+from leasecheck.models.queue_ops import QueueOutcome
+
 __all__ = [
     "HarnessStep",
     "OpRecord",
     "Operation",
-    "Raised",
+    "Outcome",
     "Response",
-    "Returned",
     "SequentialSpec",
     "format_value",
 ]
 
 S = TypeVar("S", bound=Hashable)
 
+Outcome = LeaseOutcome | JobOutcome | QueueOutcome
+"""What a call returned (``result``) or raised (``error``, the contract's name for it, with
+``detail``): the outcome record of the contract its entry's call belongs to (a harness
+step's outcome is that of the contract the history is about)."""
 
-@dataclass(frozen=True)
-class Returned:
-    """The operation returned ``value``."""
-
-    value: Any
-
-
-@dataclass(frozen=True)
-class Raised:
-    """The operation raised an error; ``kind`` is the contract's name for it ('Conflict', ...)."""
-
-    kind: str
-    message: str = ""
-
-
-Response = Returned | Raised | None
+Response = Outcome | None
 """``None`` is an unknown outcome: the caller died (SIGKILL) before the response arrived."""
 
 
@@ -120,17 +114,34 @@ class Operation:
     def unknown(self) -> bool:
         return self.outcome is None
 
+    @property
+    def ok(self) -> bool:
+        """The call returned (it neither raised nor has an unknown outcome)."""
+        return self.outcome is not None and self.outcome.error is None
+
+    @property
+    def result(self) -> Any:
+        """What the call returned; None when it raised or its outcome is unknown."""
+        outcome = self.outcome
+        return outcome.result if outcome is not None and outcome.error is None else None
+
+    @property
+    def error(self) -> str | None:
+        """The contract's name for what the call raised; None when it returned or its
+        outcome is unknown."""
+        return None if self.outcome is None else self.outcome.error
+
     def call_text(self) -> str:
         """The record's own line (a long one cut in the middle)."""
         text = self.call.describe()
         return text if len(text) <= 240 else f"{text[:170]} ... {text[-60:]}"
 
     def outcome_text(self) -> str:
-        if isinstance(self.outcome, Returned):
-            return f"-> {format_value(self.outcome.value)}"
-        if isinstance(self.outcome, Raised):
-            return f"raised {self.outcome.kind}"
-        return "outcome unknown (killed mid-operation)"
+        if self.outcome is None:
+            return "outcome unknown (killed mid-operation)"
+        if self.outcome.error is None:
+            return f"-> {format_value(self.outcome.result)}"
+        return f"raised {self.outcome.error}"
 
     def interval_text(self, origin_ns: int) -> str:
         start = (self.invoked_ns - origin_ns) / 1e6

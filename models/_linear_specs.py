@@ -28,14 +28,13 @@ from leasecheck.models import lease_model as lm
 from leasecheck.models._history import (
     HarnessStep,
     Operation,
-    Raised,
-    Returned,
+    Outcome,
     SequentialSpec,
     format_value,
 )
 from leasecheck.models.contracts import Snapshot, same
-from leasecheck.models.job_ops import JobOp
-from leasecheck.models.lease_ops import LeaseOp
+from leasecheck.models.job_ops import JobOp, JobOutcome
+from leasecheck.models.lease_ops import LeaseOp, LeaseOutcome
 from leasecheck.queue_impl.jobs import IllegalStateError, Lease, RetryPolicy
 
 __all__ = ["BUSY", "OPEN_TRANSACTION", "JobQueueSpec", "LeaseSpec"]
@@ -45,27 +44,25 @@ BUSY = "database is locked"
 OPEN_TRANSACTION = "left a transaction open"
 """Error kind recorded when an operation returned with its connection in a transaction."""
 
-_Model = Returned | Raised
 
-
-def _agrees(model: _Model, observed: Returned | Raised) -> bool:
-    if isinstance(model, Raised) or isinstance(observed, Raised):
-        return (
-            isinstance(model, Raised) and isinstance(observed, Raised)
-            and model.kind == observed.kind
-        )  # fmt: skip
-    return same(model.value, observed.value)
+def _agrees(observed: Outcome, result: object, error: str | None) -> bool:
+    """The model's ``result`` or ``error`` is the outcome observed: errors of one kind, or
+    no error and the same result (exact types). The checker asks this for every
+    configuration it visits, so the model's side is not built into a record here."""
+    if error is not None or observed.error is not None:
+        return error == observed.error
+    return same(result, observed.result)
 
 
 def _unique(states: Sequence[Hashable]) -> list[Any]:
     return list(dict.fromkeys(states))
 
 
-def _outcome_text(outcome: _Model) -> str:
+def _outcome_text(outcome: Outcome) -> str:
     return (
-        f"raises {outcome.kind}"
-        if isinstance(outcome, Raised)
-        else f"returns {format_value(outcome.value)}"
+        f"raises {outcome.error}"
+        if outcome.error is not None
+        else f"returns {format_value(outcome.result)}"
     )
 
 
@@ -83,32 +80,35 @@ def lease_op(op: Operation) -> LeaseOp:
 class LeaseSpec(SequentialSpec[Snapshot]):
     """lease-worker.md over a ``Snapshot``; ``snapshot`` is a read of the whole stored state."""
 
-    def _model(self, state: Snapshot, op: Operation) -> tuple[Snapshot, _Model]:
+    def _run(self, state: Snapshot, op: Operation) -> tuple[Snapshot, object, str | None]:
+        """The model's state after ``op``, and its result or the name of its error."""
         if isinstance(op.call, HarnessStep):
-            return state, Returned(state)
+            return state, state, None
         try:
             step = lease_op(op).step(state)
         except (lm.Conflict, ValueError) as error:
-            return state, Raised(type(error).__name__)
-        return step.state, Returned(step.result)
+            return state, None, type(error).__name__
+        return step.state, step.result, None
 
     def step(self, state: Snapshot, op: Operation) -> Sequence[Snapshot]:
-        after, model = self._model(state, op)
+        after, result, error = self._run(state, op)
         if op.outcome is None:  # killed: the effect happened, or it never will
             return _unique([state, after])
-        if isinstance(op.outcome, Raised) and op.outcome.kind == BUSY:
+        if op.outcome.error == BUSY:
             return [state]  # a busy timeout rolled back: no effect
-        return [after] if _agrees(model, op.outcome) else []
+        return [after] if _agrees(op.outcome, result, error) else []
 
     def explain(self, state: Snapshot, op: Operation) -> str:
-        _, model = self._model(state, op)
-        if isinstance(op.call, HarnessStep) and isinstance(op.outcome, Returned):
+        _, result, error = self._run(state, op)
+        model = LeaseOutcome(result, error)
+        stored = op.result
+        if isinstance(op.call, HarnessStep) and isinstance(stored, Snapshot):
             return (
                 "the stored state read after every process finished differs from the model:\n"
-                f"{'':14}stored:\n{_indent(op.outcome.value.describe())}\n"
+                f"{'':14}stored:\n{_indent(stored.describe())}\n"
                 f"{'':14}model:\n{_indent(state.describe())}"
             )
-        if isinstance(op.outcome, Raised) and op.outcome.kind == OPEN_TRANSACTION:
+        if op.error == OPEN_TRANSACTION:
             return "the operation returned with its connection still inside a transaction"
         return f"here the model {_outcome_text(model)}"
 
@@ -176,7 +176,7 @@ class JobQueueSpec(SequentialSpec[jm.JobState]):
     def precheck(self, history: Sequence[Operation]) -> tuple[tuple[Operation, ...], str] | None:
         self._tokens, self._issued, self._by_hash = {}, [], {}
         for op in history:
-            lease = op.outcome.value if isinstance(op.outcome, Returned) else None
+            lease = op.result
             if job_op(op).kind != "poll" or not isinstance(lease, Lease):
                 continue
             twin = self._issuer(lease.token)
@@ -204,7 +204,7 @@ class JobQueueSpec(SequentialSpec[jm.JobState]):
         return 0 if issuer is None else self._tokens[issuer]
 
     # -- model --
-    def _model(self, state: jm.JobState, op: Operation) -> tuple[list[jm.JobState], _Model]:
+    def _model(self, state: jm.JobState, op: Operation) -> tuple[list[jm.JobState], JobOutcome]:
         """The possible states after ``op`` and its outcome, with tokens canonical: the
         entry's ``JobOp`` (its token made canonical) run on the model at its ``now``."""
         call = job_op(op)
@@ -219,31 +219,31 @@ class JobQueueSpec(SequentialSpec[jm.JobState]):
         except _JOB_ERRORS as error:
             kind = next(cls.__name__ for cls in _JOB_ERRORS if isinstance(error, cls))
             if call.kind in ("poll", "complete", "fail"):  # expired leases processed, or not
-                return _unique([state, jm.expire(state, self.policy, now)]), Raised(kind)
-            return [state], Raised(kind)
+                return _unique([state, jm.expire(state, self.policy, now)]), JobOutcome(error=kind)
+            return [state], JobOutcome(error=kind)
         if call.kind == "poll":
             return self._numbered(model.state, op, value)
-        return [model.state], Returned(value)
+        return [model.state], JobOutcome(value)
 
     def _numbered(
         self, after: jm.JobState, op: Operation, lease: Lease | None
-    ) -> tuple[list[jm.JobState], _Model]:
+    ) -> tuple[list[jm.JobState], JobOutcome]:
         """A poll's state and lease with the token the precheck numbered it by."""
         if lease is None:
-            return [after], Returned(None)
+            return [after], JobOutcome(None)
         number = self._tokens.get(op, -1)  # a killed poll's token: nobody can hold it
         jobs = tuple(
             replace(job, token=number) if job.id == lease.job_id else job for job in after.jobs
         )
-        observed = op.outcome.value if isinstance(op.outcome, Returned) else None
+        observed = op.result
         token = observed.token if isinstance(observed, Lease) else number
-        return [replace(after, jobs=jobs, next_token=1)], Returned(replace(lease, token=token))
+        return [replace(after, jobs=jobs, next_token=1)], JobOutcome(replace(lease, token=token))
 
     def step(self, state: jm.JobState, op: Operation) -> Sequence[jm.JobState]:
         states, model = self._model(state, op)
         if op.outcome is None:
             return _unique([state, *states])
-        return states if _agrees(model, op.outcome) else []
+        return states if _agrees(op.outcome, model.result, model.error) else []
 
     def explain(self, state: jm.JobState, op: Operation) -> str:
         _, model = self._model(state, op)

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from leasecheck.models import queue_model as qm
-from leasecheck.models._history import Operation, Raised, Returned, SequentialSpec
+from leasecheck.models._history import Operation, SequentialSpec
 from leasecheck.models.queue_ops import REFUSABLE, QueueOp, QueueOutcome
 
 __all__ = ["QueueSpec"]
@@ -43,6 +43,12 @@ def queue_op(op: Operation) -> QueueOp:
     if not isinstance(call, QueueOp):
         raise TypeError(f"a generic-queue history holds {call!r} at {op.label()}")
     return call
+
+
+def _no_effect(op: Operation) -> bool:
+    """A claim or sweep that raised: the call took no effect (a refusable verb's error
+    is a refusal instead)."""
+    return op.error is not None and op.name not in _REFUSABLE
 
 
 class QueueSpec(SequentialSpec[qm.QueueState]):
@@ -65,11 +71,11 @@ class QueueSpec(SequentialSpec[qm.QueueState]):
         return queue_op(op).step(state, QueueOutcome(value), self.ack_deletes, self.real_time)
 
     def _value(self, op: Operation) -> Any:
-        if isinstance(op.outcome, Returned):
-            return op.outcome.value
-        if isinstance(op.outcome, Raised) and op.name in _REFUSABLE:
-            return False
-        return None
+        if op.outcome is None:
+            return None
+        if op.outcome.error is None:
+            return op.outcome.result
+        return False if op.name in _REFUSABLE else None
 
     def _at(self, state: qm.QueueState, op: Operation) -> qm.QueueState:
         """Real time: ``state`` read at ``op``'s invocation (never earlier than it is)."""
@@ -79,7 +85,7 @@ class QueueSpec(SequentialSpec[qm.QueueState]):
 
     def step(self, state: qm.QueueState, op: Operation) -> Sequence[qm.QueueState]:
         state = self._at(state, op)
-        if isinstance(op.outcome, Raised) and op.name not in _REFUSABLE:
+        if _no_effect(op):
             return [state]  # a claim or sweep that raised (e.g. busy) took no effect
         if op.outcome is None:
             return self._unknown(state, op)
@@ -99,14 +105,14 @@ class QueueSpec(SequentialSpec[qm.QueueState]):
 
     def mismatch(self, state: qm.QueueState, op: Operation) -> qm.Mismatch | None:
         """What the model refuses in ``op``'s outcome from ``state`` (the property, as data)."""
-        if op.outcome is None or (isinstance(op.outcome, Raised) and op.name not in _REFUSABLE):
+        if op.outcome is None or _no_effect(op):
             return None
         return self._step(self._at(state, op), op, self._value(op))[1]
 
     def explain(self, state: qm.QueueState, op: Operation) -> str:
         state = self._at(state, op)
-        if isinstance(op.outcome, Returned):
-            _, mismatch = self._step(state, op, op.outcome.value)
+        if op.outcome is not None and op.outcome.error is None:
+            _, mismatch = self._step(state, op, op.outcome.result)
             if mismatch is not None:
                 return f"{mismatch.prop}: {mismatch.text}"
         return "the generic model does not allow this outcome here"

@@ -34,6 +34,7 @@ __all__ = [
     "Lease",
     "Recorder",
     "Step",
+    "Token",
     "Unit",
     "attach",
     "evidence_of",
@@ -41,6 +42,9 @@ __all__ = [
 ]
 
 Side = Literal["target", "model"]
+Token = int | str | None
+"""A lease's token: the lease worker's and the JobQueue's fencing token, or a generic
+queue library's own (an attempt number, a delivery tag, a receipt), where it has one."""
 Unit = Literal["model ms", "wall ms", "step"]
 """What a step's times count: model milliseconds, wall milliseconds since the first
 call, or scheduling steps of a controlled interleaving."""
@@ -76,7 +80,7 @@ class Step:
     model: str | None = None
     """What the model expects (``parted`` says where the two disagree)."""
     job: str | None = None
-    token: int | None = None
+    token: Token = None
     """The job and token the operation names (a finish's ticket, a claim's result)."""
     call: Mapping[str, Any] | None = field(default=None, compare=False)
     """The operation as its contract's record, in JSON (``LeaseOp.to_json()``,
@@ -89,7 +93,7 @@ class Lease:
 
     side: Side
     job: str
-    token: int | None
+    token: Token
     holder: str
     start: float
     until: float
@@ -232,7 +236,7 @@ class Recorder:
         self.actors: dict[str, Actor] = {}
         self.steps: list[Step] = []
         self.closed: list[Lease] = []
-        self.live: dict[tuple[Side, str, int | None], Lease] = {}
+        self.live: dict[tuple[Side, str, Token], Lease] = {}
         self.events: list[Event] = []
         self.deadlines: dict[str, float] = {}
 
@@ -251,7 +255,7 @@ class Recorder:
         kind: str,
         at: float,
         job: str | None = None,
-        token: int | None = None,
+        token: Token = None,
         *,
         target: str | None = None,
         model: str | None = None,
@@ -271,7 +275,7 @@ class Recorder:
         target: str | None,
         model: str | None,
         job: str | None = None,
-        token: int | None = None,
+        token: Token = None,
     ) -> None:
         """Set the results of the last step (known only after it ran), and the job and
         token it turned out to concern when the call did not name them."""
@@ -293,12 +297,10 @@ class Recorder:
         ]
         self.held(side, held, at)
 
-    def held(
-        self, side: Side, leases: Iterable[tuple[str, int | None, str, float]], at: float
-    ) -> None:
+    def held(self, side: Side, leases: Iterable[tuple[str, Token, str, float]], at: float) -> None:
         """The (job, token, holder, until) one side holds after the last step: new leases
         start at ``at``, leases no longer held end there."""
-        seen: set[tuple[Side, str, int | None]] = set()
+        seen: set[tuple[Side, str, Token]] = set()
         for job, token, holder, until in leases:
             key = (side, job, token)
             seen.add(key)

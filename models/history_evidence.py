@@ -4,19 +4,34 @@ Each operation is a step on its process's lane, from its invocation to its respo
 in wall milliseconds since the first invocation (one clock domain: ``_history``);
 the target's side is what the operation returned, the model's is the checker's
 reason for each operation that may come next but is not explained. The step where
-they part is the first such operation. Leases are not drawn: their ends are model
-times, on another axis than the intervals linearizability is about.
+they part is the first such operation. A lease worker's or JobQueue's leases are not
+drawn: their ends are model times, on another axis than the intervals linearizability
+is about.
+
+A generic queue's controlled schedule (``queue.interleavings``) draws each claim's lease
+on its claimer's lane, as the library reported it (``Granted``: its token, its end where
+the library says one, else the lease it was asked for) and as the generic model expects
+it (the lease asked for, from the model clock at the claim). That clock moves only at
+``advance`` steps, so a lease ends at the step whose advance passes its end, or, if it
+outlives the history, at the history's end; it stops being live before that when its
+claim's ack or nack is taken, and an extend that is taken renews it. A second claim of
+the job does not end it: two live leases of one job are what a picture must show.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from leasecheck.models._history import Operation, Returned
-from leasecheck.models.evidence import Evidence, Recorder, Unit
+from leasecheck.models._history import Operation
+from leasecheck.models.evidence import Evidence, Lease, Recorder, Side, Token, Unit
 from leasecheck.models.linearizability import Verdict
+from leasecheck.models.queue_ops import Granted, QueueOutcome
 
-__all__ = ["history_evidence", "schedule_evidence"]
+__all__ = ["history_evidence", "queue_schedule_evidence", "schedule_evidence"]
+
+_Leases = Callable[[Sequence[Operation], dict[tuple[str, int], int], Callable[[int], float]],
+                   list[Lease]]  # fmt: skip
+"""The leases of a sorted history, given each entry's step index and the time scale."""
 
 
 def history_evidence(verdict: Verdict, summary: str) -> Evidence:
@@ -38,6 +53,21 @@ def schedule_evidence(
     return _evidence(history, summary, "step", step_ns, {}, (), kind)
 
 
+def queue_schedule_evidence(
+    history: Sequence[Operation], summary: str, step_ns: int, origin: float
+) -> Evidence:
+    """``schedule_evidence`` of a generic queue's schedule, with each claim's lease on
+    both sides; ``origin`` is the shared clock's reading at model time 0 (a library's
+    lease end, ``Granted.until``, is in the clock's seconds)."""
+
+    def leases(
+        ops: Sequence[Operation], index_of: dict[tuple[str, int], int], at: Callable[[int], float]
+    ) -> list[Lease]:
+        return _queue_leases(ops, index_of, at, origin)
+
+    return _evidence(history, summary, "step", step_ns, {}, (), "process", leases)
+
+
 def _evidence(
     ops: Sequence[Operation],
     summary: str,
@@ -46,10 +76,15 @@ def _evidence(
     reasons: dict[tuple[str, int], str],
     conflicting: Sequence[Operation],
     kind: str = "process",
+    leases: _Leases | None = None,
 ) -> Evidence:
     history = sorted(ops, key=lambda op: (op.invoked_ns, op.process, op.index))
     origin = min((op.invoked_ns for op in history), default=0)
     last = max((op.returned_ns or op.invoked_ns for op in history), default=origin)
+
+    def at(ns: int) -> float:
+        return _scaled(ns, origin, per_unit_ns)
+
     record = Recorder(unit)
     index_of: dict[tuple[str, int], int] = {}
     for op in history:
@@ -62,6 +97,8 @@ def _evidence(
             model=reasons.get((op.process, op.index)), end=_scaled(end, origin, per_unit_ns),
             call=op.call.to_json(),
         )  # fmt: skip
+    for lease in [] if leases is None else leases(history, index_of, at):
+        record.lease(lease)
     parted = min((index_of[(op.process, op.index)] for op in conflicting), default=None)
     return record.evidence(summary, parted)
 
@@ -70,9 +107,12 @@ def _scaled(ns: int, origin: int, per_unit_ns: int) -> float:
     return round((ns - origin) / per_unit_ns, 3)
 
 
-def _job_token(op: Operation) -> tuple[str | None, int | None]:
+def _job_token(op: Operation) -> tuple[str | None, Token]:
     """The job and token an operation names (a ticket argument) or got (its result)."""
-    value = op.outcome.value if isinstance(op.outcome, Returned) else None
+    granted = _granted(op)
+    if granted is not None:
+        return granted.job, granted.token
+    value = op.result
     for ticket in (op.args.get("ticket"), op.args.get("lease"), value):
         if isinstance(ticket, dict) and isinstance(ticket.get("id"), str):
             token = ticket.get("token")
@@ -83,3 +123,77 @@ def _job_token(op: Operation) -> tuple[str | None, int | None]:
             return job, token if type(token) is int else None
     job = op.args.get("job_id") or op.args.get("job")
     return (job if isinstance(job, str) else None), None
+
+
+def _granted(op: Operation) -> Granted | None:
+    """The lease a generic queue's claim got, as the library reported it."""
+    outcome = op.outcome
+    if op.name != "claim" or not isinstance(outcome, QueueOutcome) or outcome.error:
+        return None
+    return outcome.granted
+
+
+def _queue_leases(
+    history: Sequence[Operation], index_of: dict[tuple[str, int], int],
+    at: Callable[[int], float], origin: float,
+) -> list[Lease]:  # fmt: skip
+    """Each claim's lease on both sides (the module's docstring says how it is drawn)."""
+    clock = _ModelClock(history, at)
+    found = []
+    for number, op in enumerate(history):
+        granted = _granted(op)
+        if granted is None:
+            continue
+        now, asked = clock.now(op.invoked_ns), int(op.args["lease_ms"])
+        told = None if granted.until is None else round((granted.until - origin) * 1000)
+        ends: dict[Side, int] = {"target": now + asked if told is None else told,
+                                 "model": now + asked}  # fmt: skip
+        released, renewed = _released(history[number + 1 :], str(op.args["cid"]), clock)
+        for side, until_ms in ends.items():
+            until_ms = max(until_ms, renewed or 0)
+            until = clock.when(until_ms)
+            ended = released if released is not None and released < until else None
+            found.append(Lease(side, granted.job, granted.token, op.process, at(op.invoked_ns),
+                               until, index_of[(op.process, op.index)], ended))  # fmt: skip
+    return found
+
+
+def _released(
+    later: Sequence[Operation], cid: str, clock: _ModelClock
+) -> tuple[float | None, int | None]:
+    """When the claim ``cid`` stopped being live (its ack or nack taken), and the latest
+    end (model ms) an extend of it that was taken asked for."""
+    renewed = None
+    for op in later:
+        if op.args.get("cid") != cid or op.result is not True:
+            continue
+        if op.name in ("ack", "nack"):
+            return clock.at(op.returned_ns or op.invoked_ns), renewed
+        if op.name == "extend":
+            renewed = clock.now(op.invoked_ns) + int(op.args["lease_ms"])
+    return None, renewed
+
+
+class _ModelClock:
+    """The generic model's clock over a schedule: moved only by the ``advance`` steps."""
+
+    def __init__(self, history: Sequence[Operation], at: Callable[[int], float]) -> None:
+        self.at = at
+        self.moves: list[tuple[int, int, int]] = []
+        """(invoked ns, returned ns, the clock after it in ms) of each advance."""
+        total = 0
+        for op in history:
+            if op.name == "advance" and op.ok:
+                total += int(op.args["ms"])
+                self.moves.append((op.invoked_ns, op.returned_ns or op.invoked_ns, total))
+        self.end = max((op.returned_ns or op.invoked_ns for op in history), default=0)
+
+    def now(self, ns: int) -> int:
+        """The clock (ms) at instant ``ns``: every advance that returned by then."""
+        return max((total for _, returned, total in self.moves if returned <= ns), default=0)
+
+    def when(self, ms: int) -> float:
+        """Where on the axis the clock reaches ``ms``: the start of the advance that moves
+        it there (the lease runs out during it), else the history's end."""
+        moved = next((invoked for invoked, _, total in self.moves if total >= ms), None)
+        return self.at(self.end if moved is None else moved)

@@ -31,7 +31,7 @@ from types import ModuleType
 from typing import Any, Literal, cast
 
 from leasecheck.models import lease_model as lm
-from leasecheck.models._values import Held, Kind, bind, from_json_value, to_json_value
+from leasecheck.models._values import Held, Kind, bind, from_json_value, register, to_json_value
 from leasecheck.models.contracts import (
     JOB_COLUMNS,
     REDRIVE_COLUMNS,
@@ -340,3 +340,7 @@ def snapshot_from_json(data: Mapping[str, Any]) -> Snapshot:
         tuple(JobRow(**row) for row in data.get("jobs", ())),
         tuple(RedriveRow(**row) for row in data.get("redrives", ())),
     )
+
+
+register("Snapshot", Snapshot, snapshot_to_json, snapshot_from_json)
+"""A snapshot read's result (a history's last entry) has the JSON form of its tables."""

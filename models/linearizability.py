@@ -41,9 +41,8 @@ from typing import Any, Generic
 from leasecheck.models._history import (
     HarnessStep,
     Operation,
-    Raised,
+    Outcome,
     Response,
-    Returned,
     S,
     SequentialSpec,
 )
@@ -57,9 +56,8 @@ __all__ = [
     "JobQueueSpec",
     "LeaseSpec",
     "Operation",
-    "Raised",
+    "Outcome",
     "Response",
-    "Returned",
     "SequentialSpec",
     "Verdict",
     "check",

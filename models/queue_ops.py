@@ -10,7 +10,9 @@ unit); ``apply`` gives the library seconds. ``advance`` moves the shared clock a
 
 ``step`` runs the generic model (``models.queue_model``), which never predicts one
 outcome: it takes the outcome the library reported and returns every state the queue
-may then be in, or a ``Mismatch``. ``QueueOutcome`` is that reported outcome.
+may then be in, or a ``Mismatch``. ``QueueOutcome`` is that reported outcome; a claim's
+also keeps the lease as the library reported it (``Granted``: job, token, lease end),
+which the model does not read but a picture draws.
 
 To add an argument to a verb, add it to its ``Kind`` in ``QUEUE_KINDS``.
 """
@@ -24,7 +26,15 @@ from typing import Any, ClassVar, Literal, Protocol, cast
 from leasecheck.models import queue_model as qm
 from leasecheck.models._values import Answer, Kind, bind, from_json_value, to_json_value
 
-__all__ = ["QUEUE_KINDS", "REFUSABLE", "QueueKind", "QueueOp", "QueueOutcome", "QueueTarget"]
+__all__ = [
+    "QUEUE_KINDS",
+    "REFUSABLE",
+    "Granted",
+    "QueueKind",
+    "QueueOp",
+    "QueueOutcome",
+    "QueueTarget",
+]
 
 QueueKind = Literal["enqueue", "claim", "ack", "nack", "extend", "recover", "observe", "advance"]
 
@@ -118,7 +128,8 @@ class QueueOp:
         worker: str | None = None,
     ) -> tuple[Any, QueueOutcome]:  # fmt: skip
         """``apply``, and its outcome as the model reads it: a claim's result is its job's
-        key (or None), a refused or failed verb its error's class name."""
+        key (or None), with the lease the library reported (``granted``); a refused or
+        failed verb's outcome is its error's class name."""
         got: list[Any] = []
 
         def call() -> object:
@@ -127,6 +138,8 @@ class QueueOp:
             return getattr(value, "job", None) if self.kind == "claim" else value
 
         outcome = QueueOutcome.running(call)
+        if self.kind == "claim" and got and outcome.result is not None:
+            outcome = QueueOutcome(outcome.result, granted=Granted.of(got[0]))
         return (got[0] if got else None), outcome
 
     def step(
@@ -173,11 +186,54 @@ class QueueOp:
 
 
 @dataclass(frozen=True, slots=True)
+class Granted:
+    """A claim's lease as the library reported it (the adapter's ``Claim``): its job, its
+    token (the library's fencing token, attempt number or receipt, where it has one) and
+    when the lease ends by the shared clock, in its seconds (None: the library does not
+    say)."""
+
+    job: str
+    token: int | str | None = None
+    until: float | None = None
+
+    @classmethod
+    def of(cls, claim: object) -> Granted:
+        """The lease of an adapter's ``Claim`` (read by name: models import no adapter)."""
+        token, until = getattr(claim, "token", None), getattr(claim, "lease_until", None)
+        return cls(
+            str(getattr(claim, "job")),  # noqa: B009  # a Claim, structurally
+            token if type(token) in (int, str) else None,
+            float(until) if isinstance(until, int | float) else None,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"job": self.job, "token": self.token, "until": self.until}
+
+
+@dataclass(frozen=True, slots=True)
 class QueueOutcome(Answer):
     """What one verb did: returned ``result`` (a claim reads as its job's key or None, an
-    observe as (job, state) pairs), or raised (``error``: the exception's class name)."""
+    observe as (job, state) pairs), or raised (``error``: the exception's class name).
+    ``granted`` is a claim's lease as the library reported it (None: no claim, or none
+    recorded); the model reads only ``result``."""
 
     CONTRACT: ClassVar[str] = "queue"
+
+    granted: Granted | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data = Answer.to_json(self)
+        if self.granted is not None:
+            data["granted"] = self.granted.to_json()
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> QueueOutcome:
+        granted = data.get("granted")
+        return cls(
+            from_json_value(data.get("result")), data.get("error"), data.get("detail", ""),
+            None if granted is None else Granted(**granted),
+        )  # fmt: skip
 
     @classmethod
     def running(cls, call: Callable[[], object]) -> QueueOutcome:

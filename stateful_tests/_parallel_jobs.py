@@ -25,8 +25,8 @@ import time
 from types import FrameType
 from typing import Any
 
-from leasecheck.models.job_ops import JobOp
-from leasecheck.models.linearizability import Operation, Raised, Returned
+from leasecheck.models.job_ops import JobOp, JobOutcome
+from leasecheck.models.linearizability import Operation
 from leasecheck.queue_impl.jobs import Lease, RetryPolicy
 from leasecheck.stateful_tests import _coop_threading as coop
 from leasecheck.stateful_tests.parallel import JOB_POLICY, ParallelProgram, ProgramOp
@@ -187,12 +187,12 @@ def run_command(
     clock.set(op.now or 0)
     started = time.monotonic_ns()
     try:
-        outcome: Returned | Raised = Returned(op.apply(queue))
+        outcome = JobOutcome(op.apply(queue))
     except Exception as error:
-        outcome = Raised(error_kind(error), str(error))
+        outcome = JobOutcome(error=error_kind(error), detail=str(error))
     ended = time.monotonic_ns()
-    if isinstance(outcome, Returned) and isinstance(outcome.value, Lease):
-        held.append(outcome.value)
+    if outcome.error is None and isinstance(outcome.result, Lease):
+        held.append(outcome.result)
     return Operation(where[0], where[1], op, started, ended, outcome)
 
 
@@ -271,7 +271,7 @@ def _run_threads(
 
 def _final_views(queue: Any, clock: ThreadClock, ops: list[Operation]) -> list[Operation]:
     """The harness views every job the history submitted: the final state."""
-    submitted = sum(1 for op in ops if op.name == "submit" and isinstance(op.outcome, Returned))
+    submitted = sum(1 for op in ops if op.name == "submit" and op.ok)
     views = []
     for number in range(1, submitted + 1):
         command = JobOp.of("view", f"J{number}", now=0)

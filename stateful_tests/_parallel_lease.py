@@ -28,14 +28,12 @@ from typing import Any
 
 from leasecheck.crash_harness import _lock_view
 from leasecheck.crash_harness.engine import Channel, Child, Engine, Message
-from leasecheck.models.lease_ops import LeaseOp
+from leasecheck.models.lease_ops import LeaseOp, LeaseOutcome
 from leasecheck.models.linearizability import (
     BUSY,
     OPEN_TRANSACTION,
     HarnessStep,
     Operation,
-    Raised,
-    Returned,
 )
 from leasecheck.stateful_tests.parallel import ParallelProgram, ProgramOp
 from leasecheck.targets.lease_compare import error_kind
@@ -46,17 +44,18 @@ __all__ = ["run_lease_program"]
 DEADLINE_S = 10.0
 
 
-def _outcome(module: ModuleType, con: sqlite3.Connection, call: Callable[[], Any]) -> Any:
+def _outcome(module: ModuleType, con: sqlite3.Connection, call: Callable[[], Any]) -> LeaseOutcome:
     try:
         value = call()
     except Exception as error:
         text = str(error).lower()
         busy = isinstance(error, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
-        outcome: Returned | Raised = Raised(BUSY if busy else error_kind(error, module), str(error))
+        kind = BUSY if busy else error_kind(error, module)
+        outcome = LeaseOutcome(error=kind, detail=str(error))
     else:
-        outcome = Returned(value)
+        outcome = LeaseOutcome(value)
     if con.in_transaction:
-        outcome = Raised(OPEN_TRANSACTION, f"after {outcome!r}")
+        outcome = LeaseOutcome(error=OPEN_TRANSACTION, detail=f"after it {outcome.describe()}")
         con.execute("ROLLBACK")
     return outcome
 
@@ -79,8 +78,8 @@ def run_command(
         announce("invoke", (where[1], op, started))
     outcome = _outcome(module, con, lambda: op.apply(module, con))
     ended = time.monotonic_ns()
-    if op.kind == "claim" and isinstance(outcome, Returned) and type(outcome.value) is dict:
-        held.append(dict(outcome.value))
+    if op.kind == "claim" and outcome.error is None and type(outcome.result) is dict:
+        held.append(dict(outcome.result))
     return Operation(where[0], where[1], op, started, ended, outcome)
 
 
@@ -251,4 +250,6 @@ def _final_read(path: Path) -> Operation:
         snapshot = read_snapshot(con)
     finally:
         con.close()
-    return Operation("harness", 1, HarnessStep(), started, time.monotonic_ns(), Returned(snapshot))
+    return Operation(
+        "harness", 1, HarnessStep(), started, time.monotonic_ns(), LeaseOutcome(snapshot)
+    )

@@ -31,8 +31,8 @@ from typing import Any
 
 from leasecheck.models.evidence import attach, shrunk_evidence
 from leasecheck.models.history_evidence import schedule_evidence
-from leasecheck.models.job_ops import JobOp
-from leasecheck.models.linearizability import Operation, Raised, Returned
+from leasecheck.models.job_ops import JobOp, JobOutcome
+from leasecheck.models.linearizability import Operation
 from leasecheck.models.shrinking import Budget, shrink
 from leasecheck.queue_impl.jobs import Lease, RetryPolicy
 from leasecheck.stateful_tests._coop_threading import instrument
@@ -152,15 +152,15 @@ class _JobWorld:
         else:
             run.on_next_grant(invoke)
         try:
-            outcome: Returned | Raised = Returned(op.apply(self.queue))
+            outcome = JobOutcome(op.apply(self.queue))
         except Exception as error:
-            outcome = Raised(error_kind(error), str(error))
+            outcome = JobOutcome(error=error_kind(error), detail=str(error))
         if run is not None:
             run.granted_pending()
         returned = next(self.ticks) * TICK_NS
         self.events.append((where, outcome))
-        if isinstance(outcome, Returned) and isinstance(outcome.value, Lease):
-            held.append(outcome.value)
+        if outcome.error is None and isinstance(outcome.result, Lease):
+            held.append(outcome.result)
         self.ops.append(Operation(where[0], where[1], op, invoked[0], returned, outcome))
 
     # -- World --
@@ -191,9 +191,7 @@ class _JobWorld:
         return tuple(self.returned_at.items())
 
     def _final_views(self) -> None:
-        submitted = sum(
-            1 for op in self.ops if op.name == "submit" and isinstance(op.outcome, Returned)
-        )
+        submitted = sum(1 for op in self.ops if op.name == "submit" and op.ok)
         for number in range(1, submitted + 1):
             self._run(("harness", number), call("view", job_id=f"J{number}", now=NOW), [])
         self._run(("harness", submitted + 1), call("dead_letters", now=NOW), [])
@@ -210,12 +208,7 @@ def _judge(history: Sequence[Operation], policy: RetryPolicy) -> Violation | Non
 
 
 def _leases(history: Sequence[Operation]) -> list[tuple[Operation, Lease]]:
-    return [
-        (op, op.outcome.value)
-        for op in history
-        if op.name == "poll" and isinstance(op.outcome, Returned)
-        and isinstance(op.outcome.value, Lease)
-    ]  # fmt: skip
+    return [(op, op.result) for op in history if op.name == "poll" and isinstance(op.result, Lease)]
 
 
 def _reused_token(history: Sequence[Operation]) -> tuple[str, str] | None:
@@ -244,7 +237,7 @@ def _double_lease(history: Sequence[Operation]) -> tuple[str, str] | None:
         tokens = (first.token, second.token)
         ended = any(
             op.name in ("complete", "fail") and op.invoked_ns < later
-            and isinstance(op.outcome, Returned) and op.args.get("token") in tokens
+            and op.ok and op.args.get("token") in tokens
             for op in history
         )  # fmt: skip
         now = max(_now(a), _now(b))

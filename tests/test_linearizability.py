@@ -20,8 +20,8 @@ import pytest
 from leasecheck.models._history import OpRecord
 from leasecheck.models.contracts import JobRow, Snapshot
 from leasecheck.models.job_model import JobState
-from leasecheck.models.job_ops import JOB_KINDS, JobOp
-from leasecheck.models.lease_ops import LEASE_KINDS, LeaseOp
+from leasecheck.models.job_ops import JOB_KINDS, JobOp, JobOutcome
+from leasecheck.models.lease_ops import LEASE_KINDS, LeaseOp, LeaseOutcome
 from leasecheck.models.linearizability import (
     BUSY,
     OPEN_TRANSACTION,
@@ -30,11 +30,10 @@ from leasecheck.models.linearizability import (
     JobQueueSpec,
     LeaseSpec,
     Operation,
-    Raised,
-    Returned,
     SequentialSpec,
     check,
 )
+from leasecheck.models.queue_ops import QueueOutcome
 from leasecheck.mutants import by_name, materialize
 from leasecheck.queue_impl.jobs import JobStatus, JobView, Lease, RetryPolicy
 from leasecheck.stateful_tests import _coop_threading as coop
@@ -87,6 +86,12 @@ def call_of(name: str, args: dict[str, Any]) -> OpRecord:
     return Cell(name, tuple(args.items()))
 
 
+def done(value: Any = None) -> QueueOutcome:
+    """What a call of the toy register returned. No contract has a register, so it borrows
+    the generic queue's outcome record (a plain result, or an error's name)."""
+    return QueueOutcome(value)
+
+
 def op(who: str, name: str, start: float, end: float | None, result: Any, **args: Any) -> Operation:
     """An operation from ``start`` to ``end`` ms (``end=None``: never returned)."""
     index = int(who[-1]) if who[-1].isdigit() else 1
@@ -103,8 +108,8 @@ class Register(SequentialSpec[int]):
             return [state, after] if op.outcome is None else [after]
         if op.outcome is None:
             return [state]
-        assert isinstance(op.outcome, Returned)
-        return [state] if op.outcome.value == state else []
+        assert op.ok
+        return [state] if op.result == state else []
 
     def explain(self, state: int, op: Operation) -> str:
         return f"here the model reads {state}"
@@ -116,8 +121,8 @@ class Register(SequentialSpec[int]):
 
 def test_a_sequential_history_is_linearizable() -> None:
     history = [
-        op("P1", "write", 0, 1, Returned(None), value=1),
-        op("P2", "read", 2, 3, Returned(1)),
+        op("P1", "write", 0, 1, done(None), value=1),
+        op("P2", "read", 2, 3, done(1)),
     ]
     verdict = check(history, Register(), 0)
     assert verdict.linearizable
@@ -126,19 +131,19 @@ def test_a_sequential_history_is_linearizable() -> None:
 
 def test_overlapping_operations_may_be_ordered_either_way() -> None:
     history = [
-        op("P1", "write", 0, 10, Returned(None), value=1),
-        op("P2", "read", 1, 2, Returned(1)),  # inside the write: sees it
-        op("P3", "read", 3, 4, Returned(0)),  # also inside the write ... but after P2 saw 1
+        op("P1", "write", 0, 10, done(None), value=1),
+        op("P2", "read", 1, 2, done(1)),  # inside the write: sees it
+        op("P3", "read", 3, 4, done(0)),  # also inside the write ... but after P2 saw 1
     ]
     assert not check(history, Register(), 0).linearizable
-    history[2] = op("P3", "read", 3, 4, Returned(1))
+    history[2] = op("P3", "read", 3, 4, done(1))
     assert check(history, Register(), 0).linearizable
 
 
 def test_a_stale_read_after_a_completed_write_is_reported_with_its_interval() -> None:
     history = [
-        op("P1", "write", 0, 1, Returned(None), value=1),
-        op("P2", "read", 2, 3, Returned(0)),
+        op("P1", "write", 0, 1, done(None), value=1),
+        op("P2", "read", 2, 3, done(0)),
     ]
     verdict = check(history, Register(), 0)
     assert not verdict.linearizable
@@ -152,39 +157,39 @@ def test_a_stale_read_after_a_completed_write_is_reported_with_its_interval() ->
 
 def test_an_unknown_outcome_may_take_effect_or_not_before_the_kill() -> None:
     killed = op("P1", "write", 0, 5, None, value=1)  # SIGKILLed; reaped at 5 ms
-    assert check([killed, op("P2", "read", 6, 7, Returned(1))], Register(), 0).linearizable
-    assert check([killed, op("P2", "read", 6, 7, Returned(0))], Register(), 0).linearizable
-    flip = [killed, op("P2", "read", 6, 7, Returned(0)), op("P2", "read", 8, 9, Returned(1))]
+    assert check([killed, op("P2", "read", 6, 7, done(1))], Register(), 0).linearizable
+    assert check([killed, op("P2", "read", 6, 7, done(0))], Register(), 0).linearizable
+    flip = [killed, op("P2", "read", 6, 7, done(0)), op("P2", "read", 8, 9, done(1))]
     assert not check(flip, Register(), 0).linearizable  # no effect after its death
 
 
 def test_an_operation_that_never_returned_may_take_effect_later() -> None:
     hung = op("P1", "write", 0, None, None, value=1)
-    history = [hung, op("P2", "read", 6, 7, Returned(0)), op("P2", "read", 8, 9, Returned(1))]
+    history = [hung, op("P2", "read", 6, 7, done(0)), op("P2", "read", 8, 9, done(1))]
     assert check(history, Register(), 0).linearizable
 
 
 def test_independent_keys_are_checked_separately() -> None:
     history = [
-        op("P1", "write", 0, 1, Returned(None), value=1, key="x"),
-        op("P2", "read", 0, 1, Returned(0), key="y"),
+        op("P1", "write", 0, 1, done(None), value=1, key="x"),
+        op("P2", "read", 0, 1, done(0), key="y"),
     ]
     verdict = check(history, Register(), 0)
     assert verdict.linearizable and verdict.partitions == 2
 
 
 def test_the_search_stops_at_its_budget() -> None:
-    history = [op(f"P{i}", "write", 0, 10, Returned(None), value=i) for i in range(1, 9)]
+    history = [op(f"P{i}", "write", 0, 10, done(None), value=i) for i in range(1, 9)]
     with pytest.raises(BudgetExceeded, match="visited 5 configurations"):
-        check([*history, op("P9", "read", 11, 12, Returned(99))], Register(), 0, budget=5)
+        check([*history, op("P9", "read", 11, 12, done(99))], Register(), 0, budget=5)
 
 
 def test_a_long_history_is_checked_quickly() -> None:
     history = []
     for i in range(1000):  # two overlapping writers, then a read of the later value
-        history.append(op("P1", "write", 3 * i, 3 * i + 2, Returned(None), value=2 * i))
-        history.append(op("P2", "write", 3 * i + 1, 3 * i + 2, Returned(None), value=2 * i + 1))
-    history.append(op("P3", "read", 4000, 4001, Returned(1999)))
+        history.append(op("P1", "write", 3 * i, 3 * i + 2, done(None), value=2 * i))
+        history.append(op("P2", "write", 3 * i + 1, 3 * i + 2, done(None), value=2 * i + 1))
+    history.append(op("P3", "read", 4000, 4001, done(1999)))
     verdict = check(history, Register(), 0)
     assert verdict.linearizable and verdict.seconds < 10
 
@@ -207,50 +212,50 @@ def _leased(owner: str) -> Snapshot:
 
 def test_two_overlapping_claims_cannot_both_win_the_job() -> None:
     history = [
-        op("prefix", "enqueue", 0, 1, Returned(True), **ENQUEUE),
-        op("P1", "claim", 2, 5, Returned(_ticket("w1")), owner="w1", **CLAIM),
-        op("P2", "claim", 3, 6, Returned(_ticket("w2")), owner="w2", **CLAIM),
+        op("prefix", "enqueue", 0, 1, LeaseOutcome(True), **ENQUEUE),
+        op("P1", "claim", 2, 5, LeaseOutcome(_ticket("w1")), owner="w1", **CLAIM),
+        op("P2", "claim", 3, 6, LeaseOutcome(_ticket("w2")), owner="w2", **CLAIM),
     ]
     verdict = check_lease_history(history)
     assert not verdict.linearizable
     assert "here the model returns None" in verdict.report()
-    history[2] = op("P2", "claim", 3, 6, Returned(None), owner="w2", **CLAIM)
+    history[2] = op("P2", "claim", 3, 6, LeaseOutcome(None), owner="w2", **CLAIM)
     assert check_lease_history(history).linearizable
 
 
 def test_the_final_snapshot_must_be_the_model_state() -> None:
     history = [
-        op("prefix", "enqueue", 0, 1, Returned(True), **ENQUEUE),
-        op("P2", "claim", 3, 6, Returned(_ticket("w2")), owner="w2", **CLAIM),
-        op("harness", "snapshot", 7, 8, Returned(_leased("w1"))),
+        op("prefix", "enqueue", 0, 1, LeaseOutcome(True), **ENQUEUE),
+        op("P2", "claim", 3, 6, LeaseOutcome(_ticket("w2")), owner="w2", **CLAIM),
+        op("harness", "snapshot", 7, 8, LeaseOutcome(_leased("w1"))),
     ]
     verdict = check_lease_history(history)
     assert not verdict.linearizable
     assert "stored state read after every process finished differs" in verdict.report()
-    history[2] = op("harness", "snapshot", 7, 8, Returned(_leased("w2")))
+    history[2] = op("harness", "snapshot", 7, 8, LeaseOutcome(_leased("w2")))
     assert check_lease_history(history).linearizable
 
 
 def test_a_busy_timeout_has_no_effect_and_an_open_transaction_is_a_violation() -> None:
     history = [
-        op("prefix", "enqueue", 0, 1, Returned(True), **ENQUEUE),
-        op("P1", "claim", 2, 5, Raised(BUSY), owner="w1", **CLAIM),
-        op("P2", "claim", 3, 6, Returned(_ticket("w2")), owner="w2", **CLAIM),
+        op("prefix", "enqueue", 0, 1, LeaseOutcome(True), **ENQUEUE),
+        op("P1", "claim", 2, 5, LeaseOutcome(error=BUSY), owner="w1", **CLAIM),
+        op("P2", "claim", 3, 6, LeaseOutcome(_ticket("w2")), owner="w2", **CLAIM),
     ]
     assert check_lease_history(history).linearizable
-    history[1] = op("P1", "claim", 2, 5, Raised(OPEN_TRANSACTION), owner="w1", **CLAIM)
+    history[1] = op("P1", "claim", 2, 5, LeaseOutcome(error=OPEN_TRANSACTION), owner="w1", **CLAIM)
     verdict = check_lease_history(history)
     assert "still inside a transaction" in verdict.report()
 
 
 def test_a_killed_claim_may_have_leased_the_job() -> None:
     history = [
-        op("prefix", "enqueue", 0, 1, Returned(True), **ENQUEUE),
+        op("prefix", "enqueue", 0, 1, LeaseOutcome(True), **ENQUEUE),
         op("P1", "claim", 2, 5, None, owner="w1", **CLAIM),
-        op("harness", "snapshot", 7, 8, Returned(_leased("w1"))),
+        op("harness", "snapshot", 7, 8, LeaseOutcome(_leased("w1"))),
     ]
     assert check_lease_history(history).linearizable
-    history[2] = op("harness", "snapshot", 7, 8, Returned(_enqueued()))  # it had no effect
+    history[2] = op("harness", "snapshot", 7, 8, LeaseOutcome(_enqueued()))  # it had no effect
     assert check_lease_history(history).linearizable
 
 
@@ -261,14 +266,14 @@ def _enqueued() -> Snapshot:
 def test_finishes_alone_split_per_job_but_claims_do_not() -> None:
     start = Snapshot(jobs=(*_leased("w1").jobs, JobRow("b", 1, "pending", 0, 3, 0, 0, 60000)))
     finishes = [
-        op("P1", "finish", 0, 2, Returned("done"), ticket=_ticket("w1"), outcome="ok",
+        op("P1", "finish", 0, 2, LeaseOutcome("done"), ticket=_ticket("w1"), outcome="ok",
            now_ms=20, delay_ms=0),
-        op("P2", "finish", 1, 3, Returned(False), ticket={**_ticket("w1"), "id": "b"},
+        op("P2", "finish", 1, 3, LeaseOutcome(False), ticket={**_ticket("w1"), "id": "b"},
            outcome="ok", now_ms=20, delay_ms=0),
     ]  # fmt: skip
     split = check(finishes, LeaseSpec(), start)
     assert split.linearizable and split.partitions == 2
-    whole = check([*finishes, op("P3", "claim", 0, 1, Returned(None), owner="w3", **CLAIM)],
+    whole = check([*finishes, op("P3", "claim", 0, 1, LeaseOutcome(None), owner="w3", **CLAIM)],
                   LeaseSpec(), start)  # fmt: skip
     assert whole.partitions == 1
 
@@ -284,24 +289,24 @@ def _lease(token: object) -> Lease:
 
 def test_opaque_tokens_are_matched_by_equality() -> None:
     history = [
-        op("prefix", "submit", 0, 1, Returned("J1"), **SUBMIT),
-        op("P1", "poll", 2, 3, Returned(_lease("tok-x")), worker_id="w", lease_millis=1000,
+        op("prefix", "submit", 0, 1, JobOutcome("J1"), **SUBMIT),
+        op("P1", "poll", 2, 3, JobOutcome(_lease("tok-x")), worker_id="w", lease_millis=1000,
            now=100),
-        op("P1", "complete", 4, 5, Returned(None), job_id="J1", token="tok-x", now=100),
-        op("P2", "complete", 6, 7, Raised("IllegalStateError"), job_id="J1", token="tok-y",
-           now=100),
+        op("P1", "complete", 4, 5, JobOutcome(None), job_id="J1", token="tok-x", now=100),
+        op("P2", "complete", 6, 7, JobOutcome(error="IllegalStateError"), job_id="J1",
+           token="tok-y", now=100),
     ]  # fmt: skip
     assert check(history, JobQueueSpec(JOB_POLICY), JobState()).linearizable
-    history[3] = op("P2", "complete", 6, 7, Returned(None), job_id="J1", token="tok-y", now=100)
+    history[3] = op("P2", "complete", 6, 7, JobOutcome(None), job_id="J1", token="tok-y", now=100)
     assert not check(history, JobQueueSpec(JOB_POLICY), JobState()).linearizable
 
 
 def test_two_polls_returning_one_token_are_reported() -> None:
     history = [
-        op("prefix", "submit", 0, 1, Returned("J1"), **SUBMIT),
-        op("prefix", "submit", 1, 2, Returned("J2"), **SUBMIT),
-        op("P1", "poll", 2, 3, Returned(_lease(7)), worker_id="w", lease_millis=1000, now=100),
-        op("P2", "poll", 2, 3, Returned(Lease("J2", 7, "email", "p", 1, 1100)), worker_id="w",
+        op("prefix", "submit", 0, 1, JobOutcome("J1"), **SUBMIT),
+        op("prefix", "submit", 1, 2, JobOutcome("J2"), **SUBMIT),
+        op("P1", "poll", 2, 3, JobOutcome(_lease(7)), worker_id="w", lease_millis=1000, now=100),
+        op("P2", "poll", 2, 3, JobOutcome(Lease("J2", 7, "email", "p", 1, 1100)), worker_id="w",
            lease_millis=1000, now=100),
     ]  # fmt: skip
     verdict = check(history, JobQueueSpec(JOB_POLICY), JobState())
@@ -314,16 +319,16 @@ def test_both_readings_of_retry_dead_are_accepted(cleared: str | None) -> None:
     policy = RetryPolicy(max_attempts=1, base_backoff_millis=1, max_backoff_millis=1)
     view = JobView("J1", "email", 0, JobStatus.PENDING, 0, 5, cleared)
     history = [
-        op("prefix", "submit", 0, 1, Returned("J1"), **SUBMIT),
-        op("prefix", "poll", 1, 2, Returned(Lease("J1", 1, "email", "p", 1, 1000)),
+        op("prefix", "submit", 0, 1, JobOutcome("J1"), **SUBMIT),
+        op("prefix", "poll", 1, 2, JobOutcome(Lease("J1", 1, "email", "p", 1, 1000)),
            worker_id="w", lease_millis=1000, now=0),
-        op("prefix", "fail", 2, 3, Returned(None), job_id="J1", token=1, error="x", now=0),
-        op("prefix", "retry_dead", 3, 4, Returned(None), job_id="J1", now=5),
-        op("prefix", "view", 4, 5, Returned(view), job_id="J1", now=5),
+        op("prefix", "fail", 2, 3, JobOutcome(None), job_id="J1", token=1, error="x", now=0),
+        op("prefix", "retry_dead", 3, 4, JobOutcome(None), job_id="J1", now=5),
+        op("prefix", "view", 4, 5, JobOutcome(view), job_id="J1", now=5),
     ]  # fmt: skip
     assert check_jobs_history(history, policy).linearizable
     wrong = JobView("J1", "email", 0, JobStatus.PENDING, 0, 5, "y")
-    history[-1] = op("prefix", "view", 4, 5, Returned(wrong), job_id="J1", now=5)
+    history[-1] = op("prefix", "view", 4, 5, JobOutcome(wrong), job_id="J1", now=5)
     assert not check_jobs_history(history, policy).linearizable
 
 

@@ -14,10 +14,13 @@ from pathlib import Path
 import pytest
 
 from leasecheck.models import lease_ops
-from leasecheck.models.job_ops import JOB_KINDS
-from leasecheck.models.lease_ops import LEASE_KINDS, LeaseOp
-from leasecheck.models.queue_ops import QUEUE_KINDS
+from leasecheck.models.contracts import JobRow, Snapshot
+from leasecheck.models.job_ops import JOB_KINDS, JobOutcome
+from leasecheck.models.lease_ops import LEASE_KINDS, LeaseOp, LeaseOutcome
+from leasecheck.models.operations import Outcome, outcome_from_json
+from leasecheck.models.queue_ops import QUEUE_KINDS, Granted, QueueOutcome
 from leasecheck.queue_impl import worker
+from leasecheck.queue_impl.jobs import Lease
 
 
 def test_the_operation_kinds_of_each_contract() -> None:
@@ -75,3 +78,21 @@ def test_an_argument_added_to_the_table_reaches_every_use(
             op.apply(worker, con)
     finally:
         con.close()
+
+
+def test_every_history_outcome_reads_back_from_its_json_by_its_contract() -> None:
+    """A history entry's outcome is its contract's record, and its JSON names the
+    contract: a lease snapshot read, a JobQueue poll's lease, a generic claim's lease as
+    the library reported it, and a raised error each read back equal."""
+    snapshot = Snapshot((JobRow("a", 1, "leased", 1, 3, 2, 0, 60_000, "w1", 1_000),))
+    outcomes: list[Outcome] = [
+        LeaseOutcome(snapshot),
+        LeaseOutcome(error="Conflict", detail="Conflict: job 'a' is leased"),
+        JobOutcome(Lease("J1", 7, "email", "p", 1, 1_100)),
+        JobOutcome(error="IllegalStateError", detail="stale token"),
+        QueueOutcome("a", granted=Granted("a", "receipt-1", 1_000_000.05)),
+        QueueOutcome(error="OperationalError", detail="database is locked"),
+    ]
+    for outcome in outcomes:
+        assert outcome_from_json(json.loads(json.dumps(outcome.to_json()))) == outcome
+    assert outcome_from_json({"contract": "register", "result": 1}) is None

@@ -16,7 +16,7 @@ from leasecheck.adapters.registry import load_library
 from leasecheck.crash_harness._queue_scenarios import BOUNDS, SCENARIOS, queue_scenario
 from leasecheck.crash_harness.interleavings import STEP_NS, Schedule
 from leasecheck.crash_harness.queue_interleavings import explore_queue, replay_queue
-from leasecheck.models.history_evidence import schedule_evidence
+from leasecheck.models.history_evidence import queue_schedule_evidence
 from leasecheck.models.queue_ops import QueueOp
 from leasecheck.report import draw
 
@@ -75,13 +75,44 @@ def test_a_true_ack_after_the_lease_ran_out_that_is_dropped_is_caught(tmp_path: 
     # and that history is the failure's evidence: a lane per process, a record per step.
     history = found.violated.history
     assert history and all(isinstance(op.call, QueueOp) for op in history)
-    evidence = schedule_evidence(history, "queue.ack-final", STEP_NS, "process")
+    evidence = queue_schedule_evidence(history, "queue.ack-final", STEP_NS, found.violated.origin)
     assert {"P1", "P2"} <= {step.actor for step in evidence.steps}
     assert all(step.call is not None for step in evidence.steps)
     assert "ack(cid='ca', job='a')" in [step.operation.split(" ", 1)[1] for step in evidence.steps]
     svg = ET.fromstring(draw(evidence))
     lanes = {e.get("data-lane") for e in svg.iter() if e.get("data-kind") == "step"}
     assert {"P1", "P2"} <= lanes
+    # The seeded claim 'ca' (the harness's, lane H) leased job 'a' for 50 ms; the clock's
+    # move of 200 ms (step 3) ran it out, on both sides, before the processes started.
+    claim, advance = (s for s in evidence.steps if s.kind in ("claim", "advance"))
+    assert {(x.side, x.job, x.holder, x.start, x.until, x.step) for x in evidence.leases} == {
+        (side, "a", "H", claim.start, advance.start, claim.index) for side in ("target", "model")
+    }
+    bars = [e for e in svg.iter() if e.get("data-kind") == "lease"]
+    assert [(e.get("data-lane"), e.get("data-job"), e.get("data-side")) for e in bars] == [
+        ("H", "a", "both")
+    ]
+
+
+def test_two_claims_that_take_one_job_are_two_live_leases_in_two_lanes(tmp_path: Path) -> None:
+    """persist-queue's claim-claim finding (not promised): each process's claim is a lease
+    on its own lane, as the library reported it (persist-queue says no lease end: the
+    lease asked for) and as the model expects it; the two overlap."""
+    pytest.importorskip("persistqueue")
+    found = explore_queue(load_library("persist-queue"), queue_scenario("claim-claim"),
+                          tmp_path, 2)  # fmt: skip
+    assert found.unpromised is not None and found.unpromised.prop == "queue.exclusive"
+    finding = found.unpromised
+    evidence = queue_schedule_evidence(finding.history, "two claims", STEP_NS, finding.origin)
+    claims = [s for s in evidence.steps if s.kind == "claim"]
+    assert {s.actor for s in claims} == {"P1", "P2"}
+    assert {(x.side, x.holder, x.job) for x in evidence.leases} == {
+        (side, process, claims[0].job) for side in ("target", "model") for process in ("P1", "P2")
+    }
+    svg = ET.fromstring(draw(evidence))
+    bars = {e.get("data-lane") for e in svg.iter() if e.get("data-kind") == "lease"}
+    assert bars == {"P1", "P2"}
+    assert any(e.get("data-kind") == "overlap" for e in svg.iter())
 
 
 def test_two_claims_of_persist_queue_can_take_one_job_not_promised(tmp_path: Path) -> None:

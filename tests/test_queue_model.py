@@ -7,8 +7,8 @@ from dataclasses import replace
 
 from leasecheck.models import queue_model as qm
 from leasecheck.models._queue_spec import QueueSpec
-from leasecheck.models.linearizability import Operation, Returned, check
-from leasecheck.models.queue_ops import QueueOp
+from leasecheck.models.linearizability import Operation, check
+from leasecheck.models.queue_ops import QueueOp, QueueOutcome
 
 
 def _only(step: qm.Step) -> qm.QueueState:
@@ -73,7 +73,7 @@ def test_a_true_ack_then_a_redelivery_is_not_linearizable() -> None:
     """The same story as a history: no order explains it (it used to be linearizable)."""
 
     def op(n: int, name: str, value: object, **args: object) -> Operation:
-        return Operation("P1", n, QueueOp.of(name, **args), n * 10, n * 10 + 5, Returned(value))
+        return Operation("P1", n, QueueOp.of(name, **args), n * 10, n * 10 + 5, QueueOutcome(value))
 
     history = [
         op(1, "enqueue", None, job="a"), op(2, "claim", "a", cid="c1", lease_ms=150),
@@ -145,9 +145,9 @@ def test_no_message_says_leased_to_none() -> None:
 
 
 def test_the_spec_rejects_two_overlapping_wins_and_tolerates_what_is_not_promised() -> None:
-    enqueue = Operation("H", 1, QueueOp.of("enqueue", job="a"), 0, 1, Returned(None))
+    enqueue = Operation("H", 1, QueueOp.of("enqueue", job="a"), 0, 1, QueueOutcome(None))
     claims = [
-        Operation(p, 2, QueueOp.of("claim", f"{p}#2", 1000), 2, 5, Returned("a"))
+        Operation(p, 2, QueueOp.of("claim", f"{p}#2", 1000), 2, 5, QueueOutcome("a"))
         for p in ("P1", "P2")
     ]
     history = [enqueue, *claims]

@@ -524,6 +524,23 @@ def test_in_the_browser_an_ack_lands_inside_the_sweep_that_undoes_it(
     assert parted.get("data-step") == steps["observe"].get("data-step")
 
 
+def test_in_the_browser_each_claim_of_the_sweep_ack_history_is_a_lease_in_its_lane(
+    samples_dom: _Elements,
+) -> None:
+    """queue.interleavings on litequeue: every claim the history made is a lease bar in its
+    claimer's lane (the seeded claim 'ca' is the harness's, lane H), of the job it got,
+    starting at the claim; target and model agree on it, so it is one bar."""
+    section = "lib-litequeue-sweep-ack"
+    claims = samples_dom.kind(section, "step", **{"step-kind": "claim"})
+    bars = samples_dom.kind(section, "lease")
+    assert claims and bars, f"{section}: claims {claims}, lease bars {bars}"
+    for claim in claims:
+        mine = [b for b in bars if b.get("data-lane") == claim.get("data-lane")]
+        assert [(b.get("data-job"), b.get("data-side")) for b in mine] == [("a", "both")], mine
+        assert float(mine[0].get("data-x1") or 0) == float(claim.get("data-x") or 0)
+    assert {b.get("data-lane") for b in bars} == {c.get("data-lane") for c in claims}
+
+
 def test_in_the_browser_every_failure_has_its_picture_and_the_consoles_verdict(
     samples_dom: _Elements,
 ) -> None:

@@ -18,8 +18,8 @@ from leasecheck.adapters.server_plants import AckDroppingRq
 from leasecheck.crash_harness.queue_races import linear_run
 from leasecheck.models import queue_model as qm
 from leasecheck.models._queue_spec import QueueSpec
-from leasecheck.models.linearizability import Operation, Returned, check
-from leasecheck.models.queue_ops import QueueOp
+from leasecheck.models.linearizability import Operation, check
+from leasecheck.models.queue_ops import QueueOp, QueueOutcome
 from leasecheck.properties._sweep_race import logged_sweeps, read_sweeps, set_aside
 
 SWEEP = (11, 29)
@@ -29,7 +29,7 @@ SWEEP = (11, 29)
 def _op(
     who: str, index: int, span: tuple[int, int], name: str, value: Any, **args: Any
 ) -> Operation:
-    return Operation(who, index, QueueOp.of(name, **args), span[0], span[1], Returned(value))
+    return Operation(who, index, QueueOp.of(name, **args), span[0], span[1], QueueOutcome(value))
 
 
 def _sweep_ack(advance_ms: int, ack_span: tuple[int, int]) -> list[Operation]:

@@ -26,7 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from leasecheck.adapters.protocol import QueueLibrary, ReportsSweeps
-from leasecheck.models._history import Operation, Returned
+from leasecheck.models._history import Operation
 
 __all__ = ["SweepWindows", "logged_sweeps", "set_aside"]
 
@@ -88,9 +88,9 @@ _NOTE = "set aside: ran beside the library's own sweep in another process, lease
 
 def _took(op: Operation) -> bool:
     """A claim that got a job, or an extend the library took."""
-    if not isinstance(op.outcome, Returned):
+    if not op.ok:
         return False
-    return op.outcome.value is not None if op.name == "claim" else op.outcome.value is True
+    return op.result is not None if op.name == "claim" else op.result is True
 
 
 def _overlaps(op: Operation, sweeps: SweepWindows) -> bool:

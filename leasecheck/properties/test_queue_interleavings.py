@@ -43,14 +43,15 @@ from leasecheck.crash_harness.queue_interleavings import (
     explore_queue,
 )
 from leasecheck.models.evidence import attach
-from leasecheck.models.history_evidence import schedule_evidence
+from leasecheck.models.history_evidence import queue_schedule_evidence
 from leasecheck.plugin import Checked, NotChecked
 from leasecheck.profiles import Profile
 
 
 def _failure(library: QueueLibrary, done: QueueExploration, finding: Finding) -> AssertionError:
     """The finding's message, with its history as evidence (one lane per process, each
-    call a bar over the scheduling steps it spanned)."""
+    call a bar over the scheduling steps it spanned, each claim's lease on its claimer's
+    lane as the library reported it and as the model expects it)."""
     scenario = done.exploration.scenario
     finding.run.problem = finding.text
     error = AssertionError(
@@ -61,7 +62,8 @@ def _failure(library: QueueLibrary, done: QueueExploration, finding: Finding) ->
         )
     )
     summary = f"{finding.prop} broken by {library.name} ({scenario.name})"
-    return attach(error, schedule_evidence(finding.history, summary, STEP_NS, "process"))
+    evidence = queue_schedule_evidence(finding.history, summary, STEP_NS, finding.origin)
+    return attach(error, evidence)
 
 
 def _failed_outside(library: QueueLibrary, done: QueueExploration, run: Run) -> NoReturn:

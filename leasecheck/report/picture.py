@@ -119,7 +119,8 @@ class _Bar:
     @property
     def label(self) -> str:
         lease = self.lease
-        text = f"{lease.job} · token {lease.token} · until {_time(lease.until)}"
+        token = "" if lease.token is None else f" · token {lease.token}"
+        text = f"{lease.job}{token} · until {_time(lease.until)}"
         return text if self.side == "both" or self.one_side else f"{text} ({self.side})"
 
 
@@ -135,6 +136,11 @@ def _bars(leases: Iterable[Lease], one_side: bool) -> list[_Bar]:
             bars.append(_Bar(lease, "both"))
     order = {"target": 0, "both": 0, "model": 1}
     return sorted(bars, key=lambda b: (b.lease.start, b.lease.job, order[b.side]))
+
+
+def _token(token: object) -> str:
+    """A token for an attribute (a library's receipt is any text)."""
+    return escape(str(token))
 
 
 def _time(t: float) -> str:
@@ -298,13 +304,15 @@ class _Picture:
             f'<text x="{x1 + 4:.1f}" y="{y + 12.5:.1f}">{escape(text)}</text>' if room >= 2 else ""
         )
         ended = f"; ended at {_time(lease.ended)}" if lease.ended is not None else ""
+        token = "" if lease.token is None else f" with token {lease.token}"
         title = (
-            f"{bar.label}: job {lease.job!r} leased to {lease.holder!r} with token "
-            f"{lease.token} from {_time(lease.start)} until {_time(lease.until)}{ended}"
+            f"{bar.label}: job {lease.job!r} leased to {lease.holder!r}{token} "
+            f"from {_time(lease.start)} until {_time(lease.until)}{ended}"
         )
         return (
             f'<g class="lc-lease lc-side-{bar.side}" data-kind="lease" data-lane="{escape(lane)}"'
-            f' data-job="{escape(lease.job)}" data-token="{lease.token}" data-side="{bar.side}"'
+            f' data-job="{escape(lease.job)}" data-token="{_token(lease.token)}"'
+            f' data-side="{bar.side}"'
             f' data-start="{lease.start:g}" data-end="{lease.end:g}"'
             f' data-x1="{x1:.1f}" data-x2="{x2:.1f}"><title>{escape(title)}</title>'
             f'<rect x="{x1:.1f}" y="{y:.1f}" width="{x2 - x1:.1f}" height="{BAR}" rx="3"/>'
@@ -326,7 +334,7 @@ class _Picture:
         line, kind = said(step)
         title = f"#{step.index} at {_time(step.start)}: {line}" + (f" — {sides}" if sides else "")
         token = f' data-job="{escape(step.job)}"' if step.job else ""
-        token += f' data-token="{step.token}"' if step.token is not None else ""
+        token += f' data-token="{_token(step.token)}"' if step.token is not None else ""
         return (
             f'<g class="lc-step" data-kind="step" data-step-kind="{escape(kind)}" '
             f'data-lane="{escape(lane)}" data-step="{step.index}"{token} data-x="{x:.1f}">'
@@ -380,12 +388,13 @@ class _Picture:
             y2 = max(self.top[lane] + self.height[lane] for lane in lanes)
             out.append(
                 f'<rect class="lc-overlap" data-kind="overlap" data-job="{escape(first.job)}"'
-                f' data-side="{first.side}" data-tokens="{first.token} {second.token}"'
+                f' data-side="{first.side}"'
+                f' data-tokens="{_token(first.token)} {_token(second.token)}"'
                 f' data-lanes="{escape(" ".join(lanes))}" x="{x1:.1f}" y="{y1:.1f}"'
                 f' width="{max(x2 - x1, 3):.1f}" height="{y2 - y1:.1f}">'
-                f"<title>job {escape(first.job)!s}: two live leases ({first.holder} token "
-                f"{first.token}, {second.holder} token {second.token}) from {_time(start)} "
-                f"to {_time(end)}</title></rect>"
+                f"<title>{escape(f'job {first.job}: two live leases ({first.holder} token ')}"
+                f"{escape(f'{first.token}, {second.holder} token {second.token}) from ')}"
+                f"{_time(start)} to {_time(end)}</title></rect>"
             )
         return out
 
