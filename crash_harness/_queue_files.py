@@ -33,7 +33,9 @@ __all__ = [
     "Scenario",
     "check_opened",
     "op_body",
+    "read_again",
     "read_stored",
+    "read_stored_open",
     "sequence_body",
     "session_body",
     "side_by_side",
@@ -65,17 +67,20 @@ def op_body(
 
 def _run_op(
     module: ModuleType,
-    path: Path,
+    path: Path | str,
     op: LeaseOp,
     hooked: bool,
     traced: bool,
     channel: Channel,
     stop: str | None = None,
+    report_opened: bool = True,
 ) -> Any:
-    """``stop``: block only at that fault point (``Channel.fault_until``), else at every one."""
+    """``stop``: block only at that fault point (``Channel.fault_until``), else at every one.
+    ``report_opened``: send the rows found right after ``open_queue`` (``check_opened``)."""
     con = module.open_queue(str(path))
     try:
-        channel.send("event", ("opened", read_snapshot(con)))
+        if report_opened:
+            channel.send("event", ("opened", read_snapshot(con)))
         if traced:
             con.set_trace_callback(channel.trace)
         hook = channel.fault if stop is None else channel.fault_until(stop)
@@ -93,7 +98,8 @@ def session_body(module: ModuleType) -> Callable[[Channel], Any]:
 
     ``("claim", path, op)`` runs ``op`` without hooks on the queue at ``path`` (opened
     and closed with the target's ``open_queue``) and reports its ``ChildResult`` as the
-    event ``("claimed", outcome)``; ``("op", path, op, point)`` runs ``op`` hooked, like
+    event ``("claimed", outcome)`` (not the rows it found: the harness has just read
+    that file itself); ``("op", path, op, point)`` runs ``op`` hooked, like
     ``op_body``, blocking only at ``point`` (every point before it is reported as passed,
     ``Channel.fault_until``), and is the body's last command (the harness kills it
     there); ``("stop", None, None)`` ends the body. The harness may send several
@@ -110,7 +116,8 @@ def _run_session(module: ModuleType, channel: Channel) -> Any:
         if command == "stop":
             return None
         try:
-            outcome = ChildResult(_run_op(module, path, op, False, False, channel))
+            value = _run_op(module, path, op, False, False, channel, report_opened=False)
+            outcome = ChildResult(value)
         except Exception as error:
             outcome = ChildResult(error=ErrorInfo.from_exception(error))
         channel.send("event", ("claimed", outcome))
@@ -206,10 +213,27 @@ def _run_open(module: ModuleType, path: Path, channel: Channel) -> None:
 
 def read_stored(path: Path, after: str) -> Snapshot:
     """The state stored in ``path`` (rolling back a hot journal), checked for integrity."""
+    state, con = read_stored_open(path, after)
+    con.close()
+    return state
+
+
+def read_stored_open(path: Path, after: str) -> tuple[Snapshot, sqlite3.Connection]:
+    """``read_stored``, and the connection it read with, left open (the caller closes it)
+    for ``read_again``: a later read of the same file then parses no schema."""
     try:
         con = sqlite3.connect(path, isolation_level=None, timeout=READ_TIMEOUT_S)
     except sqlite3.Error as error:
         raise AssertionError(f"the queue file could not be opened {after}: {error}") from error
+    try:
+        return read_again(con, after), con
+    except BaseException:
+        con.close()
+        raise
+
+
+def read_again(con: sqlite3.Connection, after: str) -> Snapshot:
+    """The state stored in ``con``'s file now, checked for integrity (``read_stored``)."""
     try:
         (verdict,) = con.execute("PRAGMA integrity_check").fetchone()
         if verdict != "ok":
@@ -220,8 +244,6 @@ def read_stored(path: Path, after: str) -> Snapshot:
             f"reading the queue file {after} failed with {error!r}; every process touching it "
             f"had ended or was idle, so a lock was left behind (a transaction left open?)"
         ) from error
-    finally:
-        con.close()
 
 
 def check_opened(events: list[Any], before: Snapshot) -> None:
