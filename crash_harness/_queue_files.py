@@ -14,6 +14,7 @@ target's next ``open_queue`` would.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ __all__ = [
     "LeftOpen",
     "QueueFiles",
     "Scenario",
+    "StoredFile",
     "check_opened",
     "op_body",
     "read_again",
@@ -213,23 +215,52 @@ def _run_open(module: ModuleType, path: Path, channel: Channel) -> None:
 
 def read_stored(path: Path, after: str) -> Snapshot:
     """The state stored in ``path`` (rolling back a hot journal), checked for integrity."""
-    state, con = read_stored_open(path, after)
-    con.close()
+    state, stored = read_stored_open(path, after)
+    stored.close()
     return state
 
 
-def read_stored_open(path: Path, after: str) -> tuple[Snapshot, sqlite3.Connection]:
-    """``read_stored``, and the connection it read with, left open (the caller closes it)
-    for ``read_again``: a later read of the same file then parses no schema."""
+def read_stored_open(path: Path, after: str) -> tuple[Snapshot, StoredFile]:
+    """``read_stored``, and the connection it read with, left open (``StoredFile``, the
+    caller closes it) for a later read of the same file that parses no schema."""
     try:
         con = sqlite3.connect(path, isolation_level=None, timeout=READ_TIMEOUT_S)
     except sqlite3.Error as error:
         raise AssertionError(f"the queue file could not be opened {after}: {error}") from error
     try:
-        return read_again(con, after), con
+        stored = StoredFile(path, con, _identity(path))
+        return read_again(con, after), stored
     except BaseException:
         con.close()
         raise
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return status.st_dev, status.st_ino
+
+
+@dataclass
+class StoredFile:
+    """A queue file the harness has read, with the connection it read it with."""
+
+    path: Path
+    con: sqlite3.Connection
+    identity: tuple[int, int] | None
+    """(device, inode) when it was opened: the file the connection reads."""
+
+    def read(self, after: str) -> Snapshot:
+        """``read_stored(path, after)``: on the open connection while ``path`` still names
+        the file it opened, else (a target replaced the file) on a new one, as before."""
+        if self.identity is None or _identity(self.path) != self.identity:
+            return read_stored(self.path, after)
+        return read_again(self.con, after)
+
+    def close(self) -> None:
+        self.con.close()
 
 
 def read_again(con: sqlite3.Connection, after: str) -> Snapshot:

@@ -27,7 +27,6 @@ one wake-up of the child per kill instead of one per command and point.
 from __future__ import annotations
 
 import random
-import sqlite3
 from collections import Counter, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -40,8 +39,8 @@ from leasecheck.crash_harness._ops import agrees, expect
 from leasecheck.crash_harness._queue_files import (
     QueueFiles,
     Scenario,
+    StoredFile,
     check_opened,
-    read_again,
     read_stored_open,
     session_body,
     side_by_side,
@@ -211,7 +210,7 @@ class _NextClaim:
     state: Snapshot
     scenario: Scenario
     record: HistoryRecorder
-    reader: sqlite3.Connection
+    reader: StoredFile
     """The harness's connection that read the file after the kill, kept for the read after
     the next claim (closed then, or when the loop ends)."""
 
@@ -341,7 +340,7 @@ def _check_next_claim(child: Child, case: _NextClaim) -> bool:
             f"the next {claim.describe()} on the reopened file {outcome.describe()} "
             f"but the model {expected.describe()}; the state before it:\n" + case.state.describe()
         )
-    stored = read_again(case.reader, "after the next claim")
+    stored = case.reader.read("after the next claim")
     if stored != expected.state:
         raise AssertionError(
             f"after the next {claim.describe()} the stored state is not the model's\n"
