@@ -14,6 +14,7 @@ target's next ``open_queue`` would.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,9 +32,12 @@ __all__ = [
     "LeftOpen",
     "QueueFiles",
     "Scenario",
+    "StoredFile",
     "check_opened",
     "op_body",
+    "read_again",
     "read_stored",
+    "read_stored_open",
     "sequence_body",
     "session_body",
     "side_by_side",
@@ -65,17 +69,20 @@ def op_body(
 
 def _run_op(
     module: ModuleType,
-    path: Path,
+    path: Path | str,
     op: LeaseOp,
     hooked: bool,
     traced: bool,
     channel: Channel,
     stop: str | None = None,
+    report_opened: bool = True,
 ) -> Any:
-    """``stop``: block only at that fault point (``Channel.fault_until``), else at every one."""
+    """``stop``: block only at that fault point (``Channel.fault_until``), else at every one.
+    ``report_opened``: send the rows found right after ``open_queue`` (``check_opened``)."""
     con = module.open_queue(str(path))
     try:
-        channel.send("event", ("opened", read_snapshot(con)))
+        if report_opened:
+            channel.send("event", ("opened", read_snapshot(con)))
         if traced:
             con.set_trace_callback(channel.trace)
         hook = channel.fault if stop is None else channel.fault_until(stop)
@@ -93,7 +100,8 @@ def session_body(module: ModuleType) -> Callable[[Channel], Any]:
 
     ``("claim", path, op)`` runs ``op`` without hooks on the queue at ``path`` (opened
     and closed with the target's ``open_queue``) and reports its ``ChildResult`` as the
-    event ``("claimed", outcome)``; ``("op", path, op, point)`` runs ``op`` hooked, like
+    event ``("claimed", outcome)`` (not the rows it found: the harness has just read
+    that file itself); ``("op", path, op, point)`` runs ``op`` hooked, like
     ``op_body``, blocking only at ``point`` (every point before it is reported as passed,
     ``Channel.fault_until``), and is the body's last command (the harness kills it
     there); ``("stop", None, None)`` ends the body. The harness may send several
@@ -110,7 +118,8 @@ def _run_session(module: ModuleType, channel: Channel) -> Any:
         if command == "stop":
             return None
         try:
-            outcome = ChildResult(_run_op(module, path, op, False, False, channel))
+            value = _run_op(module, path, op, False, False, channel, report_opened=False)
+            outcome = ChildResult(value)
         except Exception as error:
             outcome = ChildResult(error=ErrorInfo.from_exception(error))
         channel.send("event", ("claimed", outcome))
@@ -206,10 +215,56 @@ def _run_open(module: ModuleType, path: Path, channel: Channel) -> None:
 
 def read_stored(path: Path, after: str) -> Snapshot:
     """The state stored in ``path`` (rolling back a hot journal), checked for integrity."""
+    state, stored = read_stored_open(path, after)
+    stored.close()
+    return state
+
+
+def read_stored_open(path: Path, after: str) -> tuple[Snapshot, StoredFile]:
+    """``read_stored``, and the connection it read with, left open (``StoredFile``, the
+    caller closes it) for a later read of the same file that parses no schema."""
     try:
         con = sqlite3.connect(path, isolation_level=None, timeout=READ_TIMEOUT_S)
     except sqlite3.Error as error:
         raise AssertionError(f"the queue file could not be opened {after}: {error}") from error
+    try:
+        stored = StoredFile(path, con, _identity(path))
+        return read_again(con, after), stored
+    except BaseException:
+        con.close()
+        raise
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return status.st_dev, status.st_ino
+
+
+@dataclass
+class StoredFile:
+    """A queue file the harness has read, with the connection it read it with."""
+
+    path: Path
+    con: sqlite3.Connection
+    identity: tuple[int, int] | None
+    """(device, inode) when it was opened: the file the connection reads."""
+
+    def read(self, after: str) -> Snapshot:
+        """``read_stored(path, after)``: on the open connection while ``path`` still names
+        the file it opened, else (a target replaced the file) on a new one, as before."""
+        if self.identity is None or _identity(self.path) != self.identity:
+            return read_stored(self.path, after)
+        return read_again(self.con, after)
+
+    def close(self) -> None:
+        self.con.close()
+
+
+def read_again(con: sqlite3.Connection, after: str) -> Snapshot:
+    """The state stored in ``con``'s file now, checked for integrity (``read_stored``)."""
     try:
         (verdict,) = con.execute("PRAGMA integrity_check").fetchone()
         if verdict != "ok":
@@ -220,8 +275,6 @@ def read_stored(path: Path, after: str) -> Snapshot:
             f"reading the queue file {after} failed with {error!r}; every process touching it "
             f"had ended or was idle, so a lock was left behind (a transaction left open?)"
         ) from error
-    finally:
-        con.close()
 
 
 def check_opened(events: list[Any], before: Snapshot) -> None:

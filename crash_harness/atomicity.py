@@ -39,8 +39,9 @@ from leasecheck.crash_harness._ops import agrees, expect
 from leasecheck.crash_harness._queue_files import (
     QueueFiles,
     Scenario,
+    StoredFile,
     check_opened,
-    read_stored,
+    read_stored_open,
     session_body,
     side_by_side,
 )
@@ -147,41 +148,45 @@ def check_every_point(
             if case is None:
                 return
             path = files.fresh(case.world.state)
-            run = ("op", path, case.op, case.point)
+            run = ("op", str(path), case.op, case.point)  # a str unpickles cheaper in the child
             claim = killed.popleft() if killed else None
             first = [] if claim is None else [_claim_command(claim)]
             name = f"{case.op.kind}@{case.point}"
             child = engine.fork(name, session_body(module), [*first, run])
             running.append(_Lane(child, case, path, claim, run))
 
-        for _ in range(lanes):
-            fork_next()
-        while running:
-            lane = running.popleft()
-            case = lane.case
-            child = lane.child
-            if lane.claim is not None:
-                child = _next_claim(engine, files, child, lane.claim, [lane.run])
-            try:
-                scenario = Scenario(PROPERTY, seed)
-                done = _kill_case(lane.path, child, case.world, case.op, case.point, scenario)
-            except AssertionError:
-                # One child at a time checks the next claims on the files of the cases
-                # before this one first: a failure there is the one to report.
-                for later in running:
-                    if later.claim is not None:
-                        _next_claim(engine, files, later.child, later.claim, [later.run])
-                raise
-            killed.append(done)
-            table.kills[case.label] += 1
-            fork_next()
-        if killed:
-            stop = ("stop", None, None)
-            commands = [*map(_claim_command, killed), stop]
-            last = engine.fork("next-claim", session_body(module), commands)
-            for index, case_left in enumerate(killed, 1):
-                last = _next_claim(engine, files, last, case_left, commands[index:])
-            last.outcome("the end of the last next-claim child")
+        try:
+            for _ in range(lanes):
+                fork_next()
+            while running:
+                lane = running.popleft()
+                case = lane.case
+                child = lane.child
+                if lane.claim is not None:
+                    child = _next_claim(engine, files, child, lane.claim, [lane.run])
+                try:
+                    scenario = Scenario(PROPERTY, seed)
+                    done = _kill_case(lane.path, child, case.world, case.op, case.point, scenario)
+                except AssertionError:
+                    # One child at a time checks the next claims on the files of the cases
+                    # before this one first: a failure there is the one to report.
+                    for later in running:
+                        if later.claim is not None:
+                            _next_claim(engine, files, later.child, later.claim, [later.run])
+                    raise
+                killed.append(done)
+                table.kills[case.label] += 1
+                fork_next()
+            if killed:
+                stop = ("stop", None, None)
+                commands = [*map(_claim_command, killed), stop]
+                last = engine.fork("next-claim", session_body(module), commands)
+                for index, case_left in enumerate(killed, 1):
+                    last = _next_claim(engine, files, last, case_left, commands[index:])
+                last.outcome("the end of the last next-claim child")
+        finally:  # the readers of files whose next claim never came (a failure on the way)
+            for left in [*killed, *(lane.claim for lane in running if lane.claim)]:
+                left.reader.close()
         table.forks = engine.forks
     return table
 
@@ -205,6 +210,9 @@ class _NextClaim:
     state: Snapshot
     scenario: Scenario
     record: HistoryRecorder
+    reader: StoredFile
+    """The harness's connection that read the file after the kill, kept for the read after
+    the next claim (closed then, or when the loop ends)."""
 
 
 def _kill_case(
@@ -237,16 +245,20 @@ def _kill_case(
             )
         child.kill()
         record.event("kill", owner_of(op), at_of(op), f"SIGKILL in {point} ({_when(committed)})")
-        stored = read_stored(path, f"after the SIGKILL at {point!r}")
+        stored, reader = read_stored_open(path, f"after the SIGKILL at {point!r}")
         wanted = expected.state if committed else before
         record.model_state = wanted
         record.rows("model", wanted.jobs, at_of(op))
         record.stored(stored, at_of(op))
-        _check_stored(op, point, committed, before, wanted, stored)
+        try:
+            _check_stored(op, point, committed, before, wanted, stored)
+        except AssertionError:
+            reader.close()
+            raise
     except AssertionError as error:
         evidence = record.evidence(str(error).splitlines()[0])
         raise attach(scenario.fail(str(error)), evidence) from error
-    return _NextClaim(path, world.now, wanted, scenario, record)
+    return _NextClaim(path, world.now, wanted, scenario, record, reader)
 
 
 def _run_to(child: Child, point: str, op: LeaseOp, before: Snapshot) -> list[str]:
@@ -284,9 +296,9 @@ def _check_stored(
         )
 
 
-def _claim_command(case: _NextClaim) -> tuple[str, Path, LeaseOp]:
+def _claim_command(case: _NextClaim) -> tuple[str, str, LeaseOp]:
     """The session command for the next claim on ``case``'s reopened file."""
-    return ("claim", case.path, _claim_of(case))
+    return ("claim", str(case.path), _claim_of(case))
 
 
 def _claim_of(case: _NextClaim) -> LeaseOp:
@@ -305,6 +317,8 @@ def _next_claim(
     except AssertionError as error:
         evidence = case.record.evidence(str(error).splitlines()[0])
         raise attach(case.scenario.fail(str(error)), evidence) from error
+    finally:
+        case.reader.close()
     files.remove(case.path)
     return engine.fork(child.name, session_body(files.module), then) if ended else child
 
@@ -326,7 +340,7 @@ def _check_next_claim(child: Child, case: _NextClaim) -> bool:
             f"the next {claim.describe()} on the reopened file {outcome.describe()} "
             f"but the model {expected.describe()}; the state before it:\n" + case.state.describe()
         )
-    stored = read_stored(case.path, "after the next claim")
+    stored = case.reader.read("after the next claim")
     if stored != expected.state:
         raise AssertionError(
             f"after the next {claim.describe()} the stored state is not the model's\n"
