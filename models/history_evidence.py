@@ -8,6 +8,22 @@ they part is the first such operation. A lease worker's or JobQueue's leases are
 drawn: their ends are model times, on another axis than the intervals linearizability
 is about.
 
+A lease worker's or JobQueue's controlled schedule (``lease.interleavings``,
+``jobs.interleavings``: ``schedule_evidence`` given the model's state before the
+history) draws each lease on its claimer's lane, on both sides. The target's lease is
+what a ``claim`` or ``run_once`` (a ticket dict: id, token, lease_until) or a ``poll``
+(a ``Lease``: job_id, token, lease_until) returned. The model's is what the model's own
+step of that call returned, the model stepping every contract call of the history once,
+in the order the calls returned (each op's record: ``LeaseOp.expect``, ``JobOp.step``).
+A bar starts at the step its call began. Its ``until`` is where the model clock (the
+``now_ms`` or ``now`` of each call) first reaches the lease's end: the start of the
+first call that reads a clock at or past it, or the history's end when none does. It
+stops being live (``ended``) at the return of a finish (its ``run_once``'s own, unless
+stale), complete or fail of its job and token that the same side accepted; on the
+model's side a later claim of its job ends it too, on the target's only where the
+model says no lease of the job is live at that call. Two live leases of one job are
+what a picture must show.
+
 A generic queue's controlled schedule (``queue.interleavings``) draws each claim's lease
 on its claimer's lane, as the library reported it (``Granted``: its token, its end where
 the library says one, else the lease it was asked for) and as the generic model expects
@@ -20,12 +36,19 @@ the job does not end it: two live leases of one job are what a picture must show
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 from leasecheck.models._history import Operation
+from leasecheck.models.contracts import Snapshot
 from leasecheck.models.evidence import Evidence, Lease, Recorder, Side, Token, Unit
+from leasecheck.models.job_model import JobState
+from leasecheck.models.job_ops import JobOp
+from leasecheck.models.lease_ops import LeaseOp
 from leasecheck.models.linearizability import Verdict
 from leasecheck.models.queue_ops import Granted, QueueOutcome
+from leasecheck.queue_impl.jobs import JobStatus, RetryPolicy
+from leasecheck.queue_impl.jobs import Lease as JobLease
 
 __all__ = ["history_evidence", "queue_schedule_evidence", "schedule_evidence"]
 
@@ -44,13 +67,31 @@ def history_evidence(verdict: Verdict, summary: str) -> Evidence:
 
 
 def schedule_evidence(
-    history: Sequence[Operation], summary: str, step_ns: int, kind: str
+    history: Sequence[Operation],
+    summary: str,
+    step_ns: int,
+    kind: str,
+    initial: Snapshot | JobState | None = None,
+    policy: RetryPolicy | None = None,
 ) -> Evidence:
     """A controlled schedule's history (``lease.interleavings``, ``jobs.interleavings``),
     whose clock counts scheduling steps of ``step_ns`` each: one lane per ``kind``
     (process or thread), each call a bar from the step it began to the step it returned;
-    it parts after the last step (the check that failed judges the whole schedule)."""
-    return _evidence(history, summary, "step", step_ns, {}, (), kind)
+    it parts after the last step (the check that failed judges the whole schedule).
+
+    Given ``initial``, the model's state before the history (a lease worker's seeded
+    ``Snapshot``, or a ``JobState`` with the queue's retry ``policy``), each claim's or
+    poll's lease is drawn on both sides (the module's docstring says where a bar ends)."""
+    if initial is None:
+        return _evidence(history, summary, "step", step_ns, {}, (), kind)
+    start = initial
+
+    def leases(
+        ops: Sequence[Operation], index_of: dict[tuple[str, int], int], at: Callable[[int], float]
+    ) -> list[Lease]:
+        return _contract_leases(ops, index_of, at, start, policy)
+
+    return _evidence(history, summary, "step", step_ns, {}, (), kind, leases)
 
 
 def queue_schedule_evidence(
@@ -197,3 +238,131 @@ class _ModelClock:
         it there (the lease runs out during it), else the history's end."""
         moved = next((invoked for invoked, _, total in self.moves if total >= ms), None)
         return self.at(self.end if moved is None else moved)
+
+
+_Said = tuple[bool, object]
+"""What one side's call did: (it returned, what it returned)."""
+_Got = tuple[str, Token, int, bool]
+"""A lease a call got: (job, token, its end in model ms, finished by the call itself)."""
+
+
+def _contract_leases(
+    history: Sequence[Operation], index_of: dict[tuple[str, int], int],
+    at: Callable[[int], float], initial: Snapshot | JobState, policy: RetryPolicy | None,
+) -> list[Lease]:  # fmt: skip
+    """Each lease a lease-worker or JobQueue call got, on both sides (the module's
+    docstring says how it is drawn); ``history`` is sorted by invocation."""
+    said, before = _model_steps(history, initial, policy)
+    end = at(max((op.returned_ns or op.invoked_ns for op in history), default=0))
+    found = []
+    for number, op in enumerate(history):
+        sides: dict[Side, _Said] = {"target": (op.ok, op.result)}
+        if number in said:
+            sides["model"] = said[number]
+        for side, (ok, value) in sides.items():
+            got = _got(op, ok, value)
+            if got is None:
+                continue
+            job, token, until_ms, done = got
+            later = history[number + 1 :]
+            reached = next((o for o in later if (_now(o) or -1) >= until_ms), None)
+            until = end if reached is None else at(reached.invoked_ns)
+            stops = [op.returned_ns or op.invoked_ns] if done else []
+            for offset, other in enumerate(later, number + 1):
+                stop = _ends(other, side, job, token, said.get(offset), before.get(offset))
+                stops += [] if stop is None else [stop]
+            ended = at(min(stops)) if stops else None
+            found.append(Lease(side, job, token, op.process, at(op.invoked_ns), until,
+                               index_of[(op.process, op.index)],
+                               ended if ended is not None and ended < until else None))  # fmt: skip
+    return found
+
+
+def _model_steps(
+    history: Sequence[Operation], initial: Snapshot | JobState, policy: RetryPolicy | None
+) -> tuple[dict[int, _Said], dict[int, Snapshot | JobState]]:
+    """The model's result of each contract call (by its position in ``history``) and its
+    state just before it, stepping every call once in the order the calls returned."""
+    order = sorted(
+        range(len(history)),
+        key=lambda n: (history[n].returned_ns or math.inf, history[n].invoked_ns),
+    )
+    state: Snapshot | JobState = initial
+    said: dict[int, _Said] = {}
+    before: dict[int, Snapshot | JobState] = {}
+    for number in order:
+        call = history[number].call
+        if isinstance(call, LeaseOp) and isinstance(state, Snapshot):
+            before[number] = state
+            state, outcome = call.expect(state)
+            said[number] = (outcome.error is None, outcome.result)
+        elif isinstance(call, JobOp) and isinstance(state, JobState):
+            before[number] = state
+            rules = policy if policy is not None else RetryPolicy(3, 0, 0)
+            state, answer = call.step(state, rules)
+            said[number] = (answer.error is None, answer.result)
+    return said, before
+
+
+def _got(op: Operation, ok: bool, value: object) -> _Got | None:
+    """The lease a claim, ``run_once`` or poll got, on the side that said ``value``."""
+    if not ok:
+        return None
+    if op.name == "poll" and isinstance(value, JobLease):
+        return value.job_id, _token(value.token), value.lease_until, False
+    if op.name not in ("claim", "run_once", "run_file") or not isinstance(value, dict):
+        return None
+    job, until = value.get("id"), value.get("lease_until")
+    if not isinstance(job, str):
+        return None
+    if type(until) is not int:  # run_once's result: its lease is the one it asked for
+        until = int(op.args["now_ms"]) + int(op.args.get("lease_ms", 1000))
+    done = op.name != "claim" and value.get("status") != "stale"
+    return job, _token(value.get("token")), until, done
+
+
+def _ends(
+    op: Operation, side: Side, job: str, token: Token, said: _Said | None,
+    before: Snapshot | JobState | None,
+) -> int | None:  # fmt: skip
+    """The instant (ns) at which ``op`` ends ``side``'s lease of ``job`` under ``token``:
+    its return for a finish, complete or fail of it that side accepted, its start for a
+    later lease of the job (on the target's side only where the model holds none live)."""
+    ok, value = (op.ok, op.result) if side == "target" else (said or (False, None))
+    if not ok:
+        return None
+    named, named_token = _job_token(op)
+    if op.name in ("finish", "complete", "fail") and (named, named_token) == (job, token):
+        return None if value is False else (op.returned_ns or op.invoked_ns)
+    got = _got(op, ok, value)
+    if got is None or got[0] != job:
+        return None
+    if side == "target" and before is not None and _live(before, job, _now(op) or 0):
+        return None
+    return op.invoked_ns
+
+
+def _live(state: Snapshot | JobState, job: str, now: int) -> bool:
+    """The model holds a lease of ``job`` that has not run out at ``now``."""
+    if isinstance(state, Snapshot):
+        row = state.job(job)
+        leased = row is not None and row.status == "leased"
+        until = None if row is None else row.lease_until
+    else:
+        held = next((j for j in state.jobs if j.id == job), None)
+        leased = held is not None and held.status is JobStatus.RUNNING
+        until = None if held is None else held.lease_until
+    return leased and until is not None and until > now
+
+
+def _now(op: Operation) -> int | None:
+    """The model clock a call reads (its ``now_ms``, or a JobQueue call's ``now``)."""
+    call = op.call
+    if isinstance(call, JobOp):
+        return call.now
+    now = op.args.get("now_ms") if isinstance(call, LeaseOp) else None
+    return now if type(now) is int else None
+
+
+def _token(value: object) -> Token:
+    return value if isinstance(value, int | str) else None
