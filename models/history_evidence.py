@@ -47,8 +47,8 @@ from leasecheck.models.job_ops import JobOp
 from leasecheck.models.lease_ops import LeaseOp
 from leasecheck.models.linearizability import Verdict
 from leasecheck.models.queue_ops import Granted, QueueOutcome
-from leasecheck.queue_impl.jobs import JobStatus, RetryPolicy
 from leasecheck.queue_impl.jobs import Lease as JobLease
+from leasecheck.queue_impl.jobs import RetryPolicy
 
 __all__ = ["history_evidence", "queue_schedule_evidence", "schedule_evidence"]
 
@@ -250,58 +250,72 @@ def _contract_leases(
     history: Sequence[Operation], index_of: dict[tuple[str, int], int],
     at: Callable[[int], float], initial: Snapshot | JobState, policy: RetryPolicy | None,
 ) -> list[Lease]:  # fmt: skip
-    """Each lease a lease-worker or JobQueue call got, on both sides (the module's
-    docstring says how it is drawn); ``history`` is sorted by invocation."""
-    said, before = _model_steps(history, initial, policy)
+    """Each lease a lease-worker or JobQueue call got, the model's first, then the
+    target's (the module's docstring says how it is drawn); ``history`` is sorted by
+    invocation."""
+    said = _model_steps(history, initial, policy)
+
+    def side_said(side: Side, number: int) -> _Said:
+        op = history[number]
+        return (op.ok, op.result) if side == "target" else said.get(number, (False, None))
+
     end = at(max((op.returned_ns or op.invoked_ns for op in history), default=0))
+    model: dict[int, Lease] = {}
     found = []
-    for number, op in enumerate(history):
-        sides: dict[Side, _Said] = {"target": (op.ok, op.result)}
-        if number in said:
-            sides["model"] = said[number]
-        for side, (ok, value) in sides.items():
-            got = _got(op, ok, value)
+    for side in ("model", "target"):
+        for number, op in enumerate(history):
+            got = _got(op, *side_said(side, number))
             if got is None:
                 continue
             job, token, until_ms, done = got
-            later = history[number + 1 :]
-            reached = next((o for o in later if (_now(o) or -1) >= until_ms), None)
-            until = end if reached is None else at(reached.invoked_ns)
+            later = range(number + 1, len(history))
+            reached = next((n for n in later if (_now(history[n]) or -1) >= until_ms), None)
+            until = end if reached is None else at(history[reached].invoked_ns)
             stops = [op.returned_ns or op.invoked_ns] if done else []
-            for offset, other in enumerate(later, number + 1):
-                stop = _ends(other, side, job, token, said.get(offset), before.get(offset))
-                stops += [] if stop is None else [stop]
-            ended = at(min(stops)) if stops else None
-            found.append(Lease(side, job, token, op.process, at(op.invoked_ns), until,
-                               index_of[(op.process, op.index)],
-                               ended if ended is not None and ended < until else None))  # fmt: skip
+            for other in later:
+                stop = _ends(history[other], *side_said(side, other), job, token)
+                if stop is None:
+                    continue
+                ns, taken_over = stop
+                if taken_over and side == "target" and not _over(model.get(number), at(ns)):
+                    continue  # a later lease of the job while the model holds this one: both live
+                stops.append(ns)
+            ended = min(stops, default=None)
+            lease = Lease(side, job, token, op.process, at(op.invoked_ns), until,
+                          index_of[(op.process, op.index)],
+                          None if ended is None or at(ended) >= until else at(ended))  # fmt: skip
+            if side == "model":
+                model[number] = lease
+            found.append(lease)
     return found
+
+
+def _over(lease: Lease | None, at: float) -> bool:
+    """The model's lease of the same call had ended by ``at`` (it has one)."""
+    return lease is not None and lease.end <= at
 
 
 def _model_steps(
     history: Sequence[Operation], initial: Snapshot | JobState, policy: RetryPolicy | None
-) -> tuple[dict[int, _Said], dict[int, Snapshot | JobState]]:
-    """The model's result of each contract call (by its position in ``history``) and its
-    state just before it, stepping every call once in the order the calls returned."""
+) -> dict[int, _Said]:
+    """The model's result of each contract call (by its position in ``history``),
+    stepping every call once in the order the calls returned."""
     order = sorted(
         range(len(history)),
         key=lambda n: (history[n].returned_ns or math.inf, history[n].invoked_ns),
     )
     state: Snapshot | JobState = initial
     said: dict[int, _Said] = {}
-    before: dict[int, Snapshot | JobState] = {}
     for number in order:
         call = history[number].call
         if isinstance(call, LeaseOp) and isinstance(state, Snapshot):
-            before[number] = state
             state, outcome = call.expect(state)
             said[number] = (outcome.error is None, outcome.result)
         elif isinstance(call, JobOp) and isinstance(state, JobState):
-            before[number] = state
             rules = policy if policy is not None else RetryPolicy(3, 0, 0)
             state, answer = call.step(state, rules)
             said[number] = (answer.error is None, answer.result)
-    return said, before
+    return said
 
 
 def _got(op: Operation, ok: bool, value: object) -> _Got | None:
@@ -322,37 +336,17 @@ def _got(op: Operation, ok: bool, value: object) -> _Got | None:
 
 
 def _ends(
-    op: Operation, side: Side, job: str, token: Token, said: _Said | None,
-    before: Snapshot | JobState | None,
-) -> int | None:  # fmt: skip
-    """The instant (ns) at which ``op`` ends ``side``'s lease of ``job`` under ``token``:
-    its return for a finish, complete or fail of it that side accepted, its start for a
-    later lease of the job (on the target's side only where the model holds none live)."""
-    ok, value = (op.ok, op.result) if side == "target" else (said or (False, None))
+    op: Operation, ok: bool, value: object, job: str, token: Token
+) -> tuple[int, bool] | None:
+    """Where (ns) ``op``, which one side says returned ``value`` (``ok``), ends that side's
+    lease of ``job`` under ``token``: the return of a finish, complete or fail of it that
+    was accepted, or the start of a later lease of the job (then True)."""
     if not ok:
         return None
-    named, named_token = _job_token(op)
-    if op.name in ("finish", "complete", "fail") and (named, named_token) == (job, token):
-        return None if value is False else (op.returned_ns or op.invoked_ns)
+    if op.name in ("finish", "complete", "fail") and _job_token(op) == (job, token):
+        return None if value is False else (op.returned_ns or op.invoked_ns, False)
     got = _got(op, ok, value)
-    if got is None or got[0] != job:
-        return None
-    if side == "target" and before is not None and _live(before, job, _now(op) or 0):
-        return None
-    return op.invoked_ns
-
-
-def _live(state: Snapshot | JobState, job: str, now: int) -> bool:
-    """The model holds a lease of ``job`` that has not run out at ``now``."""
-    if isinstance(state, Snapshot):
-        row = state.job(job)
-        leased = row is not None and row.status == "leased"
-        until = None if row is None else row.lease_until
-    else:
-        held = next((j for j in state.jobs if j.id == job), None)
-        leased = held is not None and held.status is JobStatus.RUNNING
-        until = None if held is None else held.lease_until
-    return leased and until is not None and until > now
+    return None if got is None or got[0] != job else (op.invoked_ns, True)
 
 
 def _now(op: Operation) -> int | None:
