@@ -343,10 +343,19 @@ def _ends(
     was accepted, or the start of a later lease of the job (then True)."""
     if not ok:
         return None
-    if op.name in ("finish", "complete", "fail") and _job_token(op) == (job, token):
+    if op.name in ("finish", "complete", "fail") and _handed_in(op) == (job, token):
         return None if value is False else (op.returned_ns or op.invoked_ns, False)
     got = _got(op, ok, value)
     return None if got is None or got[0] != job else (op.invoked_ns, True)
+
+
+def _handed_in(op: Operation) -> tuple[object, object]:
+    """The job and token a finish's ticket, or a complete's or fail's arguments, name."""
+    args = op.args
+    ticket = args.get("ticket")
+    if isinstance(ticket, dict):
+        return ticket.get("id"), ticket.get("token")
+    return args.get("job_id"), args.get("token")
 
 
 def _now(op: Operation) -> int | None:

@@ -541,6 +541,35 @@ def test_in_the_browser_each_claim_of_the_sweep_ack_history_is_a_lease_in_its_la
     assert {b.get("data-lane") for b in bars} == {c.get("data-lane") for c in claims}
 
 
+def test_in_the_browser_each_claim_of_an_interleaving_is_a_lease_with_its_token(
+    samples_dom: _Elements,
+) -> None:
+    """lease.interleavings (two claims that both take j1) and jobs.interleavings (two polls
+    that both lease J1): each claim's or poll's lane holds a lease bar of the job and token
+    it got, starting at the call; the target's two leases of the job overlap, shaded; the
+    model leases the job once (a bar of its own where it differs from the target's)."""
+    for section, call, job in (
+        ("claim-select-then-update-by-id", "claim", "j1"),
+        ("jobs-poll-picks-outside-lock", "poll", "J1"),
+    ):
+        claims = samples_dom.kind(section, "step", **{"step-kind": call})
+        bars = samples_dom.kind(section, "lease")
+        assert len(claims) == 2 and bars, f"{section}: claims {claims}, lease bars {bars}"
+        for claim in claims:
+            mine = [b for b in bars if b.get("data-lane") == claim.get("data-lane")
+                    and b.get("data-side") in ("target", "both")]  # fmt: skip
+            assert [(b.get("data-job"), b.get("data-token")) for b in mine] == [
+                (job, claim.get("data-token"))
+            ], f"{section}: {mine}"
+            assert float(mine[0].get("data-x1") or 0) == float(claim.get("data-x") or 0)
+        targets = [b for b in bars if b.get("data-side") in ("target", "both")]
+        first, second = (_span(b) for b in targets)
+        assert max(first[0], second[0]) < min(first[1], second[1]), targets
+        assert samples_dom.kind(section, "overlap", job=job, side="target")
+        model = [b for b in bars if b.get("data-side") in ("model", "both")]
+        assert [b.get("data-job") for b in model].count(job) == 1, f"{section}: {model}"
+
+
 def test_in_the_browser_every_failure_has_its_picture_and_the_consoles_verdict(
     samples_dom: _Elements,
 ) -> None:
