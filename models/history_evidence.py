@@ -5,24 +5,23 @@ in wall milliseconds since the first invocation (one clock domain: ``_history``)
 the target's side is what the operation returned, the model's is the checker's
 reason for each operation that may come next but is not explained. The step where
 they part is the first such operation. A lease worker's or JobQueue's leases are not
-drawn: their ends are model times, on another axis than the intervals linearizability
-is about.
+drawn unless the caller gives the model's state before the history.
 
-A lease worker's or JobQueue's controlled schedule (``lease.interleavings``,
-``jobs.interleavings``: ``schedule_evidence`` given the model's state before the
-history) draws each lease on its claimer's lane, on both sides. The target's lease is
-what a ``claim`` or ``run_once`` (a ticket dict: id, token, lease_until) or a ``poll``
-(a ``Lease``: job_id, token, lease_until) returned. The model's is what the model's own
-step of that call returned, the model stepping every contract call of the history once,
-in the order the calls returned (each op's record: ``LeaseOp.expect``, ``JobOp.step``).
-A bar starts at the step its call began. Its ``until`` is where the model clock (the
-``now_ms`` or ``now`` of each call) first reaches the lease's end: the start of the
-first call that reads a clock at or past it, or the history's end when none does. It
-stops being live (``ended``) at the return of a finish (its ``run_once``'s own, unless
-stale), complete or fail of its job and token that the same side accepted; on the
-model's side a later claim of its job ends it too, on the target's only where the
-model says no lease of the job is live at that call. Two live leases of one job are
-what a picture must show.
+A lease worker's or JobQueue's history (a controlled schedule of ``lease.interleavings``
+or ``jobs.interleavings``, whose axis counts schedule steps, or a linearizability
+history in wall ms), given the model's state before it, draws each lease on its
+claimer's lane, on both sides. The target's lease is what a ``claim`` or ``run_once``
+(a ticket dict: id, token, lease_until) or a ``poll`` (a ``Lease``: job_id, token,
+lease_until) returned. The model's is what the model's own step of that call returned,
+the model stepping every contract call of the history once, in the order the calls
+returned (each op's record: ``LeaseOp.expect``, ``JobOp.step``). A bar starts where its
+call began. Its ``until`` is where the model clock (each call's ``now_ms`` or ``now``)
+first reaches the lease's end: the start of the first later call that reads a clock at
+or past it, or the history's end when none does. It stops being live before that
+(``ended``) at the return of a finish (``run_once``'s own, unless stale), complete or
+fail of its job and token that the same side accepted; on the model's side at the start
+of a later lease of its job, on the target's only where the model's lease from the same
+call had ended by then (so two live leases of one job stay visible, overlapping).
 
 A generic queue's controlled schedule (``queue.interleavings``) draws each claim's lease
 on its claimer's lane, as the library reported it (``Granted``: its token, its end where
@@ -57,13 +56,21 @@ _Leases = Callable[[Sequence[Operation], dict[tuple[str, int], int], Callable[[i
 """The leases of a sorted history, given each entry's step index and the time scale."""
 
 
-def history_evidence(verdict: Verdict, summary: str) -> Evidence:
-    """``verdict``'s history as evidence, parting at its first unexplained operation."""
+def history_evidence(
+    verdict: Verdict,
+    summary: str,
+    initial: Snapshot | JobState | None = None,
+    policy: RetryPolicy | None = None,
+) -> Evidence:
+    """``verdict``'s history as evidence, parting at its first unexplained operation;
+    given the model's state before it (and a JobQueue's ``policy``), with each claim's or
+    poll's lease on both sides, as in ``schedule_evidence``."""
     reasons = {
         (op.process, op.index): reason
         for op, reason in zip(verdict.conflicting, verdict.reasons, strict=True)
     }
-    return _evidence(verdict.history, summary, "wall ms", 1_000_000, reasons, verdict.conflicting)
+    return _evidence(verdict.history, summary, "wall ms", 1_000_000, reasons, verdict.conflicting,
+                     leases=_leases_from(initial, policy))  # fmt: skip
 
 
 def schedule_evidence(
@@ -82,8 +89,13 @@ def schedule_evidence(
     Given ``initial``, the model's state before the history (a lease worker's seeded
     ``Snapshot``, or a ``JobState`` with the queue's retry ``policy``), each claim's or
     poll's lease is drawn on both sides (the module's docstring says where a bar ends)."""
+    return _evidence(history, summary, "step", step_ns, {}, (), kind, _leases_from(initial, policy))
+
+
+def _leases_from(initial: Snapshot | JobState | None, policy: RetryPolicy | None) -> _Leases | None:
+    """The leases of a lease-worker or JobQueue history from ``initial`` (None: none)."""
     if initial is None:
-        return _evidence(history, summary, "step", step_ns, {}, (), kind)
+        return None
     start = initial
 
     def leases(
@@ -91,7 +103,7 @@ def schedule_evidence(
     ) -> list[Lease]:
         return _contract_leases(ops, index_of, at, start, policy)
 
-    return _evidence(history, summary, "step", step_ns, {}, (), kind, leases)
+    return leases
 
 
 def queue_schedule_evidence(
