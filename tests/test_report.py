@@ -208,6 +208,25 @@ def test_a_non_linearizable_history_is_drawn_per_process_in_wall_time() -> None:
     assert parted.get("data-lane") in {"P1", "P2"}
 
 
+@pytest.mark.parametrize("name", ["claim-select-before-begin", "jobs-poll-two-critical-sections"])
+def test_each_claim_of_a_non_linearizable_history_is_a_lease_in_its_lane(name: str) -> None:
+    """Two claims (polls) that both took the one job: each lane holds the target's lease
+    of it with the token its call returned, the two overlap, and the model, which leases
+    the job once, draws one lease of it."""
+    svg = picture(name)
+    claims = [e for e in having(svg, "step") if e.get("data-step-kind") in ("claim", "poll")]
+    assert len(claims) == 2, claims
+    for claim in claims:
+        bars = [b for b in having(svg, "lease", lane=claim.get("data-lane") or "")
+                if b.get("data-side") in ("target", "both")]  # fmt: skip
+        assert [(b.get("data-job"), b.get("data-token")) for b in bars] == [
+            (claim.get("data-job"), claim.get("data-token"))
+        ], bars
+    assert having(svg, "overlap", side="target")
+    model = [b for b in having(svg, "lease") if b.get("data-side") in ("model", "both")]
+    assert len(model) == 1, model
+
+
 def test_a_kill_is_drawn_where_it_happened() -> None:
     svg = picture("finish-two-transactions")
     (kill,) = [e for e in having(svg, "event") if e.get("data-event") == "kill"]
