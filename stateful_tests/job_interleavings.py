@@ -31,6 +31,7 @@ from typing import Any
 
 from leasecheck.models.evidence import attach, shrunk_evidence
 from leasecheck.models.history_evidence import schedule_evidence
+from leasecheck.models.job_model import JobState
 from leasecheck.models.job_ops import JobOp, JobOutcome
 from leasecheck.models.linearizability import Operation
 from leasecheck.models.shrinking import Budget, shrink
@@ -308,7 +309,9 @@ class InterleavingFailure(AssertionError):
         super().__init__(failure.report())
         self.leasecheck_replay = failure.record()
         summary = f"jobs.interleavings: {failure.violation.kind} ({failure.scenario.name})"
-        evidence = schedule_evidence(failure.violation.history, summary, TICK_NS, "thread")
+        evidence = schedule_evidence(
+            failure.violation.history, summary, TICK_NS, "thread", JobState(), failure.policy
+        )
         if failure.shrunk_from:
             evidence = shrunk_evidence(evidence, failure.shrunk_from, _calls(failure.scenario))
         attach(self, evidence)

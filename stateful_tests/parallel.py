@@ -381,7 +381,10 @@ def failure(
     """``failure_message`` with the history as evidence."""
     summary = f"{name}: no sequential order explains this concurrent history"
     message = failure_message(name, program, verdict, seed, target)
-    return Failure(message, history_evidence(verdict, summary))
+    jobs = any(isinstance(op.call, JobOp) for op in verdict.history)
+    initial = JobState() if jobs else Snapshot()  # check_jobs_history, check_lease_history
+    evidence = history_evidence(verdict, summary, initial, JOB_POLICY if jobs else None)
+    return Failure(message, evidence)
 
 
 def failure_message(

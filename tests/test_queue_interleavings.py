@@ -10,6 +10,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import litequeue  # noqa: F401  (the .[dev] install brings both: missing, the tests fail)
+import persistqueue  # noqa: F401
 import pytest
 
 from leasecheck.adapters.registry import load_library
@@ -19,8 +21,6 @@ from leasecheck.crash_harness.queue_interleavings import explore_queue, replay_q
 from leasecheck.models.history_evidence import queue_schedule_evidence
 from leasecheck.models.queue_ops import QueueOp
 from leasecheck.report import draw
-
-pytest.importorskip("litequeue")
 
 
 def test_a_sweep_that_re_readies_by_id_after_an_ack_is_an_ack_final_violation(
@@ -98,7 +98,6 @@ def test_two_claims_that_take_one_job_are_two_live_leases_in_two_lanes(tmp_path:
     """persist-queue's claim-claim finding (not promised): each process's claim is a lease
     on its own lane, as the library reported it (persist-queue says no lease end: the
     lease asked for) and as the model expects it; the two overlap."""
-    pytest.importorskip("persistqueue")
     found = explore_queue(load_library("persist-queue"), queue_scenario("claim-claim"),
                           tmp_path, 2)  # fmt: skip
     assert found.unpromised is not None and found.unpromised.prop == "queue.exclusive"
@@ -119,7 +118,6 @@ def test_two_claims_of_persist_queue_can_take_one_job_not_promised(tmp_path: Pat
     """persist-queue's get runs its SELECT and UPDATE outside a transaction: a schedule
     that runs both SELECTs first gives both processes row 1 (queue.exclusive, which
     persist-queue does not promise for processes)."""
-    pytest.importorskip("persistqueue")
     found = explore_queue(load_library("persist-queue"), queue_scenario("claim-claim"),
                           tmp_path, 2)  # fmt: skip
     assert found.violated is None

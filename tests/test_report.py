@@ -208,6 +208,25 @@ def test_a_non_linearizable_history_is_drawn_per_process_in_wall_time() -> None:
     assert parted.get("data-lane") in {"P1", "P2"}
 
 
+@pytest.mark.parametrize("name", ["claim-select-before-begin", "jobs-poll-two-critical-sections"])
+def test_each_claim_of_a_non_linearizable_history_is_a_lease_in_its_lane(name: str) -> None:
+    """Two claims (polls) that both took the one job: each lane holds the target's lease
+    of it with the token its call returned, the two overlap, and the model, which leases
+    the job once, draws one lease of it."""
+    svg = picture(name)
+    claims = [e for e in having(svg, "step") if e.get("data-step-kind") in ("claim", "poll")]
+    assert len(claims) == 2, claims
+    for claim in claims:
+        bars = [b for b in having(svg, "lease", lane=claim.get("data-lane") or "")
+                if b.get("data-side") in ("target", "both")]  # fmt: skip
+        assert [(b.get("data-job"), b.get("data-token")) for b in bars] == [
+            (claim.get("data-job"), claim.get("data-token"))
+        ], bars
+    assert having(svg, "overlap", side="target")
+    model = [b for b in having(svg, "lease") if b.get("data-side") in ("model", "both")]
+    assert len(model) == 1, model
+
+
 def test_a_kill_is_drawn_where_it_happened() -> None:
     svg = picture("finish-two-transactions")
     (kill,) = [e for e in having(svg, "event") if e.get("data-event") == "kill"]
@@ -539,6 +558,35 @@ def test_in_the_browser_each_claim_of_the_sweep_ack_history_is_a_lease_in_its_la
         assert [(b.get("data-job"), b.get("data-side")) for b in mine] == [("a", "both")], mine
         assert float(mine[0].get("data-x1") or 0) == float(claim.get("data-x") or 0)
     assert {b.get("data-lane") for b in bars} == {c.get("data-lane") for c in claims}
+
+
+def test_in_the_browser_each_claim_of_an_interleaving_is_a_lease_with_its_token(
+    samples_dom: _Elements,
+) -> None:
+    """lease.interleavings (two claims that both take j1) and jobs.interleavings (two polls
+    that both lease J1): each claim's or poll's lane holds a lease bar of the job and token
+    it got, starting at the call; the target's two leases of the job overlap, shaded; the
+    model leases the job once (a bar of its own where it differs from the target's)."""
+    for section, call, job in (
+        ("claim-select-then-update-by-id", "claim", "j1"),
+        ("jobs-poll-picks-outside-lock", "poll", "J1"),
+    ):
+        claims = samples_dom.kind(section, "step", **{"step-kind": call})
+        bars = samples_dom.kind(section, "lease")
+        assert len(claims) == 2 and bars, f"{section}: claims {claims}, lease bars {bars}"
+        for claim in claims:
+            mine = [b for b in bars if b.get("data-lane") == claim.get("data-lane")
+                    and b.get("data-side") in ("target", "both")]  # fmt: skip
+            assert [(b.get("data-job"), b.get("data-token")) for b in mine] == [
+                (job, claim.get("data-token"))
+            ], f"{section}: {mine}"
+            assert float(mine[0].get("data-x1") or 0) == float(claim.get("data-x") or 0)
+        targets = [b for b in bars if b.get("data-side") in ("target", "both")]
+        first, second = (_span(b) for b in targets)
+        assert max(first[0], second[0]) < min(first[1], second[1]), targets
+        assert samples_dom.kind(section, "overlap", job=job, side="target")
+        model = [b for b in bars if b.get("data-side") in ("model", "both")]
+        assert [b.get("data-job") for b in model].count(job) == 1, f"{section}: {model}"
 
 
 def test_in_the_browser_every_failure_has_its_picture_and_the_consoles_verdict(

@@ -66,7 +66,9 @@ def test_interleavings(
                 failure.schedule.record(),
             )
             summary = f"lease.interleavings: {failure.problem} ({exploration.scenario.name})"
-            raise attach(error, schedule_evidence(failure.ops, summary, STEP_NS, "process"))
+            evidence = schedule_evidence(failure.ops, summary, STEP_NS, "process",
+                                         exploration.scenario.initial)  # fmt: skip
+            raise attach(error, evidence)
         done.append(exploration)
     explored = sum(e.explored for e in done)
     if not explored:
