@@ -238,8 +238,10 @@ class SharedClock:
     """
 
     _FORMAT = "<d"
+    START = 1_000_000.0
+    """The stored clock's first reading (seconds): model time 0 of a harness's run."""
 
-    def __init__(self, path: Path, start: float = 1_000_000.0, real: bool = False) -> None:
+    def __init__(self, path: Path, start: float = START, real: bool = False) -> None:
         self.path, self.real = path, real
         if not path.exists():
             path.write_bytes(struct.pack(self._FORMAT, start))

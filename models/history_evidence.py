@@ -45,6 +45,7 @@ from leasecheck.models.job_model import JobState
 from leasecheck.models.job_ops import JobOp
 from leasecheck.models.lease_ops import LeaseOp
 from leasecheck.models.linearizability import Verdict
+from leasecheck.models.queue_model import QueueState
 from leasecheck.models.queue_ops import Granted, QueueOutcome
 from leasecheck.queue_impl.jobs import Lease as JobLease
 from leasecheck.queue_impl.jobs import RetryPolicy
@@ -59,18 +60,34 @@ _Leases = Callable[[Sequence[Operation], dict[tuple[str, int], int], Callable[[i
 def history_evidence(
     verdict: Verdict,
     summary: str,
-    initial: Snapshot | JobState | None = None,
+    initial: Snapshot | JobState | QueueState | None = None,
     policy: RetryPolicy | None = None,
+    origin: float | None = None,
 ) -> Evidence:
     """``verdict``'s history as evidence, parting at its first unexplained operation;
     given the model's state before it (and a JobQueue's ``policy``), with each claim's or
-    poll's lease on both sides, as in ``schedule_evidence``."""
+    poll's lease on both sides, as in ``schedule_evidence``. For a generic queue
+    (``initial`` a ``QueueState``) each claim's lease is drawn as in
+    ``queue_schedule_evidence``; ``origin`` is the shared clock's reading at model time 0
+    (None on a real clock: the library's lease end is then drawn as the lease it was
+    asked for)."""
     reasons = {
         (op.process, op.index): reason
         for op, reason in zip(verdict.conflicting, verdict.reasons, strict=True)
     }
+    if isinstance(initial, QueueState):
+
+        def leases(
+            ops: Sequence[Operation], index_of: dict[tuple[str, int], int],
+            at: Callable[[int], float],
+        ) -> list[Lease]:  # fmt: skip
+            return _queue_leases(ops, index_of, at, origin)
+
+        found: _Leases | None = leases
+    else:
+        found = _leases_from(initial, policy)
     return _evidence(verdict.history, summary, "wall ms", 1_000_000, reasons, verdict.conflicting,
-                     leases=_leases_from(initial, policy))  # fmt: skip
+                     leases=found)  # fmt: skip
 
 
 def schedule_evidence(
@@ -188,7 +205,7 @@ def _granted(op: Operation) -> Granted | None:
 
 def _queue_leases(
     history: Sequence[Operation], index_of: dict[tuple[str, int], int],
-    at: Callable[[int], float], origin: float,
+    at: Callable[[int], float], origin: float | None,
 ) -> list[Lease]:  # fmt: skip
     """Each claim's lease on both sides (the module's docstring says how it is drawn)."""
     clock = _ModelClock(history, at)
@@ -198,7 +215,9 @@ def _queue_leases(
         if granted is None:
             continue
         now, asked = clock.now(op.invoked_ns), int(op.args["lease_ms"])
-        told = None if granted.until is None else round((granted.until - origin) * 1000)
+        told = None
+        if granted.until is not None and origin is not None:
+            told = round((granted.until - origin) * 1000)
         ends: dict[Side, int] = {"target": now + asked if told is None else told,
                                  "model": now + asked}  # fmt: skip
         released, renewed = _released(history[number + 1 :], str(op.args["cid"]), clock)

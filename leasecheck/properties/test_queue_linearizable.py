@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from leasecheck.adapters.protocol import GENERIC_PROPERTIES, QueueLibrary
+from leasecheck.adapters.protocol import GENERIC_PROPERTIES, QueueLibrary, SharedClock
 from leasecheck.crash_harness.queue_races import linear_run, shrink_script
 from leasecheck.models._history import Operation
 from leasecheck.models._queue_spec import QueueSpec
@@ -79,7 +79,8 @@ def test_queue_linearizable(
                 if verdict.linearizable:
                     return None
                 error = AssertionError(f"{said}:\n{verdict.report()}")
-                return attach(error, history_evidence(verdict, said))
+                origin = None if capabilities.real_time else SharedClock.START
+                return attach(error, history_evidence(verdict, said, QueueState(), origin=origin))
 
             aside += set_aside(history, read_sweeps(log), capabilities.real_time)[1]
             failed = judge(history)
