@@ -15,8 +15,9 @@ as a fixed program before Hypothesis' programs, again until one run of it is jud
 (at most ``SHAPE_TRIES``): whether the drawn programs that hold it were cut short
 depended on the load, and with it the verdict (arq: holds at load 20, not promised at
 17). A library without a fence then fails on that program in every run; one that fences
-passes it and still meets Hypothesis' programs; if no run of it could be judged, the row
-reads "not checked" (``MachineRun.unjudged``).
+passes it and still meets Hypothesis' programs; if no run of it could be judged, the
+drawn programs are not run (they would be cut short too) and the row reads "not
+checked" (``MachineRun.unjudged``).
 """
 
 from __future__ import annotations
@@ -106,9 +107,13 @@ def run_machine(
     if real and library.capabilities.server_lease is None:  # a server's one lease is fixed
         stretch = real_scale(call_latency_ms(library, server))
         machine = scaled(machine, stretch.scale)
-    tries = 0
+    shape = ""
     if real and prop in FIXED:
-        tries = _until_judged(machine, FIXED[prop][1])
+        shape, program = FIXED[prop]
+        tries = _until_judged(machine, program)
+        if tries > SHAPE_TRIES:  # the drawn programs would be cut short too: not run
+            return MachineRun(f"the fixed program {shape}: never judged", 0, 0, 0, shape)
+        shape = f", after the fixed program {shape} (judged on run {tries})"
     base = settings.get_profile("leasecheck")
     chosen = settings(
         base,
@@ -126,14 +131,8 @@ def run_machine(
     if real:
         text += f" on real time ({machine.set_aside[0]} cut short: a call across a lease end"
         text += f"; {stretch.text()})" if stretch is not None else ")"
-    unjudged = None
-    if tries:
-        shape = FIXED[prop][0]
-        unjudged = shape if tries > SHAPE_TRIES else None
-        judged = f"judged on run {tries}" if unjudged is None else "never judged"
-        text += f", after the fixed program {shape} ({judged})"
     return MachineRun(
-        text, machine.programs[0], machine.set_aside[0], machine.zombie_acks[0], unjudged
+        text + shape, machine.programs[0], machine.set_aside[0], machine.zombie_acks[0]
     )
 
 
