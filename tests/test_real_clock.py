@@ -150,15 +150,17 @@ def test_the_room_follows_the_runs_call_times_within_a_share_of_the_shortest_lea
     pacer.leased(0, 1, 60)  # the shortest lease: the room at most 15 ms
     assert pacer.room() == 15
     assert Pacer().room() == ROOM_MS  # without the run's times: fixed, as the races use it
+    for room, waits in ((20, True), (ROOM_MS, False)):  # the run's times, the fixed room
+        pacer = Pacer(times=times if room == 20 else None)
+        now = pacer.now()
+        pacer.leased(now - 385, now - 385, 400)  # the end begins 12 ms from now
+        assert (pacer.clear() > now + 15 + MARGIN_MS) == waits, room
     pacer = Pacer(times=times)
-    start = pacer.now()
-    pacer.leased(start, start, 400)
-    time.sleep((400 - MARGIN_MS - 50) / 1000)
-    assert pacer.clear() < start + 400 - MARGIN_MS  # 50 ms from its end: no wait
-    time.sleep(35 / 1000)
-    assert pacer.clear() > start + 400 + MARGIN_MS  # 15 ms from it: past it, as 20 > 15
-    assert not pacer.ambiguous(pacer.now(), pacer.now())
-    assert len(times.recent) == 101
+    now = pacer.now()
+    pacer.leased(now - 350, now - 350, 400)  # 47 ms from now: clear of a 20 ms room
+    assert pacer.clear() < now + 47
+    assert not pacer.ambiguous(now, now + 1)
+    assert len(times.recent) == 101  # the call's time joined the run's
 
 
 SLOW_OBSERVE = '''
