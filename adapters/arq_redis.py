@@ -29,12 +29,15 @@ Time: the in-progress key expires by the Redis server's clock, which nothing can
 (``clock="real"``, milliseconds). How the verdicts stay put on real time: the pacer
 (``adapters.timing``) keeps each call clear of the instants a lease may end and sets a
 program aside past a call that ran across one, so a judged late ack came after the lease's
-end with a margin; and the agreement machine times a lease out on purpose
-(``lease_runs_out``) and acks with that zombie first, so ``queue.stale-ack`` meets a stale
-ack in every run instead of when the load happened to line one up (it read holds, not
-promised, holds in three runs before). Not exercised: ``run_job``'s retry count and
-``max_tries``, and ``job_timeout`` (the function's own ``asyncio.wait_for``), since
-arq's worker never runs a function here.
+end with a margin; the pacer's room before a lease end follows the run's slow calls
+(``adapters.timing.CallTimes``); the agreement machine times a lease out on purpose
+(``lease_runs_out``) and acks with that zombie first; and on real time
+``queue.stale-ack`` first runs that shape (claim, ``lease_runs_out``, ``zombie_ack``) as
+a fixed program until one run of it is judged (at most 8), so it meets a stale ack in
+every run instead of when the load happened to line one up (it read holds, not
+promised, holds in three runs, and holds again at load 20 to 22). Not exercised:
+``run_job``'s retry count and ``max_tries``, and ``job_timeout`` (the function's own
+``asyncio.wait_for``), since arq's worker never runs a function here.
 
 arq pins ``redis<6`` (``redis[hiredis]<6,>=4.2.0`` in arq 0.28.0, the newest on PyPI
 on 2026-12-01), which kombu's Redis transport (``redis>=6.4``) excludes: arq is its own

@@ -24,8 +24,11 @@ answers an identical create with the existing consumer). ``+WPI`` restarts the
 ``AckWait`` from the moment the server gets it.
 
 Time: the server's clock, which no client can move: ``clock="real"``, and the generic
-properties run with leases of tens of milliseconds (JetStream accepts nanosecond
-``AckWait``; redelivery was observed about 1 ms after a 35 ms ``AckWait``).
+properties run with leases of tens to hundreds of milliseconds (JetStream accepts
+nanosecond ``AckWait``; redelivery was observed about 1 ms after a 35 ms ``AckWait``).
+``observe`` is several requests (the order stream, one ``get_msg`` per job, the
+consumer's info), the slowest call the machine makes: the latency probe that sizes the
+leases times it, and the pacer keeps calls a slow call's length from a lease's end.
 
 Observation (read-only): the job's stream sequence is kept in a second stream (the
 enqueue order); a message no longer in the work-queue stream was acknowledged

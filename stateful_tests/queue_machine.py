@@ -56,7 +56,7 @@ from leasecheck.adapters.protocol import (
     Unsupported,
     destroy_store,
 )
-from leasecheck.adapters.timing import Pacer
+from leasecheck.adapters.timing import CallTimes, Pacer
 from leasecheck.models import queue_model as qm
 from leasecheck.models.evidence import Evidence, Recorder, attach
 from leasecheck.models.queue_ops import QueueOp, QueueOutcome
@@ -109,6 +109,8 @@ class QueueMachine(RuleBasedStateMachine):
     """Programs begun (each one builds a machine), all runs of the property."""
     zombie_acks: ClassVar[list[int]] = [0]
     """Acks sent by a claim whose job was claimed again since (``zombie_ack``), all programs."""
+    call_times: ClassVar[CallTimes] = CallTimes()
+    """Real clock: how long the run's latest calls took, so the pacer's room follows the load."""
     claims = Bundle("claims")
 
     server: ClassVar[str | None] = None
@@ -120,7 +122,7 @@ class QueueMachine(RuleBasedStateMachine):
     ) -> type[QueueMachine]:
         attributes: dict[str, Any] = {
             "library": library, "enforce": enforce, "server": server, "set_aside": [0],
-            "failures": [], "zombie_acks": [0], "programs": [0],
+            "failures": [], "zombie_acks": [0], "programs": [0], "call_times": CallTimes(),
         }  # fmt: skip
         return type("QueueMachine", (cls,), attributes)  # the name Hypothesis prints
 
@@ -129,7 +131,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.programs[0] += 1
         real = self.library.capabilities.real_time
         caps = self.library.capabilities
-        self.pacer = Pacer(slack_ms=caps.slack_ms) if real else None
+        self.pacer = Pacer(slack_ms=caps.slack_ms, times=self.call_times) if real else None
         self.scale = REAL_SCALE if real else self.library.capabilities.time_scale()
         if real and caps.server_lease is not None:
             # The server's one lease stands for ONE_LEASE_MS: every clock move keeps its

@@ -71,7 +71,8 @@ def test_arq_stale_ack_reads_not_promised_every_run() -> None:
     """arq runs on the Redis server's clock, so whether a program met a stale ack once
     depended on timing (holds, not promised, holds in three runs): the machine's
     ``lease_runs_out`` now times a lease out on purpose and ``zombie_ack`` takes that
-    zombie first, so every run meets it; the pacer judges only calls clear of a lease's
+    zombie first, and on real time that shape runs first as a fixed program until one run
+    of it is judged, so every run meets it; the pacer judges only calls clear of a lease's
     end. The verdict follows arq's promise (none: finish_job deletes whoever holds it)."""
     with tempfile.TemporaryDirectory(prefix="leasecheck-arq-check-") as directory:
         record = Path(directory) / "check.json"

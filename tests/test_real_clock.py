@@ -18,7 +18,8 @@ import pytest
 
 from leasecheck.adapters.planted import PLANTED, PlantedBug
 from leasecheck.adapters.protocol import GENERIC_PROPERTIES
-from leasecheck.adapters.timing import MARGIN_MS, ROOM_MS, Pacer
+from leasecheck.adapters.timing import MARGIN_MS, ROOM_MS, CallTimes, Pacer
+from leasecheck.properties._queue_machine import SHAPE_TRIES
 from leasecheck.runner import HOLDS, NOT_CHECKED, VIOLATED, CheckOptions, run_check
 
 REAL_LEASE_WORKER = '''
@@ -134,3 +135,73 @@ def test_wait_out_returns_after_every_lease_has_ended() -> None:
     pacer.leased(now, now + 1, 5)
     assert pacer.wait_out() > now + 1 + 15 + MARGIN_MS
     assert pacer.ends == []
+
+
+def test_the_room_follows_the_runs_call_times_within_a_share_of_the_shortest_lease() -> None:
+    """Under load a call takes longer than ``ROOM_MS``: given the run's call times, the
+    pacer keeps a call from starting within the slow end of them of a lease's end, but
+    never within more than a quarter of the shortest lease (else no lease stays live)."""
+    times = CallTimes()
+    pacer = Pacer(times=times)
+    assert pacer.room() == ROOM_MS  # no call timed yet
+    for took in [2] * 90 + [20] * 10:
+        times.add(took)
+    assert pacer.room() == 20
+    pacer.leased(0, 1, 60)  # the shortest lease: the room at most 15 ms
+    assert pacer.room() == 15
+    assert Pacer().room() == ROOM_MS  # without the run's times: fixed, as the races use it
+    for room, waits in ((20, True), (ROOM_MS, False)):  # the run's times, the fixed room
+        pacer = Pacer(times=times if room == 20 else None)
+        now = pacer.now()
+        pacer.leased(now - 385, now - 385, 400)  # the end begins 12 ms from now
+        assert (pacer.clear() > now + 15 + MARGIN_MS) == waits, room
+    pacer = Pacer(times=times)
+    now = pacer.now()
+    pacer.leased(now - 350, now - 350, 400)  # 47 ms from now: clear of a 20 ms room
+    assert pacer.clear() < now + 47
+    assert not pacer.ambiguous(now, now + 1)
+    assert len(times.recent) == 101  # the call's time joined the run's
+
+
+SLOW_OBSERVE = '''
+import time
+from dataclasses import replace
+from leasecheck.adapters.lease_worker import LeaseWorker
+
+class SlowObserve(LeaseWorker):
+    """The bundled lease worker on the system clock, whose observe takes 0.25 s: longer
+    than the shortest real lease the machine gives (at most 75 ms), so the stale-ack
+    shape, which observes after a claim of that lease, is cut short in every run."""
+    name = "slow-observe"
+    capabilities = replace(LeaseWorker.capabilities, clock="real")
+
+    def connect(self, location, clock):
+        queue = super().connect(location, clock)
+        observe = queue.observe
+
+        def slow():
+            time.sleep(0.25)
+            return observe()
+
+        queue.observe = slow
+        return queue
+'''
+
+
+def test_stale_ack_reads_not_checked_when_its_fixed_program_is_never_judged(
+    tmp_path: Path,
+) -> None:
+    """On real time ``queue.stale-ack`` first runs the shape that makes a stale ack until
+    one run is judged; when no run can be (every call of it crosses a lease's end), the
+    row says so: "not checked" with that reason, not "holds" from programs cut short."""
+    adapter = tmp_path / "slow_observe.py"
+    adapter.write_text(SLOW_OBSERVE)
+    options = CheckOptions(
+        adapter=str(adapter), profile="quick", workers="0", properties=("queue.stale-ack",)
+    )
+    result = run_check(options)
+    row = result.properties["queue.stale-ack"]
+    assert row.verdict == NOT_CHECKED, row
+    why = row.figures["not_checked"]
+    assert isinstance(why, dict) and "lease_runs_out()" in str(why["what"]), why
+    assert f"all {SHAPE_TRIES} runs" in str(why["what"]), why

@@ -9,13 +9,16 @@ honest verdict, but not the same across runs.
 
 Here the machine's leases and clock moves are stretched, in proportion, until the
 shortest lease is ``CALLS_PER_LEASE`` calls long, by the slowest calls of a probe run
-just before the property (``call_latency_ms``: enqueue, claim and ack on a store of
-its own). The stretch never goes below ``REAL_SCALE`` nor above ``MAX_SCALE`` (a program
-sleeps about 1.5 s x scale), and the row prints it with the latency it came from.
+just before the property (``call_latency_ms``: enqueue, claim, observe and ack on a
+store of its own; ``observe``, which the machine calls after every step, is the slow
+one on a server: several round trips on nats-jetstream). The stretch never goes below
+``REAL_SCALE`` nor above ``MAX_SCALE`` (a program sleeps about 1.5 s x scale), and the
+row prints it with the latency it came from.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 import time
@@ -24,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from leasecheck.adapters.protocol import QueueLibrary, SharedClock, destroy_store
+from leasecheck.adapters.protocol import QueueLibrary, SharedClock, Unsupported, destroy_store
 from leasecheck.stateful_tests.queue_machine import LEASES_MS, REAL_SCALE, QueueMachine
 
 __all__ = ["CALLS_PER_LEASE", "MAX_SCALE", "RealScale", "call_latency_ms", "real_scale", "scaled"]
@@ -34,7 +37,7 @@ CALLS_PER_LEASE = 10
 MAX_SCALE = 0.5
 """The largest stretch: the shortest lease 75 ms, a program's sleeps about 0.75 s."""
 PROBE_ROUNDS = 8
-"""enqueue + claim + ack rounds of the probe (24 calls)."""
+"""enqueue + claim + observe + ack rounds of the probe (32 calls)."""
 QUANTILE = 0.9
 """Which of the probe's calls sizes the leases: the slowest but the slowest tenth."""
 
@@ -55,7 +58,7 @@ class RealScale:
 
 def call_latency_ms(library: QueueLibrary, server: str | None) -> float:
     """The ``QUANTILE`` of single call durations (ms) over ``PROBE_ROUNDS`` enqueue,
-    claim (a 60 s lease) and ack rounds on a fresh store of ``library``."""
+    claim (a 60 s lease), observe and ack rounds on a fresh store of ``library``."""
     directory = Path(tempfile.mkdtemp(prefix="leasecheck-latency-"))
     clock = SharedClock.of(directory / "clock", library.capabilities)
     location = library.create(directory, server)
@@ -72,6 +75,8 @@ def call_latency_ms(library: QueueLibrary, server: str | None) -> float:
         for number in range(PROBE_ROUNDS):
             timed(lambda: queue.enqueue(f"p{number}", "latency probe"))  # noqa: B023
             claim = timed(lambda: queue.claim("probe", 60.0))
+            with contextlib.suppress(Unsupported):  # AMQP has no read-only view
+                timed(queue.observe)
             if claim is not None:
                 timed(lambda: queue.ack(claim))  # noqa: B023
     finally:
