@@ -227,6 +227,25 @@ def test_each_claim_of_a_non_linearizable_history_is_a_lease_in_its_lane(name: s
     assert len(model) == 1, model
 
 
+def test_a_lease_the_library_cut_short_ends_before_the_models_and_the_redelivery() -> None:
+    """A generic queue's non-linearizable history (a planted library that truncates its
+    leases to whole minutes): the library's lease of the job delivered twice ends before
+    the second claim begins, while the model's lease of it still covers that claim."""
+    svg = picture("queue-lease-truncated-to-minutes")
+    leases = having(svg, "lease")
+    tokens: dict[str | None, set[str | None]] = {}
+    for bar in leases:
+        tokens.setdefault(bar.get("data-job"), set()).add(bar.get("data-token"))
+    (twice,) = [job for job, seen in tokens.items() if len(seen) > 1]
+    bars = [bar for bar in leases if bar.get("data-job") == twice]
+    first = min(bar_span(bar)[0] for bar in bars)
+    redelivered = max(bar_span(bar)[0] for bar in bars)
+    (target,) = [b for b in bars if b.get("data-side") == "target" and bar_span(b)[0] == first]
+    (model,) = [b for b in bars if b.get("data-side") == "model" and bar_span(b)[0] == first]
+    assert target.get("data-lane") == model.get("data-lane")
+    assert bar_span(target)[1] <= redelivered < bar_span(model)[1]
+
+
 def test_a_kill_is_drawn_where_it_happened() -> None:
     svg = picture("finish-two-transactions")
     (kill,) = [e for e in having(svg, "event") if e.get("data-event") == "kill"]
