@@ -15,6 +15,14 @@ claimer re-picks a row once its heartbeat is older than *its own* timeout, so a 
 means what the model says only when every claim uses the same (``one_lease=True``).
 Recovery is lazy (the next ``dequeue`` re-picks stale rows), so ``recover()`` returns ``-1``.
 
+Concurrency: a dequeue skips rows another transaction holds locked (``skips_locked``).
+pgqueuer 1.6.0's ``Queries.dequeue``: "locks them with FOR UPDATE SKIP LOCKED"; its
+docs (``docs/reference/skip-locked.md``): "locked rows are treated as nonexistent. No
+wait, no error." So a dequeue beside another one may answer nothing while a ready row is
+locked: ``build_dequeue_query`` locks up to ``batch_size`` queued *and* ``batch_size``
+stale rows and keeps ``batch_size`` of them, so a dequeue that re-picks a stale row also
+holds a queued one it does not take until it commits.
+
 Settings: the schema as ``Queries.install()`` makes it (logged tables, the default
 durability). ``dequeue`` is called with ``batch_size=1`` where the ``QueueManager``
 defaults to 10: the protocol's claim is one job; a batch is that many claims in one
@@ -123,8 +131,9 @@ class Pgqueuer:
 
     name: ClassVar[str] = "pgqueuer"
     capabilities: ClassVar[Capabilities] = Capabilities(
-        clock="real", extend=True, server="postgres", lease_granularity=0.001, one_lease=True
-    )
+        clock="real", extend=True, server="postgres", lease_granularity=0.001, one_lease=True,
+        skips_locked=True,
+    )  # fmt: skip
     promises: ClassVar[Promises] = PROMISES
 
     def version(self) -> str:

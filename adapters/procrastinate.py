@@ -6,12 +6,28 @@ Real paths, all public ``JobManager`` methods the worker itself calls:
 (nack), ``update_heartbeat`` (extend) and, for recovery, the recipe of the library's
 "Retry stalled jobs" how-to: ``get_stalled_jobs`` then ``retry_job`` on each.
 
-Leases: procrastinate has no per-job lease. A worker registers (``register_worker``)
-and sends heartbeats; its ``doing`` jobs are stalled once its heartbeat is older than
-``seconds_since_heartbeat``. The adapter registers one procrastinate worker per
-leasecheck worker name, beats at every claim and extend, and records the lease asked
-for in a side table ``leasecheck_workers`` so that ``recover()`` passes each worker's
-own lease as ``seconds_since_heartbeat``.
+Leases: procrastinate has no per-job lease. A worker registers ("Register a newly
+started worker (with a initial heartbeat)", ``JobManager.register_worker``) and sends
+heartbeats; ``get_stalled_jobs`` returns the ``doing`` jobs of "workers that have not sent
+a heartbeat for longer than" ``seconds_since_heartbeat``. So a worker's heartbeat is the
+lease of every job it holds. procrastinate's worker runs one job at a time by default
+(``worker.py``: ``WORKER_CONCURRENCY = 1  # maximum number of parallel jobs``), so its
+heartbeat is the lease of its one job. The adapter keeps that: each claim that gets a
+job is held by a procrastinate worker of its own, which holds nothing else until that
+claim's ack or nack (then it fetches the next job of its leasecheck worker, as a worker
+does after finishing one). A leasecheck worker that holds several claims at once is
+several procrastinate workers, one per claim, so a later claim or extend never beats
+for another claim's job (with one procrastinate worker per leasecheck worker it did,
+and a lease the model saw run out was still live; ``queue.linearizable`` then read
+"not promised" or held depending on how long the calls took). The worker's heartbeat
+is sent at every claim and extend; the lease asked for goes into a side table
+``leasecheck_workers``, so that ``recover()`` passes each worker's own lease as
+``seconds_since_heartbeat``.
+
+Concurrency: ``procrastinate_fetch_job_v2`` picks its job ``FOR UPDATE OF jobs SKIP
+LOCKED ... LIMIT 1`` and takes the row it locked, so a fetch beside another one passes
+over only the job that one takes: unlike pgqueuer's dequeue it never holds a ready row
+it does not take, and the adapter does not ask the model for ``skips_locked``.
 
 Time: every comparison is against the server's ``NOW()``, so ``clock="real"`` (very
 short real leases; the adapter's clock is not read).
@@ -127,7 +143,7 @@ class Procrastinate:
 
 
 class ProcrastinateAdapter:
-    """One procrastinate App (a one-connection pool) plus a connection for observing."""
+    """One procrastinate App (psycopg's default pool) plus a connection for observing."""
 
     def __init__(self, url: str) -> None:
         Procrastinate().version()
@@ -136,7 +152,9 @@ class ProcrastinateAdapter:
         self.session = PgSession(url)
         connector = procrastinate.PsycopgConnector(conninfo=url)  # the library's pool defaults
         self.app: Any = procrastinate.App(connector=connector)
-        self.workers: dict[str, int] = {}
+        self.idle: dict[str, int] = {}
+        """Per leasecheck worker, its procrastinate worker that holds no job (the next
+        claim's); a worker that fetched a job is its claim's until the ack or nack."""
         try:
             self.run(self.app.open_async(), f"opening procrastinate on {url}")
         except BaseException:
@@ -156,33 +174,49 @@ class ProcrastinateAdapter:
         )  # fmt: skip
         self.run(self.manager.defer_job_async(new), f"enqueue({job!r})")
 
-    def _worker_id(self, worker: str, lease: float) -> int:
-        if worker not in self.workers:
-            self.workers[worker] = self.run(self.manager.register_worker(), "register_worker")
-        worker_id = self.workers[worker]
+    def _lease(self, worker_id: int, lease: float) -> None:
+        """Record ``lease`` as the staleness threshold of ``worker_id`` (for ``recover``)."""
         self.session.rows(
             "INSERT INTO leasecheck_workers VALUES (%s, %s) "
             "ON CONFLICT (worker_id) DO UPDATE SET lease = EXCLUDED.lease", worker_id, lease,
         )  # fmt: skip
-        return worker_id
 
     def claim(self, worker: str, lease: float) -> Claim | None:
-        worker_id = self._worker_id(worker, lease)
-        self.run(self.manager.update_heartbeat(worker_id), f"heartbeat of {worker!r}")
+        if worker in self.idle:
+            worker_id = self.idle[worker]
+            self.run(self.manager.update_heartbeat(worker_id), f"heartbeat of {worker!r}")
+        else:
+            worker_id = self.run(self.manager.register_worker(), "register_worker")
+        self._lease(worker_id, lease)
         found = self.run(self.manager.fetch_job(None, worker_id), f"claim by {worker!r}")
         if found is None:
+            self.idle[worker] = worker_id
             return None
+        self.idle.pop(worker, None)
         return Claim(found.task_kwargs["job"], worker, found, token=found.attempts)
+
+    def _done(self, claim: Claim) -> None:
+        """The claim's worker holds no job now: its leasecheck worker's next claim uses it
+        (unless that worker has an idle one already)."""
+        worker_id = claim.handle.worker_id  # type: ignore[attr-defined]
+        if worker_id is not None:
+            self.idle.setdefault(claim.worker, worker_id)
 
     def ack(self, claim: Claim) -> bool:
         from procrastinate import jobs
 
-        return self._refusable(
-            self.manager.finish_job(claim.handle, jobs.Status.SUCCEEDED, False), "ack"
-        )
+        try:
+            return self._refusable(
+                self.manager.finish_job(claim.handle, jobs.Status.SUCCEEDED, False), "ack"
+            )
+        finally:
+            self._done(claim)
 
     def nack(self, claim: Claim) -> bool:
-        return self._refusable(self.manager.retry_job(claim.handle), f"nack of {claim.job!r}")
+        try:
+            return self._refusable(self.manager.retry_job(claim.handle), f"nack of {claim.job!r}")
+        finally:
+            self._done(claim)
 
     def _refusable(self, coroutine: Any, what: str) -> bool:
         """The library refuses a finish or retry of a job in the wrong status by raising."""
@@ -195,7 +229,8 @@ class ProcrastinateAdapter:
         return True
 
     def extend(self, claim: Claim, lease: float) -> bool:
-        worker_id = self._worker_id(claim.worker, lease)
+        worker_id = claim.handle.worker_id  # type: ignore[attr-defined]
+        self._lease(worker_id, lease)
         self.run(self.manager.update_heartbeat(worker_id), f"extend by {claim.worker!r}")
         return True
 

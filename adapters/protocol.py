@@ -171,6 +171,10 @@ class Capabilities:
     """How much later than its length a lease may really end (seconds): a server that
     checks leases on a tick ends one within ``[server_lease, server_lease + lease_slack]``
     of its delivery. The engines treat that whole window as the lease's end."""
+    skips_locked: bool = False
+    """A claim passes over a job another transaction holds locked instead of waiting for it
+    (PostgreSQL's ``FOR UPDATE SKIP LOCKED``, as the library documents): beside concurrent
+    calls it may answer None while such a job is ready (``models._queue_spec.QueueSpec``)."""
 
     @property
     def real_time(self) -> bool:

@@ -13,7 +13,17 @@ is linearizable only if some order respects real time and keeps every generic
 property, except those named in ``tolerate`` (what the library does not promise is
 judged by that property alone, and adopted here). An unknown outcome (a process
 killed mid-call) may or may not have had its effect; a raised ack is a refusal.
-Claims read every job, so histories are never split per key.
+Claims read every job, so histories are never split per key. A stale ack (its job
+claimed again since) that the library took may also have completed the job where
+``queue.stale-ack`` is tolerated: adopted whenever it happened, not only when an
+``observe`` read it before the next call on that job.
+
+With ``skips_locked`` (a library whose claim is PostgreSQL's ``FOR UPDATE SKIP LOCKED``:
+a row another transaction holds locked is passed over, not waited for) a claim that
+returned None may have skipped the jobs the calls running beside it held locked: any
+job beside another claim (its scan locks candidates it may not take), the call's own
+job beside an ack, nack or extend. ``beside(history)`` finds them by the calls'
+intervals; those jobs then may stay as they were instead of being given up.
 
 With ``real_time`` (a library on the system clock) time is not moved by ``advance``
 but read from the stamps: an operation runs at its invocation (ms), or at the time
@@ -24,7 +34,8 @@ call's interval gives the same verdict.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import copy
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from leasecheck.models import queue_model as qm
@@ -35,6 +46,13 @@ __all__ = ["QueueSpec"]
 
 _REFUSABLE = REFUSABLE
 """Calls a library may refuse (False, or an error): a refusal changes nothing."""
+
+_LOCKING = frozenset({"claim", "ack", "nack", "extend"})
+"""Calls that lock rows of the store while they run (the harness's own calls run alone)."""
+
+Locked = tuple[bool, frozenset[str]]
+"""What the calls beside a claim may have held locked: every job (another claim ran), or
+these jobs (acks, nacks, extends of them ran)."""
 
 
 def queue_op(op: Operation) -> QueueOp:
@@ -59,16 +77,55 @@ class QueueSpec(SequentialSpec[qm.QueueState]):
         ack_deletes: bool = False,
         tolerate: frozenset[str] = frozenset(),
         real_time: bool = False,
+        skips_locked: bool = False,
     ) -> None:
         self.ack_deletes = ack_deletes
         self.tolerate = tolerate
         """Properties whose mismatches are adopted (the library does not promise them:
         they are judged by their own property, not counted again here)."""
         self.real_time = real_time
+        self.skips_locked = skips_locked
+        self.locked: Mapping[tuple[str, int], Locked] = {}
+        """Per claim that returned None (process, index): what ran beside it (``beside``)."""
+
+    def beside(self, history: Sequence[Operation]) -> QueueSpec:
+        """This spec, knowing what ran beside each claim of ``history`` that returned None
+        (unchanged unless ``skips_locked``)."""
+        if not self.skips_locked:
+            return self
+        found: dict[tuple[str, int], Locked] = {}
+        for op in history:
+            if op.name == "claim" and isinstance(op.outcome, Returned) and op.outcome.value is None:
+                found[(op.process, op.index)] = _locked_beside(op, history)
+        spec = copy.copy(self)
+        spec.locked = found
+        return spec
 
     def _step(self, state: qm.QueueState, op: Operation, value: Any) -> qm.Step:
         """The model's step for ``op`` had it reported ``value`` (the contract's record)."""
-        return queue_op(op).step(state, QueueOutcome(value), self.ack_deletes, self.real_time)
+        if op.name == "claim" and value is None and (op.process, op.index) in self.locked:
+            every, keys = self.locked[(op.process, op.index)]
+            skippable = frozenset(job.key for job in state.jobs) if every else keys
+            return qm.claim(state, op.args["cid"], op.args["lease_ms"], None, skippable)
+        after, mismatch = queue_op(op).step(
+            state, QueueOutcome(value), self.ack_deletes, self.real_time
+        )
+        if op.name == "ack" and value is True and mismatch is None:
+            after = [*after, *self._stale_completes(state, op)]
+        return list(dict.fromkeys(after)), mismatch
+
+    def _stale_completes(self, state: qm.QueueState, op: Operation) -> list[qm.QueueState]:
+        """A stale ack the library took (its job claimed again since) that completed the job:
+        what a library that does not promise ``queue.stale-ack`` may do (pgqueuer's ack
+        deletes by job id alone). The model keeps it as a possibility, so that whether
+        it is adopted does not depend on an ``observe`` coming before the next call on
+        the job (the holder's nack of a deleted job changes nothing)."""
+        job = state.job(op.args["job"])
+        if "queue.stale-ack" not in self.tolerate or job is None:
+            return []
+        if job.state != "leased" or job.holder == op.args["cid"]:
+            return []
+        return [state.put(qm.Job(job.key, "done"))]
 
     def _value(self, op: Operation) -> Any:
         if op.outcome is None:
@@ -119,3 +176,24 @@ class QueueSpec(SequentialSpec[qm.QueueState]):
 
     def describe_state(self, state: qm.QueueState) -> str:
         return state.describe()
+
+
+def _locked_beside(claim: Operation, history: Sequence[Operation]) -> Locked:
+    """What the other processes' calls that overlapped ``claim`` in time may have locked."""
+    every, keys = False, set()
+    for op in history:
+        if op.process == claim.process or op.name not in _LOCKING or not _overlap(op, claim):
+            continue
+        if op.name == "claim":
+            every = True
+        else:
+            keys.add(str(op.args["job"]))
+    return every, frozenset(keys)
+
+
+def _overlap(first: Operation, second: Operation) -> bool:
+    """The two calls' intervals meet (a call that never returned runs to the end)."""
+    never = 2**63
+    first_end = never if first.returned_ns is None else first.returned_ns
+    second_end = never if second.returned_ns is None else second.returned_ns
+    return first.invoked_ns <= second_end and second.invoked_ns <= first_end

@@ -11,8 +11,10 @@ in ``adapters.protocol``):
 
 - ``claim`` may return any *ready* job or any job whose lease has expired, and
   ``None`` only when no job is ready (an unclaimed ready job then must have been
-  given up: ``failed``). A job under a live lease, a done job or an unknown job
-  is a ``Mismatch``;
+  given up: ``failed``), except a job the claim may have skipped because another
+  call held it locked (``skippable``: a library that claims with PostgreSQL's
+  ``FOR UPDATE SKIP LOCKED``, beside a concurrent call; it stays as it was). A job
+  under a live lease, a done job or an unknown job is a ``Mismatch``;
 - ``ack`` that succeeds makes the holder's job done, and that is final, whether its
   lease was live or had run out (an ack that returned True is never undone: a sweep
   or a claim that brings the job back is a ``queue.ack-final`` mismatch); from a claim
@@ -137,11 +139,19 @@ def advance(state: QueueState, ms: int) -> Step:
     return _ok(replace(state, now=state.now + ms))
 
 
-def claim(state: QueueState, cid: str, lease_ms: int, got: str | None) -> Step:
-    """``cid`` claimed for ``lease_ms`` and the library returned job ``got`` (or None)."""
+def claim(
+    state: QueueState, cid: str, lease_ms: int, got: str | None,
+    skippable: frozenset[str] = frozenset(),
+) -> Step:  # fmt: skip
+    """``cid`` claimed for ``lease_ms`` and the library returned job ``got`` (or None).
+    ``skippable``: the jobs another call may have held locked while this claim ran, which
+    a claim that skips locked rows passes over (a None then leaves them as they were)."""
     if got is None:
         failed = [replace(j, state="failed") if j.state == "ready" else j for j in state.jobs]
-        return _ok(replace(state, jobs=tuple(failed)))
+        if not skippable:
+            return _ok(replace(state, jobs=tuple(failed)))
+        skipped = [j if j.key in skippable else f for j, f in zip(state.jobs, failed, strict=True)]
+        return _ok(replace(state, jobs=tuple(failed)), replace(state, jobs=tuple(skipped)))
     job = state.job(got)
     leased = Job(got, "leased", cid, state.now + lease_ms)
     if job is None:

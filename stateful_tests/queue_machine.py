@@ -461,16 +461,26 @@ class QueueMachine(RuleBasedStateMachine):
         # A library may deliver a job more than once (a nack repeated by a stale claim can
         # queue it twice); that is queue.ack-final's business, so the drain claims until
         # the library says "nothing", with room for every delivery the program could have
-        # queued, and judges a loss only when it heard that "nothing".
-        empty = False
-        for number in range(2 * (len(self.states[0].jobs) + self.counts["claims"]) + 1):
-            held = self.claim(number % 2, max(LEASES_MS))
+        # queued, and judges a loss only when it heard that "nothing" from every
+        # connection in turn: a library that hands a worker a batch (pgqueuer's
+        # QueueManager, 10 rows a dequeue) keeps the rest for that worker, so another
+        # worker's None says nothing of them until their lease runs out.
+        empty, said_nothing = False, set[int]()
+        deliveries = 2 * (len(self.states[0].jobs) + self.counts["claims"]) + 1
+        for number in range(2 * deliveries):
+            conn = number % len(self.connections)
+            held = self.claim(conn, max(LEASES_MS))
             if self.void:
                 return
             if not isinstance(held, Held) or held.claim is None:
-                empty = True
-                break
-            self.ack(held, number % 2)
+                self.observed()  # a ready job it passed over reads as claimable: no-loss
+                said_nothing.add(conn)
+                if len(said_nothing) == len(self.connections):
+                    empty = True
+                    break
+                continue
+            said_nothing.clear()
+            self.ack(held, conn)
             self.observed()
         self.observed()
         now = self.states[0].now

@@ -229,6 +229,64 @@ def test_a_default_batch_keeps_ready_jobs_from_other_workers(
         clock.close()
 
 
+@pytest.mark.parametrize(
+    ("name", "table"), [("pgqueuer", "pgqueuer"), ("procrastinate", "procrastinate_jobs")]
+)
+def test_a_claim_skips_a_ready_job_another_transaction_holds_locked(
+    name: str, table: str, server_of: Callable[[QueueLibrary], servers.Server], scratch: Path
+) -> None:  # fmt: skip
+    """Both claim ``FOR UPDATE SKIP LOCKED``: while another transaction holds the ready
+    row locked (as a concurrent pgqueuer dequeue holds a queued row beside the stale one
+    it takes), the claim answers None though the job reads ready; pgqueuer's docs: "locked
+    rows are treated as nonexistent". (Why only pgqueuer's adapter says ``skips_locked``:
+    procrastinate's fetch never holds a row it does not take.)"""
+    import psycopg
+
+    library, location, clock = _store(name, server_of, scratch)
+    adapter = _connect(library, location, clock)
+    try:
+        adapter.enqueue("a", "payload a")
+        with psycopg.connect(location, connect_timeout=30) as holder:
+            holder.execute(f"SELECT id FROM {table} FOR UPDATE")  # the transaction stays open
+            assert adapter.claim("w1", 30.0) is None
+            assert _states(adapter) == {"a": "ready"}
+            holder.rollback()
+            assert _claim(adapter, "w1", 30.0).job == "a"
+    finally:
+        adapter.close()
+        clock.close()
+
+
+def test_procrastinate_gives_each_claim_its_own_heartbeat(
+    server_of: Callable[[QueueLibrary], servers.Server], scratch: Path
+) -> None:
+    """One leasecheck worker, two claims 1.2 s apart, 2 s leases: at 2.3 s the first has
+    run out and the second has not, and recovery takes back only the first. With one
+    procrastinate worker per leasecheck worker the second claim's heartbeat kept the first
+    job (its worker's) live too, where the model had its lease run out. After an ack the
+    worker's next claim reuses the procrastinate worker that held the acknowledged job."""
+    library, location, clock = _store("procrastinate", server_of, scratch)
+    adapter = _connect(library, location, clock)
+    try:
+        for job in ("a", "b", "c"):
+            adapter.enqueue(job, f"payload {job}")
+        start = time.monotonic()
+        first = _claim(adapter, "w1", 2.0)
+        time.sleep(1.2)
+        second = _claim(adapter, "w1", 2.0)
+        time.sleep(max(0.0, start + 2.3 - time.monotonic()))
+        adapter.recover()
+        late = time.monotonic() - start
+        assert late < 3.1, f"recovery ran {late:.1f} s after the first claim: too late to judge"
+        assert _states(adapter) == {first.job: "ready", second.job: "leased", "c": "ready"}
+        worker = second.handle.worker_id  # type: ignore[attr-defined]
+        assert adapter.ack(second) is True
+        assert _claim(adapter, "w1", 2.0).handle.worker_id == worker  # type: ignore[attr-defined]
+    finally:
+        adapter.close()
+        clock.close()
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_two_processes_share_a_store(name: str, server_of: Callable[[QueueLibrary], servers.Server],
                                      scratch: Path) -> None:  # fmt: skip
