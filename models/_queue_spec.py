@@ -95,7 +95,7 @@ class QueueSpec(SequentialSpec[qm.QueueState]):
             return self
         found: dict[tuple[str, int], Locked] = {}
         for op in history:
-            if op.name == "claim" and isinstance(op.outcome, Returned) and op.outcome.value is None:
+            if op.name == "claim" and op.ok and op.result is None:
                 found[(op.process, op.index)] = _locked_beside(op, history)
         spec = copy.copy(self)
         spec.locked = found

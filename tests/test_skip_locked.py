@@ -19,8 +19,8 @@ from leasecheck.adapters.pgqueuer import Pgqueuer, PgqueuerDefaults
 from leasecheck.adapters.procrastinate import Procrastinate
 from leasecheck.models import queue_model as qm
 from leasecheck.models._queue_spec import QueueSpec
-from leasecheck.models.linearizability import Operation, Returned, check
-from leasecheck.models.queue_ops import QueueOp
+from leasecheck.models.linearizability import Operation, check
+from leasecheck.models.queue_ops import QueueOp, QueueOutcome
 
 UNPROMISED = frozenset({"queue.exclusive", "queue.stale-ack"})
 """What pgqueuer does not promise (its ``promises``): adopted, as queue.linearizable does."""
@@ -31,7 +31,7 @@ def _op(
 ) -> Operation:
     ms = 1_000_000
     return Operation(
-        who, index, QueueOp.of(name, **args), span[0] * ms, span[1] * ms, Returned(value)
+        who, index, QueueOp.of(name, **args), span[0] * ms, span[1] * ms, QueueOutcome(value)
     )
 
 
