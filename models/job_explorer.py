@@ -59,7 +59,16 @@ HeldLease = tuple[str, int, int]
 """(job id, model token, lease_until)."""
 
 START = 100
-FINAL = (JobStatus.SUCCEEDED, JobStatus.DEAD, JobStatus.CANCELLED)
+_PENDING, _RUNNING, _SUCCEEDED, _DEAD, _CANCELLED = (
+    JobStatus.PENDING,
+    JobStatus.RUNNING,
+    JobStatus.SUCCEEDED,
+    JobStatus.DEAD,
+    JobStatus.CANCELLED,
+)
+"""The statuses read once (``JobStatus.X`` is a slow descriptor call; see job_model)."""
+FINAL = (_SUCCEEDED, _DEAD, _CANCELLED)
+_UNCHANGING = (_SUCCEEDED, _CANCELLED)
 LEASE_RANGE = edges.JOB_RANGES["lease_millis"]
 BAD_LEASES = (LEASE_RANGE.low - 1,)
 """lease_millis' invalid neighbour (the spec sets no top: 41 is valid, so not refused)."""
@@ -606,7 +615,7 @@ class JobSystem:
         if problem is not None or not any(world.held):
             return problem
         for job in state.jobs:
-            if job.status is not JobStatus.RUNNING:
+            if job.status is not _RUNNING:
                 continue
             live = [
                 h for mine in world.held for h in mine
@@ -621,9 +630,9 @@ class JobSystem:
         for job in state.jobs:
             if job.attempts > self.policy.max_attempts:
                 return f"job {job.id}: attempts {job.attempts} > max_attempts"
-            if job.status is JobStatus.DEAD and job.attempts != self.policy.max_attempts:
+            if job.status is _DEAD and job.attempts != self.policy.max_attempts:
                 return f"job {job.id} is DEAD after only {job.attempts} attempt(s)"
-            running = job.status is JobStatus.RUNNING
+            running = job.status is _RUNNING
             if running != (job.token is not None and job.lease_until is not None):
                 return f"job {job.id} is {job.status.name} with token {job.token}"
         return None
@@ -737,18 +746,19 @@ class JobSystem:
 
     def _polls(self, world: JobWorld) -> Iterator[_Template]:
         # JobQueue stores no worker name, so each lease length has one outcome for all.
-        outcomes = {
-            lease_ms: jm.poll(world.state, self.policy, world.now, self.scope.workers[0], lease_ms)
-            for lease_ms in self.scope.leases
-        }
+        outcomes = []
+        for lease_ms in self.scope.leases:
+            state, lease = jm.poll(world.state, self.policy, world.now, self.scope.workers[0],
+                                   lease_ms)  # fmt: skip
+            mine = None
+            if lease is not None:
+                assert isinstance(lease.token, int)
+                mine = ((lease.job_id, lease.token, lease.lease_until),)
+            outcome = "result:poll-none" if lease is None else "result:poll-lease"
+            counts = ("op:poll", outcome, *_expiry_count(world.state, state))
+            outcomes.append((lease_ms, state, lease, mine, counts))
         for index, worker in enumerate(self.scope.workers):
-            for lease_ms, (state, lease) in outcomes.items():
-                mine = None
-                if lease is not None:
-                    assert isinstance(lease.token, int)
-                    mine = ((lease.job_id, lease.token, lease.lease_until),)
-                outcome = "result:poll-none" if lease is None else "result:poll-lease"
-                counts = ("op:poll", outcome, *_expiry_count(world.state, state))
+            for lease_ms, state, lease, mine, counts in outcomes:
                 op = ("poll", worker, lease_ms, world.now)
                 yield _Template(op, state, lease, counts=counts, index=index, mine=mine)
         if self.scope.refused_args:
@@ -775,7 +785,7 @@ class JobSystem:
             op = (kind, worker, job_id, token, world.now)
             found = steps.outcomes.get((kind, job_id, token))
             if found is None:
-                found = self._finish(world, kind, job_id, token)
+                found = self._finish(world, kind, job_id, token, steps)
                 steps.outcomes[(kind, job_id, token)] = found
             state, error = found
             if error is not None:
@@ -786,7 +796,7 @@ class JobSystem:
             yield _Template(op, state, None, counts=counts, index=index, mine=())
 
     def _finish(
-        self, world: JobWorld, kind: str, job_id: str, token: int
+        self, world: JobWorld, kind: str, job_id: str, token: int, steps: _Steps
     ) -> tuple[jm.JobState, str | None]:
         """The model's complete or fail (the same for every worker: none is stored)."""
         try:
@@ -794,25 +804,25 @@ class JobSystem:
                 return jm.complete(world.state, self.policy, world.now, job_id, token), None
             return jm.fail(world.state, self.policy, world.now, job_id, token, "e"), None
         except IllegalStateError:
-            return self._after_error(world, "IllegalStateError"), "IllegalStateError"
+            return self._after_error(world, "IllegalStateError", steps), "IllegalStateError"
 
     def _admin(self, world: JobWorld) -> Iterator[_Template]:
         now = world.now
-        pending = [j.id for j in world.state.jobs if j.status is JobStatus.PENDING]
+        pending = [j.id for j in world.state.jobs if j.status is _PENDING]
         cancellable = {*pending[:1], *pending[-1:]} if self.scope.cancel_ends else set(pending)
         for job in world.state.jobs:
-            if job.status is JobStatus.DEAD and world.retries_left:
+            if job.status is _DEAD and world.retries_left:
                 state = jm.retry_dead(world.state, now, job.id, self.clear_error)
                 counts = ("op:retry_dead", "result:retried")
                 yield _Template(("retry_dead", job.id, now), state, counts=counts, retried=True)
             if job.id in cancellable:
                 state = jm.cancel(world.state, job.id)
                 yield _Template(("cancel", job.id, now), state, counts=("op:cancel",))
-        refused = [j for j in world.state.jobs if j.status is not JobStatus.PENDING][:1]
+        refused = [j for j in world.state.jobs if j.status is not _PENDING][:1]
         for job in refused:
             yield _Template(("cancel", job.id, now), world.state, None, "IllegalStateError",
                             ("op:cancel", "error:IllegalStateError"))  # fmt: skip
-        alive = [j for j in world.state.jobs if j.status is not JobStatus.DEAD][:1]
+        alive = [j for j in world.state.jobs if j.status is not _DEAD][:1]
         for job in alive:
             yield _Template(("retry_dead", job.id, now), world.state, None, "IllegalStateError",
                             ("op:retry_dead", "error:IllegalStateError"))  # fmt: skip
@@ -820,18 +830,23 @@ class JobSystem:
         yield _Template(("complete", self.scope.workers[0], self._unknown, 1, now), state, None,
                         "KeyError", ("op:complete", "error:KeyError"))  # fmt: skip
 
-    def _after_error(self, world: JobWorld, kind: str) -> jm.JobState:
-        """The state after a complete/fail that raised ``kind``, in the target's reading."""
-        if self.expire_on_error.get(kind, False):
+    def _after_error(self, world: JobWorld, kind: str, steps: _Steps | None = None) -> jm.JobState:
+        """The state after a complete/fail that raised ``kind``, in the target's reading
+        (once per ``steps``: every stale lease of a state raises into the same state)."""
+        if not self.expire_on_error.get(kind, False):
+            return world.state
+        if steps is None:
             return jm.expire(world.state, self.policy, world.now)
-        return world.state
+        if steps.expired is None:
+            steps.expired = jm.expire(world.state, self.policy, world.now)
+        return steps.expired
 
     def _tick(self, world: JobWorld) -> Iterator[_Template]:
         instants: set[int] = set()
         for job in world.state.jobs:
-            if job.status is JobStatus.PENDING:
+            if job.status is _PENDING:
                 instants.update((job.run_at - 1, job.run_at, job.run_at + 1))
-            elif job.status is JobStatus.RUNNING and job.lease_until is not None:
+            elif job.status is _RUNNING and job.lease_until is not None:
                 instants.update((job.lease_until - 1, job.lease_until, job.lease_until + 1))
         later = [t for t in instants if t > world.now]
         if later:
@@ -855,6 +870,8 @@ class _Steps:
         default_factory=dict
     )
     """complete/fail by (kind, job id, token): the model state after it and the error."""
+    expired: jm.JobState | None = None
+    """``jm.expire`` of ``state`` at its instant, once asked for."""
 
 
 class _Block(Tally):
@@ -877,13 +894,17 @@ def _move_problem(
     source: jm.JobState, now: int, held: Held, target: jm.JobState, result: object
 ) -> str | None:
     """The transition invariants of one move from ``source`` at ``now`` to ``target``."""
+    is_lease = isinstance(result, Lease)
+    if target is source and not is_lease:
+        return None  # a refused call: every job is itself, unchanged
     before, after = source.jobs, target.jobs
     for old, new in zip(before, after, strict=False):
-        if old.status in (JobStatus.SUCCEEDED, JobStatus.CANCELLED) and new != old:
+        if new is not old and old.status in _UNCHANGING and new != old:
             return f"job {old.id} was {old.status.name} and changed"
-    if isinstance(result, Lease):
+    if is_lease:
+        assert isinstance(result, Lease)
         old_job = next(j for j in before if j.id == result.job_id)
-        if old_job.status is not JobStatus.PENDING and not _expired(old_job, now):
+        if old_job.status is not _PENDING and not _expired(old_job, now):
             return f"poll leased job {old_job.id} while it was {old_job.status.name}"
         issued = {h[1] for mine in held for h in mine}
         issued |= {j.token for j in before if j.token is not None}
@@ -894,14 +915,12 @@ def _move_problem(
 
 
 def _expired(job: jm.ModelJob, now: int) -> bool:
-    return (
-        job.status is JobStatus.RUNNING and job.lease_until is not None and now >= job.lease_until
-    )
+    return job.status is _RUNNING and job.lease_until is not None and now >= job.lease_until
 
 
 def _expiry_count(before: jm.JobState, after: jm.JobState) -> tuple[str, ...]:
     expired = any(
-        old.status is JobStatus.RUNNING and new.last_error == jm.LEASE_EXPIRED and new.token is None
+        old.status is _RUNNING and new.last_error == jm.LEASE_EXPIRED and new.token is None
         for old, new in zip(before.jobs, after.jobs, strict=False)
     )
     return ("result:expired",) if expired else ()
@@ -910,7 +929,8 @@ def _expiry_count(before: jm.JobState, after: jm.JobState) -> tuple[str, ...]:
 def _fail_count(kind: str, state: jm.JobState, job_id: str) -> tuple[str, ...]:
     if kind != "fail":
         return ()
-    return (f"result:fail-{jm.view(state, job_id).status.name.lower()}",)
+    status = next(job.status for job in state.jobs if job.id == job_id)
+    return (f"result:fail-{status.name.lower()}",)
 
 
 def _put(
