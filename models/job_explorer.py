@@ -69,6 +69,8 @@ _PENDING, _RUNNING, _SUCCEEDED, _DEAD, _CANCELLED = (
 """The statuses read once (``JobStatus.X`` is a slow descriptor call; see job_model)."""
 FINAL = (_SUCCEEDED, _DEAD, _CANCELLED)
 _UNCHANGING = (_SUCCEEDED, _CANCELLED)
+_UNKNOWN = "?"
+"""A memo's miss (a problem is None or a sentence)."""
 LEASE_RANGE = edges.JOB_RANGES["lease_millis"]
 BAD_LEASES = (LEASE_RANGE.low - 1,)
 """lease_millis' invalid neighbour (the spec sets no top: 41 is valid, so not refused)."""
@@ -435,6 +437,8 @@ class JobSystem:
         """An id no submit of the scope makes (J9 for small scopes, as it always was)."""
         self._steps: dict[tuple[int, int, bool], _Steps] = {}
         """Per (id of a model state, now, any retry_dead left): its templates."""
+        self._goals: dict[int, tuple[jm.JobState, frozenset[str]]] = {}
+        """Per id of a model state (kept alive here): the ids of its jobs at their goal."""
         self._state_problems: dict[int, str | None] = {}
         """Per id of an interned model state: its own state invariant's problem."""
         self._targets: dict[tuple[int, int], list[dict[Held, JobWorld]]] = {}
@@ -528,7 +532,10 @@ class JobSystem:
         blocks = [steps.first_block]
         for index, mine in enumerate(held):
             for lease in mine:
-                blocks.append(self._finishes_of(steps, world, index, lease)[1])
+                finishes = steps.finishes.get((index, lease))
+                if finishes is None:
+                    finishes = self._finishes_of(steps, world, index, lease)
+                blocks.append(finishes[1])
                 if lease[1] in steps.first_block.tokens:
                     return None  # a poll would issue a token this world still holds
         blocks.append(steps.last_block)
@@ -567,7 +574,7 @@ class JobSystem:
     ) -> tuple[list[_Template], _Block]:
         found = steps.finishes.get((index, lease))
         if found is None:
-            finishes = list(self._finishes(world, index, lease, steps))
+            finishes = self._finishes(world, index, lease, steps)
             self._checked(world, finishes)
             found = steps.finishes[(index, lease)] = finishes, self._block(world, finishes)
         return found
@@ -605,12 +612,12 @@ class JobSystem:
 
     def check_state(self, world: JobWorld) -> str | None:
         state = world.state
-        if self._interned.get(id(state)) is state:  # the state's own part, once per state
-            if id(state) in self._state_problems:
-                problem = self._state_problems[id(state)]
-            else:
-                problem = self._state_problems[id(state)] = self._state_problem(state)
-        else:
+        problem = self._state_problems.get(id(state), _UNKNOWN)
+        if problem is _UNKNOWN:
+            problem = self._state_problem(state)
+            if self._interned.get(id(state)) is state:  # the state's own part, once per state
+                self._state_problems[id(state)] = problem
+        elif self._interned.get(id(state)) is not state:  # an id reused by another object
             problem = self._state_problem(state)
         if problem is not None or not any(world.held):
             return problem
@@ -644,7 +651,13 @@ class JobSystem:
         return [job.id for job in world.state.jobs]
 
     def at_goal(self, world: JobWorld, item: str) -> bool:
-        return any(job.id == item and job.status in FINAL for job in world.state.jobs)
+        state = world.state
+        found = self._goals.get(id(state))
+        if found is None or found[0] is not state:  # once per model state (liveness asks
+            # every state for every job); the memo keeps the state alive, so its id is valid
+            final = frozenset(job.id for job in state.jobs if job.status in FINAL)
+            found = self._goals[id(state)] = (state, final)
+        return item in found[1]
 
     def required(self) -> Sequence[str]:
         ops = ["submit", "poll", "complete", "fail", "retry_dead", "cancel", "tick"]
@@ -779,21 +792,22 @@ class JobSystem:
 
     def _finishes(
         self, world: JobWorld, index: int, lease: HeldLease, steps: _Steps
-    ) -> Iterator[_Template]:
+    ) -> list[_Template]:
         worker, (job_id, token, _until) = self.scope.workers[index], lease
+        finishes = []
         for kind in ("complete", "fail"):
             op = (kind, worker, job_id, token, world.now)
             found = steps.outcomes.get((kind, job_id, token))
             if found is None:
-                found = self._finish(world, kind, job_id, token, steps)
-                steps.outcomes[(kind, job_id, token)] = found
-            state, error = found
-            if error is not None:
-                refused = (f"op:{kind}", "error:IllegalStateError")
-                yield _Template(op, state, None, error, refused, index=index, mine=())
-                continue
-            counts = (f"op:{kind}", *_fail_count(kind, state, job_id))
-            yield _Template(op, state, None, counts=counts, index=index, mine=())
+                state, error = self._finish(world, kind, job_id, token, steps)
+                if error is not None:
+                    counts: tuple[str, ...] = (f"op:{kind}", "error:IllegalStateError")
+                else:
+                    counts = (f"op:{kind}", *_fail_count(kind, state, job_id))
+                found = steps.outcomes[(kind, job_id, token)] = (state, error, counts)
+            state, error, counts = found
+            finishes.append(_Template(op, state, None, error, counts, index=index, mine=()))
+        return finishes
 
     def _finish(
         self, world: JobWorld, kind: str, job_id: str, token: int, steps: _Steps
@@ -866,10 +880,11 @@ class _Steps:
     finishes: dict[tuple[int, HeldLease], tuple[list[_Template], _Block]]
     first_block: _Block
     last_block: _Block
-    outcomes: dict[tuple[str, str, int], tuple[jm.JobState, str | None]] = field(
+    outcomes: dict[tuple[str, str, int], tuple[jm.JobState, str | None, tuple[str, ...]]] = field(
         default_factory=dict
     )
-    """complete/fail by (kind, job id, token): the model state after it and the error."""
+    """complete/fail by (kind, job id, token): the model state after it, the error and the
+    coverage keys."""
     expired: jm.JobState | None = None
     """``jm.expire`` of ``state`` at its instant, once asked for."""
 
