@@ -585,28 +585,32 @@ class JobSystem:
         block = _Block(templates)
         if not block.clean:
             return block
+        state, now, targets, moving = world.state, world.now, self._targets, block.moving
         for position, template in enumerate(templates):
-            keeps = template.mine is None and template.later is None and not template.retried
-            if keeps and template.after is world.state:
+            later = template.later
+            keeps = template.mine is None and later is None and not template.retried
+            if keeps and template.after is state:
                 continue
-            if template.target is None:
-                template.target = self._intern(template.after)
-            later = world.now if template.later is None else template.later
-            worlds = self._targets.get((id(template.target), later))
+            target = template.target
+            if target is None:
+                target = template.target = self._intern(template.after)
+            if later is None:
+                later = now
+            worlds = targets.get((id(target), later))
             if worlds is None:
-                worlds = [{} for _ in range(self.scope.retries + 1)]
-                self._targets[(id(template.target), later)] = worlds
-            block.moving.append((position, template, worlds))
+                worlds = targets[(id(target), later)] = [{} for _ in range(self.scope.retries + 1)]
+            moving.append((position, template, worlds))
         return block
 
     def _checked(self, world: JobWorld, templates: list[_Template]) -> None:
         """Each template's transition invariant, with no lease held (the tokens held are
         the one part of it that depends on the world: ``expand`` checks them)."""
+        state, now = world.state, world.now
         for template in templates:
-            template.problem = _move_problem(world.state, world.now, (), template.after,
-                                             template.result)  # fmt: skip
-            if isinstance(template.result, Lease) and isinstance(template.result.token, int):
-                template.token = template.result.token
+            result = template.result
+            template.problem = _move_problem(state, now, (), template.after, result)
+            if isinstance(result, Lease) and isinstance(result.token, int):
+                template.token = result.token
 
     # --- invariants ----------------------------------------------------------------
 
@@ -900,8 +904,13 @@ class _Block(Tally):
     def __init__(self, templates: list[_Template]) -> None:
         super().__init__([template.counts for template in templates])
         self.size = len(templates)
-        self.clean = all(template.problem is None for template in templates)
-        self.tokens = frozenset(t.token for t in templates if t.token is not None)
+        clean, tokens = True, []
+        for template in templates:  # one pass: a block is built for every new state
+            if template.problem is not None:
+                clean = False
+            if template.token is not None:
+                tokens.append(template.token)
+        self.clean, self.tokens = clean, frozenset(tokens)
         self.moving: list[tuple[int, _Template, list[dict[Held, JobWorld]]]] = []
 
 
