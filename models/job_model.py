@@ -186,7 +186,7 @@ def _current(state: JobState, job_id: object, token: object) -> int:
     job = state.jobs[index]
     if job.status is not _RUNNING or job.token != token:
         raise IllegalStateError(
-            f"job {job_id!r} is {job.status.name} with token {job.token!r};"
+            f"job {job_id!r} is {job.status._name_} with token {job.token!r};"
             f" token {token!r} is not its current lease"
         )
     return index
@@ -228,7 +228,7 @@ def retry_dead(state: JobState, now: int, job_id: object, clear_error: bool = Fa
     job = state.jobs[index]
     if job.status is not _DEAD:
         raise IllegalStateError(
-            f"retry_dead needs a DEAD job, but job {job_id!r} is {job.status.name}"
+            f"retry_dead needs a DEAD job, but job {job_id!r} is {job.status._name_}"
         )
     error = None if clear_error else job.last_error
     return _put(
@@ -243,7 +243,7 @@ def cancel(state: JobState, job_id: object) -> JobState:
     job = state.jobs[index]
     if job.status is not _PENDING:
         raise IllegalStateError(
-            f"cancel needs a PENDING job, but job {job_id!r} is {job.status.name}"
+            f"cancel needs a PENDING job, but job {job_id!r} is {job.status._name_}"
         )
     return _put(state, index, replace(job, status=_CANCELLED))
 
