@@ -437,6 +437,8 @@ class JobSystem:
         """An id no submit of the scope makes (J9 for small scopes, as it always was)."""
         self._steps: dict[tuple[int, int, bool], _Steps] = {}
         """Per (id of a model state, now, any retry_dead left): its templates."""
+        self._cancels: dict[tuple[int, str], tuple[jm.JobState, jm.JobState]] = {}
+        """Per (id of a model state, job id): the state and its cancel's state (interned)."""
         self._goals: dict[int, tuple[jm.JobState, frozenset[str]]] = {}
         """Per id of a model state (kept alive here): the ids of its jobs at their goal."""
         self._state_problems: dict[int, str | None] = {}
@@ -834,7 +836,7 @@ class JobSystem:
                 counts = ("op:retry_dead", "result:retried")
                 yield _Template(("retry_dead", job.id, now), state, counts=counts, retried=True)
             if job.id in cancellable:
-                state = jm.cancel(world.state, job.id)
+                state = self._cancelled(world.state, job.id)
                 yield _Template(("cancel", job.id, now), state, counts=("op:cancel",))
         refused = [j for j in world.state.jobs if j.status is not _PENDING][:1]
         for job in refused:
@@ -847,6 +849,17 @@ class JobSystem:
         state = self._after_error(world, "KeyError")
         yield _Template(("complete", self.scope.workers[0], self._unknown, 1, now), state, None,
                         "KeyError", ("op:complete", "error:KeyError"))  # fmt: skip
+
+    def _cancelled(self, state: jm.JobState, job_id: str) -> jm.JobState:
+        """The model's cancel of ``job_id`` in ``state``, interned, once per interned state
+        (cancel reads no clock; the memo keeps ``state`` alive, so its id stays valid)."""
+        found = self._cancels.get((id(state), job_id))
+        if found is None or found[0] is not state:
+            found = self._cancels[(id(state), job_id)] = (
+                state,
+                self._intern(jm.cancel(state, job_id)),
+            )
+        return found[1]
 
     def _after_error(self, world: JobWorld, kind: str, steps: _Steps | None = None) -> jm.JobState:
         """The state after a complete/fail that raised ``kind``, in the target's reading
