@@ -59,7 +59,18 @@ HeldLease = tuple[str, int, int]
 """(job id, model token, lease_until)."""
 
 START = 100
-FINAL = (JobStatus.SUCCEEDED, JobStatus.DEAD, JobStatus.CANCELLED)
+_PENDING, _RUNNING, _SUCCEEDED, _DEAD, _CANCELLED = (
+    JobStatus.PENDING,
+    JobStatus.RUNNING,
+    JobStatus.SUCCEEDED,
+    JobStatus.DEAD,
+    JobStatus.CANCELLED,
+)
+"""The statuses read once (``JobStatus.X`` is a slow descriptor call; see job_model)."""
+FINAL = (_SUCCEEDED, _DEAD, _CANCELLED)
+_UNCHANGING = (_SUCCEEDED, _CANCELLED)
+_UNKNOWN = "?"
+"""A memo's miss (a problem is None or a sentence)."""
 LEASE_RANGE = edges.JOB_RANGES["lease_millis"]
 BAD_LEASES = (LEASE_RANGE.low - 1,)
 """lease_millis' invalid neighbour (the spec sets no top: 41 is valid, so not refused)."""
@@ -426,6 +437,10 @@ class JobSystem:
         """An id no submit of the scope makes (J9 for small scopes, as it always was)."""
         self._steps: dict[tuple[int, int, bool], _Steps] = {}
         """Per (id of a model state, now, any retry_dead left): its templates."""
+        self._cancels: dict[tuple[int, str], tuple[jm.JobState, jm.JobState]] = {}
+        """Per (id of a model state, job id): the state and its cancel's state (interned)."""
+        self._goals: dict[int, tuple[jm.JobState, frozenset[str]]] = {}
+        """Per id of a model state (kept alive here): the ids of its jobs at their goal."""
         self._state_problems: dict[int, str | None] = {}
         """Per id of an interned model state: its own state invariant's problem."""
         self._targets: dict[tuple[int, int], list[dict[Held, JobWorld]]] = {}
@@ -519,7 +534,10 @@ class JobSystem:
         blocks = [steps.first_block]
         for index, mine in enumerate(held):
             for lease in mine:
-                blocks.append(self._finishes_of(steps, world, index, lease)[1])
+                finishes = steps.finishes.get((index, lease))
+                if finishes is None:
+                    finishes = self._finishes_of(steps, world, index, lease)
+                blocks.append(finishes[1])
                 if lease[1] in steps.first_block.tokens:
                     return None  # a poll would issue a token this world still holds
         blocks.append(steps.last_block)
@@ -558,7 +576,7 @@ class JobSystem:
     ) -> tuple[list[_Template], _Block]:
         found = steps.finishes.get((index, lease))
         if found is None:
-            finishes = list(self._finishes(world, index, lease, steps))
+            finishes = self._finishes(world, index, lease, steps)
             self._checked(world, finishes)
             found = steps.finishes[(index, lease)] = finishes, self._block(world, finishes)
         return found
@@ -569,44 +587,48 @@ class JobSystem:
         block = _Block(templates)
         if not block.clean:
             return block
+        state, now, targets, moving = world.state, world.now, self._targets, block.moving
         for position, template in enumerate(templates):
-            keeps = template.mine is None and template.later is None and not template.retried
-            if keeps and template.after is world.state:
+            later = template.later
+            keeps = template.mine is None and later is None and not template.retried
+            if keeps and template.after is state:
                 continue
-            if template.target is None:
-                template.target = self._intern(template.after)
-            later = world.now if template.later is None else template.later
-            worlds = self._targets.get((id(template.target), later))
+            target = template.target
+            if target is None:
+                target = template.target = self._intern(template.after)
+            if later is None:
+                later = now
+            worlds = targets.get((id(target), later))
             if worlds is None:
-                worlds = [{} for _ in range(self.scope.retries + 1)]
-                self._targets[(id(template.target), later)] = worlds
-            block.moving.append((position, template, worlds))
+                worlds = targets[(id(target), later)] = [{} for _ in range(self.scope.retries + 1)]
+            moving.append((position, template, worlds))
         return block
 
     def _checked(self, world: JobWorld, templates: list[_Template]) -> None:
         """Each template's transition invariant, with no lease held (the tokens held are
         the one part of it that depends on the world: ``expand`` checks them)."""
+        state, now = world.state, world.now
         for template in templates:
-            template.problem = _move_problem(world.state, world.now, (), template.after,
-                                             template.result)  # fmt: skip
-            if isinstance(template.result, Lease) and isinstance(template.result.token, int):
-                template.token = template.result.token
+            result = template.result
+            template.problem = _move_problem(state, now, (), template.after, result)
+            if isinstance(result, Lease) and isinstance(result.token, int):
+                template.token = result.token
 
     # --- invariants ----------------------------------------------------------------
 
     def check_state(self, world: JobWorld) -> str | None:
         state = world.state
-        if self._interned.get(id(state)) is state:  # the state's own part, once per state
-            if id(state) in self._state_problems:
-                problem = self._state_problems[id(state)]
-            else:
-                problem = self._state_problems[id(state)] = self._state_problem(state)
-        else:
+        problem = self._state_problems.get(id(state), _UNKNOWN)
+        if problem is _UNKNOWN:
+            problem = self._state_problem(state)
+            if self._interned.get(id(state)) is state:  # the state's own part, once per state
+                self._state_problems[id(state)] = problem
+        elif self._interned.get(id(state)) is not state:  # an id reused by another object
             problem = self._state_problem(state)
         if problem is not None or not any(world.held):
             return problem
         for job in state.jobs:
-            if job.status is not JobStatus.RUNNING:
+            if job.status is not _RUNNING:
                 continue
             live = [
                 h for mine in world.held for h in mine
@@ -621,9 +643,9 @@ class JobSystem:
         for job in state.jobs:
             if job.attempts > self.policy.max_attempts:
                 return f"job {job.id}: attempts {job.attempts} > max_attempts"
-            if job.status is JobStatus.DEAD and job.attempts != self.policy.max_attempts:
+            if job.status is _DEAD and job.attempts != self.policy.max_attempts:
                 return f"job {job.id} is DEAD after only {job.attempts} attempt(s)"
-            running = job.status is JobStatus.RUNNING
+            running = job.status is _RUNNING
             if running != (job.token is not None and job.lease_until is not None):
                 return f"job {job.id} is {job.status.name} with token {job.token}"
         return None
@@ -635,7 +657,13 @@ class JobSystem:
         return [job.id for job in world.state.jobs]
 
     def at_goal(self, world: JobWorld, item: str) -> bool:
-        return any(job.id == item and job.status in FINAL for job in world.state.jobs)
+        state = world.state
+        found = self._goals.get(id(state))
+        if found is None or found[0] is not state:  # once per model state (liveness asks
+            # every state for every job); the memo keeps the state alive, so its id is valid
+            final = frozenset(job.id for job in state.jobs if job.status in FINAL)
+            found = self._goals[id(state)] = (state, final)
+        return item in found[1]
 
     def required(self) -> Sequence[str]:
         ops = ["submit", "poll", "complete", "fail", "retry_dead", "cancel", "tick"]
@@ -737,18 +765,19 @@ class JobSystem:
 
     def _polls(self, world: JobWorld) -> Iterator[_Template]:
         # JobQueue stores no worker name, so each lease length has one outcome for all.
-        outcomes = {
-            lease_ms: jm.poll(world.state, self.policy, world.now, self.scope.workers[0], lease_ms)
-            for lease_ms in self.scope.leases
-        }
+        outcomes = []
+        for lease_ms in self.scope.leases:
+            state, lease = jm.poll(world.state, self.policy, world.now, self.scope.workers[0],
+                                   lease_ms)  # fmt: skip
+            mine = None
+            if lease is not None:
+                assert isinstance(lease.token, int)
+                mine = ((lease.job_id, lease.token, lease.lease_until),)
+            outcome = "result:poll-none" if lease is None else "result:poll-lease"
+            counts = ("op:poll", outcome, *_expiry_count(world.state, state))
+            outcomes.append((lease_ms, state, lease, mine, counts))
         for index, worker in enumerate(self.scope.workers):
-            for lease_ms, (state, lease) in outcomes.items():
-                mine = None
-                if lease is not None:
-                    assert isinstance(lease.token, int)
-                    mine = ((lease.job_id, lease.token, lease.lease_until),)
-                outcome = "result:poll-none" if lease is None else "result:poll-lease"
-                counts = ("op:poll", outcome, *_expiry_count(world.state, state))
+            for lease_ms, state, lease, mine, counts in outcomes:
                 op = ("poll", worker, lease_ms, world.now)
                 yield _Template(op, state, lease, counts=counts, index=index, mine=mine)
         if self.scope.refused_args:
@@ -769,24 +798,25 @@ class JobSystem:
 
     def _finishes(
         self, world: JobWorld, index: int, lease: HeldLease, steps: _Steps
-    ) -> Iterator[_Template]:
+    ) -> list[_Template]:
         worker, (job_id, token, _until) = self.scope.workers[index], lease
+        finishes = []
         for kind in ("complete", "fail"):
             op = (kind, worker, job_id, token, world.now)
             found = steps.outcomes.get((kind, job_id, token))
             if found is None:
-                found = self._finish(world, kind, job_id, token)
-                steps.outcomes[(kind, job_id, token)] = found
-            state, error = found
-            if error is not None:
-                refused = (f"op:{kind}", "error:IllegalStateError")
-                yield _Template(op, state, None, error, refused, index=index, mine=())
-                continue
-            counts = (f"op:{kind}", *_fail_count(kind, state, job_id))
-            yield _Template(op, state, None, counts=counts, index=index, mine=())
+                state, error = self._finish(world, kind, job_id, token, steps)
+                if error is not None:
+                    counts: tuple[str, ...] = (f"op:{kind}", "error:IllegalStateError")
+                else:
+                    counts = (f"op:{kind}", *_fail_count(kind, state, job_id))
+                found = steps.outcomes[(kind, job_id, token)] = (state, error, counts)
+            state, error, counts = found
+            finishes.append(_Template(op, state, None, error, counts, index=index, mine=()))
+        return finishes
 
     def _finish(
-        self, world: JobWorld, kind: str, job_id: str, token: int
+        self, world: JobWorld, kind: str, job_id: str, token: int, steps: _Steps
     ) -> tuple[jm.JobState, str | None]:
         """The model's complete or fail (the same for every worker: none is stored)."""
         try:
@@ -794,25 +824,25 @@ class JobSystem:
                 return jm.complete(world.state, self.policy, world.now, job_id, token), None
             return jm.fail(world.state, self.policy, world.now, job_id, token, "e"), None
         except IllegalStateError:
-            return self._after_error(world, "IllegalStateError"), "IllegalStateError"
+            return self._after_error(world, "IllegalStateError", steps), "IllegalStateError"
 
     def _admin(self, world: JobWorld) -> Iterator[_Template]:
         now = world.now
-        pending = [j.id for j in world.state.jobs if j.status is JobStatus.PENDING]
+        pending = [j.id for j in world.state.jobs if j.status is _PENDING]
         cancellable = {*pending[:1], *pending[-1:]} if self.scope.cancel_ends else set(pending)
         for job in world.state.jobs:
-            if job.status is JobStatus.DEAD and world.retries_left:
+            if job.status is _DEAD and world.retries_left:
                 state = jm.retry_dead(world.state, now, job.id, self.clear_error)
                 counts = ("op:retry_dead", "result:retried")
                 yield _Template(("retry_dead", job.id, now), state, counts=counts, retried=True)
             if job.id in cancellable:
-                state = jm.cancel(world.state, job.id)
+                state = self._cancelled(world.state, job.id)
                 yield _Template(("cancel", job.id, now), state, counts=("op:cancel",))
-        refused = [j for j in world.state.jobs if j.status is not JobStatus.PENDING][:1]
+        refused = [j for j in world.state.jobs if j.status is not _PENDING][:1]
         for job in refused:
             yield _Template(("cancel", job.id, now), world.state, None, "IllegalStateError",
                             ("op:cancel", "error:IllegalStateError"))  # fmt: skip
-        alive = [j for j in world.state.jobs if j.status is not JobStatus.DEAD][:1]
+        alive = [j for j in world.state.jobs if j.status is not _DEAD][:1]
         for job in alive:
             yield _Template(("retry_dead", job.id, now), world.state, None, "IllegalStateError",
                             ("op:retry_dead", "error:IllegalStateError"))  # fmt: skip
@@ -820,18 +850,34 @@ class JobSystem:
         yield _Template(("complete", self.scope.workers[0], self._unknown, 1, now), state, None,
                         "KeyError", ("op:complete", "error:KeyError"))  # fmt: skip
 
-    def _after_error(self, world: JobWorld, kind: str) -> jm.JobState:
-        """The state after a complete/fail that raised ``kind``, in the target's reading."""
-        if self.expire_on_error.get(kind, False):
+    def _cancelled(self, state: jm.JobState, job_id: str) -> jm.JobState:
+        """The model's cancel of ``job_id`` in ``state``, interned, once per interned state
+        (cancel reads no clock; the memo keeps ``state`` alive, so its id stays valid)."""
+        found = self._cancels.get((id(state), job_id))
+        if found is None or found[0] is not state:
+            found = self._cancels[(id(state), job_id)] = (
+                state,
+                self._intern(jm.cancel(state, job_id)),
+            )
+        return found[1]
+
+    def _after_error(self, world: JobWorld, kind: str, steps: _Steps | None = None) -> jm.JobState:
+        """The state after a complete/fail that raised ``kind``, in the target's reading
+        (once per ``steps``: every stale lease of a state raises into the same state)."""
+        if not self.expire_on_error.get(kind, False):
+            return world.state
+        if steps is None:
             return jm.expire(world.state, self.policy, world.now)
-        return world.state
+        if steps.expired is None:
+            steps.expired = jm.expire(world.state, self.policy, world.now)
+        return steps.expired
 
     def _tick(self, world: JobWorld) -> Iterator[_Template]:
         instants: set[int] = set()
         for job in world.state.jobs:
-            if job.status is JobStatus.PENDING:
+            if job.status is _PENDING:
                 instants.update((job.run_at - 1, job.run_at, job.run_at + 1))
-            elif job.status is JobStatus.RUNNING and job.lease_until is not None:
+            elif job.status is _RUNNING and job.lease_until is not None:
                 instants.update((job.lease_until - 1, job.lease_until, job.lease_until + 1))
         later = [t for t in instants if t > world.now]
         if later:
@@ -851,10 +897,13 @@ class _Steps:
     finishes: dict[tuple[int, HeldLease], tuple[list[_Template], _Block]]
     first_block: _Block
     last_block: _Block
-    outcomes: dict[tuple[str, str, int], tuple[jm.JobState, str | None]] = field(
+    outcomes: dict[tuple[str, str, int], tuple[jm.JobState, str | None, tuple[str, ...]]] = field(
         default_factory=dict
     )
-    """complete/fail by (kind, job id, token): the model state after it and the error."""
+    """complete/fail by (kind, job id, token): the model state after it, the error and the
+    coverage keys."""
+    expired: jm.JobState | None = None
+    """``jm.expire`` of ``state`` at its instant, once asked for."""
 
 
 class _Block(Tally):
@@ -868,8 +917,13 @@ class _Block(Tally):
     def __init__(self, templates: list[_Template]) -> None:
         super().__init__([template.counts for template in templates])
         self.size = len(templates)
-        self.clean = all(template.problem is None for template in templates)
-        self.tokens = frozenset(t.token for t in templates if t.token is not None)
+        clean, tokens = True, []
+        for template in templates:  # one pass: a block is built for every new state
+            if template.problem is not None:
+                clean = False
+            if template.token is not None:
+                tokens.append(template.token)
+        self.clean, self.tokens = clean, frozenset(tokens)
         self.moving: list[tuple[int, _Template, list[dict[Held, JobWorld]]]] = []
 
 
@@ -877,13 +931,17 @@ def _move_problem(
     source: jm.JobState, now: int, held: Held, target: jm.JobState, result: object
 ) -> str | None:
     """The transition invariants of one move from ``source`` at ``now`` to ``target``."""
+    is_lease = isinstance(result, Lease)
+    if target is source and not is_lease:
+        return None  # a refused call: every job is itself, unchanged
     before, after = source.jobs, target.jobs
     for old, new in zip(before, after, strict=False):
-        if old.status in (JobStatus.SUCCEEDED, JobStatus.CANCELLED) and new != old:
+        if new is not old and old.status in _UNCHANGING and new != old:
             return f"job {old.id} was {old.status.name} and changed"
-    if isinstance(result, Lease):
+    if is_lease:
+        assert isinstance(result, Lease)
         old_job = next(j for j in before if j.id == result.job_id)
-        if old_job.status is not JobStatus.PENDING and not _expired(old_job, now):
+        if old_job.status is not _PENDING and not _expired(old_job, now):
             return f"poll leased job {old_job.id} while it was {old_job.status.name}"
         issued = {h[1] for mine in held for h in mine}
         issued |= {j.token for j in before if j.token is not None}
@@ -894,14 +952,12 @@ def _move_problem(
 
 
 def _expired(job: jm.ModelJob, now: int) -> bool:
-    return (
-        job.status is JobStatus.RUNNING and job.lease_until is not None and now >= job.lease_until
-    )
+    return job.status is _RUNNING and job.lease_until is not None and now >= job.lease_until
 
 
 def _expiry_count(before: jm.JobState, after: jm.JobState) -> tuple[str, ...]:
     expired = any(
-        old.status is JobStatus.RUNNING and new.last_error == jm.LEASE_EXPIRED and new.token is None
+        old.status is _RUNNING and new.last_error == jm.LEASE_EXPIRED and new.token is None
         for old, new in zip(before.jobs, after.jobs, strict=False)
     )
     return ("result:expired",) if expired else ()
@@ -910,7 +966,8 @@ def _expiry_count(before: jm.JobState, after: jm.JobState) -> tuple[str, ...]:
 def _fail_count(kind: str, state: jm.JobState, job_id: str) -> tuple[str, ...]:
     if kind != "fail":
         return ()
-    return (f"result:fail-{jm.view(state, job_id).status.name.lower()}",)
+    status = next(job.status for job in state.jobs if job.id == job_id)
+    return (f"result:fail-{status.name.lower()}",)
 
 
 def _put(

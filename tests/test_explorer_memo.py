@@ -25,10 +25,12 @@ from leasecheck.job_conformance import (
     probe_expiry_on_error,
     replay_jobs,
 )
+from leasecheck.models import job_model as jm
 from leasecheck.models.explorer import ExploreResult, System, _moves_expansion
 from leasecheck.models.job_explorer import JOB_SCOPES, JobWorld, explore_jobs
 from leasecheck.models.lease_explorer import SCOPES, LeaseWorld, explore_lease
 from leasecheck.mutants import by_name, materialize
+from leasecheck.queue_impl.jobs import JobStatus
 from leasecheck.targets import load_jobs_target, load_worker
 
 SMALL_LEASE, SMALL_JOBS = SCOPES["small"][0], JOB_SCOPES["small"][0]
@@ -127,3 +129,28 @@ def test_copying_and_path_replay_give_the_same_report(scratch: Path, mutant: str
         by_paths.states, by_paths.transitions, by_paths.failure,
     )  # fmt: skip
     assert (copying.failure is None) == (mutant is None)
+
+
+def test_job_model_replace_copies_and_refuses_an_unknown_field() -> None:
+    """``job_model.replace`` (the explorer's copy of a frozen model record) changes only the
+    copy, and a name that is not a field is a TypeError naming it, as in dataclasses."""
+    job = jm.ModelJob("J1", "t", "p", 0, 100)
+    copy = jm.replace(job, attempts=1, status=JobStatus.RUNNING)
+    assert (copy.attempts, copy.status, copy.run_at) == (1, JobStatus.RUNNING, 100)
+    assert (job.attempts, job.status) == (0, JobStatus.PENDING)
+    with pytest.raises(TypeError, match=r"ModelJob has no fields \['atempts'\]"):
+        jm.replace(job, atempts=1)
+
+
+def test_jobs_at_goal_memo_answers_as_the_jobs_say() -> None:
+    """``JobSystem.at_goal`` remembers each model state's finished jobs; for every world of
+    the small scope, and for a world on a copy of its state (not interned), it answers
+    what the jobs' statuses say."""
+    system, result = explore_jobs(SMALL_JOBS, *READINGS)
+    final = (JobStatus.SUCCEEDED, JobStatus.DEAD, JobStatus.CANCELLED)
+    for world in result.found:
+        fresh = JobWorld(jm.replace(world.state), world.held, world.now, world.retries_left)
+        for item in ("J1", "J2"):
+            expected = any(j.id == item and j.status in final for j in world.state.jobs)
+            assert system.at_goal(world, item) is expected
+            assert system.at_goal(fresh, item) is expected
