@@ -129,8 +129,10 @@ def test_an_ack_final_failure_tells_the_job_story_as_numbered_steps(tmp_path: Pa
     from leasecheck.adapters.registry import load_library
     from leasecheck.crash_harness.queue_crash import check_ack_final
 
+    # 20 kill rounds, not 5: under load a round's workers may not ack before their kill
+    # (the kill moment is real time), and five such rounds in a row were seen in one run.
     with pytest.raises(AssertionError) as failure:
-        check_ack_final(load_library("planted:recover-revives-done"), tmp_path, 5, 0)
+        check_ack_final(load_library("planted:recover-revives-done"), tmp_path, 20, 0)
     story = str(failure.value).split("\n")[1:]
     assert story[0].startswith("  1. w") and " claimed job " in story[0], story
     assert any(" acked job " in line and line.endswith("-> True") for line in story), story

@@ -137,7 +137,7 @@ def test_a_state_difference_names_the_rows_and_prints_both_snapshots(
 def test_the_printed_program_reads_like_a_script(
     mutant_dir: Path, caught: dict[str, Caught | None]
 ) -> None:
-    result = catch(_by_name("stale-finish-accepted"), mutant_dir, caught)
+    result = catch(_by_name("ticket-mutated"), mutant_dir, caught)
     assert result is not None
     assert result.program[0] == "state = LeaseAgreement()"
     assert result.program[-1] == "state.teardown()"
@@ -149,7 +149,7 @@ def test_the_printed_program_reads_like_a_script(
 
 
 @pytest.mark.parametrize(
-    "name", ["stale-finish-accepted", "send-inside-transaction", "open-queue-wipes-rows"]
+    "name", ["ticket-mutated", "send-inside-transaction", "open-queue-wipes-rows"]
 )
 def test_the_printed_program_replays(
     name: str, mutant_dir: Path, caught: dict[str, Caught | None]
