@@ -41,8 +41,9 @@ from typing import Any
 from leasecheck.models import edges
 from leasecheck.models import job_model as jm
 from leasecheck.models.explorer import Batch, Expansion, ExploreResult, Move, Tally, explore
+from leasecheck.models.job_model import _CANCELLED, _DEAD, _PENDING, _RUNNING, _SUCCEEDED
 from leasecheck.models.job_ops import JobOp
-from leasecheck.queue_impl.jobs import IllegalStateError, JobStatus, Lease, RetryPolicy
+from leasecheck.queue_impl.jobs import IllegalStateError, Lease, RetryPolicy
 
 __all__ = [
     "JOB_SCOPES",
@@ -59,14 +60,6 @@ HeldLease = tuple[str, int, int]
 """(job id, model token, lease_until)."""
 
 START = 100
-_PENDING, _RUNNING, _SUCCEEDED, _DEAD, _CANCELLED = (
-    JobStatus.PENDING,
-    JobStatus.RUNNING,
-    JobStatus.SUCCEEDED,
-    JobStatus.DEAD,
-    JobStatus.CANCELLED,
-)
-"""The statuses read once (``JobStatus.X`` is a slow descriptor call; see job_model)."""
 FINAL = (_SUCCEEDED, _DEAD, _CANCELLED)
 _UNCHANGING = (_SUCCEEDED, _CANCELLED)
 _UNKNOWN = "?"
