@@ -75,17 +75,11 @@ def history_evidence(
         (op.process, op.index): reason
         for op, reason in zip(verdict.conflicting, verdict.reasons, strict=True)
     }
-    if isinstance(initial, QueueState):
-
-        def leases(
-            ops: Sequence[Operation], index_of: dict[tuple[str, int], int],
-            at: Callable[[int], float],
-        ) -> list[Lease]:  # fmt: skip
-            return _queue_leases(ops, index_of, at, origin)
-
-        found: _Leases | None = leases
-    else:
-        found = _leases_from(initial, policy)
+    found = (
+        _queue_leases_from(origin)
+        if isinstance(initial, QueueState)
+        else _leases_from(initial, policy)
+    )
     return _evidence(verdict.history, summary, "wall ms", 1_000_000, reasons, verdict.conflicting,
                      leases=found)  # fmt: skip
 
@@ -129,13 +123,21 @@ def queue_schedule_evidence(
     """``schedule_evidence`` of a generic queue's schedule, with each claim's lease on
     both sides; ``origin`` is the shared clock's reading at model time 0 (a library's
     lease end, ``Granted.until``, is in the clock's seconds)."""
+    return _evidence(
+        history, summary, "step", step_ns, {}, (), "process", _queue_leases_from(origin)
+    )
+
+
+def _queue_leases_from(origin: float | None) -> _Leases:
+    """The leases of a generic queue's history, the library's lease ends read from the
+    shared clock's ``origin`` (None: unknown, the asked lease is drawn)."""
 
     def leases(
         ops: Sequence[Operation], index_of: dict[tuple[str, int], int], at: Callable[[int], float]
     ) -> list[Lease]:
         return _queue_leases(ops, index_of, at, origin)
 
-    return _evidence(history, summary, "step", step_ns, {}, (), "process", leases)
+    return leases
 
 
 def _evidence(
