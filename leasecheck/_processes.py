@@ -67,6 +67,9 @@ class Tree:
     def __init__(self) -> None:
         self.me = psutil.Process()
         self.before = {child.pid for child in self.me.children(recursive=True)}
+        self.waited_by_owner: set[int] = set()
+        """Children whose exit status their owner collects (the run's test process,
+        which ``subprocess.Popen`` waits for): never reaped here."""
 
     def processes(self) -> list[psutil.Process]:
         found = []
@@ -113,8 +116,10 @@ class Tree:
         reparented to us); the number reaped."""
         reaped = 0
         for child in self.me.children():
+            if child.pid in self.before or child.pid in self.waited_by_owner:
+                continue
             with contextlib.suppress(psutil.NoSuchProcess, ChildProcessError):
-                if child.pid not in self.before and child.status() == psutil.STATUS_ZOMBIE:
+                if child.status() == psutil.STATUS_ZOMBIE:
                     os.waitpid(child.pid, os.WNOHANG)
                     reaped += 1
         return reaped

@@ -528,6 +528,7 @@ class _Watch:
         tail = _Tail(events)
         with log.open("wb") as output:
             process = self.launch(pytest_command(self.options), output, env)
+            self.tree.waited_by_owner.add(process.pid)
             try:
                 problem = self._loop(process, tail, stacks)
             finally:
@@ -557,6 +558,9 @@ class _Watch:
         return ""
 
     def _leftovers(self) -> None:
+        # Orphans the run's servers leave (a broker's helper processes) land on us, the
+        # subreaper: collect them as they die, not only at the end of the run.
+        self.tree.reap()
         left = self.tree.left_by(self.run.finished, LEFTOVER_GRACE)
         if left:
             self.tree.kill(item.pid for item in left)

@@ -27,6 +27,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from leasecheck._processes import Tree, subreaper
 from leasecheck.targets import BUNDLED_WORKER
 
 CLAIM_BODY = (
@@ -283,6 +284,36 @@ def test_processes_a_target_leaves_in_a_new_session_are_found_named_and_killed(
     assert all(records[name]["verdict"] == "VIOLATED" for name in leaving)
     assert "the target left" in done.stdout and f"sleep {mark}" in done.stdout
     assert list(own_scratch.iterdir()) == []
+
+
+def test_the_run_collects_orphaned_zombies_but_never_its_test_process_status() -> None:
+    """The runner is the subreaper: orphans of the run (a broker's helper processes) land
+    on it and must be reaped as they die; the test process's exit status stays
+    ``subprocess.Popen``'s to collect (reaping it would read as exit 0)."""
+    tree = Tree()
+    subreaper(True)
+    try:
+        owned = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+        tree.waited_by_owner.add(owned.pid)
+        orphaning = "import os, time\nif os.fork() == 0:\n    time.sleep(0.2)\nos._exit(0)\n"
+        subprocess.run([sys.executable, "-c", orphaning], check=True, timeout=30)
+        deadline = time.monotonic() + 10
+        zombies: set[int] = set()
+        while time.monotonic() < deadline:
+            zombies = {
+                c.pid for c in psutil.Process().children()
+                if c.pid not in tree.before and c.status() == psutil.STATUS_ZOMBIE
+            }  # fmt: skip
+            if len(zombies) == 2:
+                break
+            time.sleep(0.02)
+        assert owned.pid in zombies and len(zombies) == 2, zombies
+        assert tree.reap() == 1
+        left = {c.pid for c in psutil.Process().children()}
+        assert zombies - left == zombies - {owned.pid}
+        assert owned.wait(timeout=10) == 3
+    finally:
+        subreaper(False)
 
 
 # --- honest verdicts: leasecheck's own failures ---------------------------------------
