@@ -6,6 +6,7 @@ their own fixtures below.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 import psutil
 import pytest
 
+from leasecheck.adapters import servers
 from leasecheck.crash_harness.engine import Engine
 from leasecheck.queue_impl import worker
 
@@ -110,3 +112,28 @@ def engine(no_leaked_children: None) -> Iterator[Engine]:
     """The fork engine with its default deadline; every child reaped and checked with psutil."""
     with Engine() as running:
         yield running
+
+
+@contextlib.contextmanager
+def _server_url(kind: servers.ServerKind) -> Iterator[str]:
+    """A throw-away server of ``kind`` on a free port (``servers.start``, not durable);
+    one that is not installed fails the test with the command that installs it."""
+    try:
+        with servers.start(kind, durable=False) as server:
+            yield server.url
+    except servers.ServerMissing as missing:  # pragma: no cover - CI installs it
+        pytest.fail(str(missing), pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> Iterator[str]:
+    """One Redis for the test module that asks for it."""
+    with _server_url("redis") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def postgres_url() -> Iterator[str]:
+    """One PostgreSQL for the test module that asks for it."""
+    with _server_url("postgres") as url:
+        yield url

@@ -170,15 +170,6 @@ def _ended(worker: str) -> Callable[[list[dict[str, object]]], bool]:
     return lambda events: any(e["event"] == "end" and e["worker"] == worker for e in events)
 
 
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    try:
-        with servers.redis() as server:
-            yield server.url
-    except servers.ServerMissing as missing:  # pragma: no cover - CI installs it
-        pytest.fail(str(missing), pytrace=False)
-
-
 @pytest.fixture
 def celery(redis_url: str) -> Iterator[Celery]:
     with tempfile.TemporaryDirectory(prefix="leasecheck-celery-") as directory:

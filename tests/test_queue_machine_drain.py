@@ -9,25 +9,11 @@ fast, holds or "not checked" in the slower ones: docs/findings.md, "the last thr
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
-from leasecheck.adapters import servers
 from leasecheck.adapters.registry import load_library
 from leasecheck.stateful_tests.queue_machine import QueueMachine
 
 JOBS = 15
 """More than one batch (10) and fewer than two: connection 1 empties its buffer first."""
-
-
-@pytest.fixture(scope="module")
-def postgres_url() -> Iterator[str]:
-    try:
-        with servers.start("postgres", durable=False) as server:
-            yield server.url
-    except servers.ServerMissing as missing:  # pragma: no cover - CI installs it
-        pytest.fail(str(missing), pytrace=False)
 
 
 def test_the_drain_asks_every_connection_before_judging_a_loss(postgres_url: str) -> None:

@@ -15,20 +15,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from leasecheck.adapters import servers
 from leasecheck.adapters.registry import load_library
 from leasecheck.stateful_tests.queue_machine import Held, QueueMachine
 
 STALE = "queue.stale-ack"
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    try:
-        with servers.start("redis", durable=False) as server:
-            yield server.url
-    except servers.ServerMissing as missing:  # pragma: no cover - CI installs it
-        pytest.fail(str(missing), pytrace=False)
 
 
 @pytest.fixture

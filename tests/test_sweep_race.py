@@ -5,13 +5,9 @@ out, overlapping a logged sweep, loses its outcome; every other call is judged."
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from leasecheck.adapters import servers
 from leasecheck.adapters.lease_worker import LeaseWorker
 from leasecheck.adapters.rq import RqDefaults
 from leasecheck.adapters.server_plants import AckDroppingRq
@@ -97,15 +93,6 @@ def test_only_a_library_whose_verbs_sweep_logs_and_stops_afterwards(tmp_path: Pa
     log.write_text(json.dumps({"started_ns": 11, "ended_ns": 29}) + "\n")
     assert read_sweeps(log) == [SWEEP]
     assert read_sweeps(None) == [] and read_sweeps(tmp_path / "absent") == []
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    try:
-        with servers.redis() as server:
-            yield server.url
-    except servers.ServerMissing as missing:
-        pytest.fail(str(missing), pytrace=False)
 
 
 def test_a_dropped_late_ack_on_rq_is_still_found_with_its_sweeps_set_aside(
