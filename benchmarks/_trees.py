@@ -7,6 +7,7 @@ this checkout shares with ``main``, every benchmark's default base.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -15,12 +16,18 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def export(base: str, prefix: str) -> Path:
-    """``base`` exported with git archive into a fresh temporary directory."""
+    """``base`` exported with git archive into a fresh temporary directory (removed again
+    when the export fails: not a repository, an unknown commit)."""
     tree = Path(tempfile.mkdtemp(prefix=prefix))
-    archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", base], capture_output=True, check=True, timeout=120
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True, timeout=120)
+    try:
+        archive = subprocess.run(
+            ["git", "-C", str(REPO), "archive", base], capture_output=True, check=True,
+            timeout=120,
+        ).stdout  # fmt: skip
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True, timeout=120)
+    except BaseException:
+        shutil.rmtree(tree, ignore_errors=True)
+        raise
     return tree
 
 
