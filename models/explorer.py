@@ -317,6 +317,10 @@ def explore(
             gc.enable()
 
 
+_TALLIES = 1 << 20
+"""Tallies listed before they are counted (one ``Counter.update`` per million uses)."""
+
+
 def _search(system: System[S], max_states: int, max_depth: int | None) -> ExploreResult[S]:
     started = time.perf_counter()
     result: ExploreResult[S] = ExploreResult(system=system, max_depth=max_depth)
@@ -324,7 +328,9 @@ def _search(system: System[S], max_states: int, max_depth: int | None) -> Explor
     depth = [0]
     successors: list[list[int]] = []
     tally: Counter[tuple[str, ...]] = Counter()
-    tallies: Counter[Tally] = Counter()
+    tallies: list[Tally] = []
+    """Every tally used, once per use (counted at the end, or when the list grows long)."""
+    used: Counter[Tally] = Counter()
     expand = getattr(system, "expand", None) or (lambda s: _moves_expansion(system, s))
     batch = getattr(system, "expand_batch", None) or (lambda s: None)
     result.violation = _check_state(system, result, result.found[0])
@@ -342,9 +348,13 @@ def _search(system: System[S], max_states: int, max_depth: int | None) -> Explor
         else:
             result.violation = _expand_bulk(system, bulk, result, number, depth, successors,
                                             tallies, tally)  # fmt: skip
+        if len(tallies) > _TALLIES:
+            used.update(tallies)
+            tallies.clear()
         if len(result.found) >= max_states and result.expanded < len(result.found):
             break
-    for block, times in tallies.items():
+    used.update(tallies)
+    for block, times in used.items():
         for counts in block.counts:
             tally[counts] += times
     for counts, times in tally.items():
@@ -414,7 +424,7 @@ def _expand_bulk(
     source: int,
     depth: list[int],
     successors: list[list[int]],
-    tallies: Counter[Tally],
+    tallies: list[Tally],
     tally: Counter[tuple[str, ...]],
 ) -> Violation[S] | None:
     """``_expand`` from a ``Batch``: the same states, numbers, counts and violations.
@@ -439,8 +449,7 @@ def _expand_bulk(
                 return violation
         nexts.append(number)
     result.transitions += moves
-    for block in blocks:
-        tallies[block] += 1
+    tallies.extend(blocks)
     successors.append(nexts)
     return None
 
@@ -473,7 +482,7 @@ def _liveness(
     for source, targets in enumerate(successors):
         for target in targets:
             predecessors[target].append(source)
-    present = [set(system.items(state)) for state in found]
+    present = [_item_set(system.items(state)) for state in found]
     for item in sorted(set().union(*present)):
         seeds = [n for n, state in enumerate(found)
                  if n >= expanded or system.at_goal(state, item)]  # fmt: skip
@@ -484,6 +493,11 @@ def _liveness(
                 trace = _trace(result, found[number])
                 return Violation("liveness", message, trace, _root(result))
     return None
+
+
+def _item_set(items: Iterable[str]) -> frozenset[str] | set[str]:
+    """``items`` as a set (a frozenset as it is: a system may hand out one per state)."""
+    return items if isinstance(items, frozenset) else set(items)
 
 
 def _backward(predecessors: list[list[int]], seeds: list[int], count: int) -> bytearray:

@@ -62,6 +62,9 @@ HeldLease = tuple[str, int, int]
 START = 100
 FINAL = (_SUCCEEDED, _DEAD, _CANCELLED)
 _UNCHANGING = (_SUCCEEDED, _CANCELLED)
+_STALE_COUNTS = tuple(
+    (kind, (f"op:{kind}", "error:IllegalStateError")) for kind in ("complete", "fail")
+)
 _UNKNOWN = "?"
 """A memo's miss (a problem is None or a sentence)."""
 LEASE_RANGE = edges.JOB_RANGES["lease_millis"]
@@ -434,6 +437,8 @@ class JobSystem:
         """Per (id of a model state, job id): the state and its cancel's state (interned)."""
         self._goals: dict[int, tuple[jm.JobState, frozenset[str]]] = {}
         """Per id of a model state (kept alive here): the ids of its jobs at their goal."""
+        self._ids: dict[int, tuple[jm.JobState, frozenset[str]]] = {}
+        """Per id of a model state (kept alive here): the ids of its jobs."""
         self._state_problems: dict[int, str | None] = {}
         """Per id of an interned model state: its own state invariant's problem."""
         self._targets: dict[tuple[int, int], list[dict[Held, JobWorld]]] = {}
@@ -570,8 +575,16 @@ class JobSystem:
         found = steps.finishes.get((index, lease))
         if found is None:
             finishes = self._finishes(world, index, lease, steps)
-            self._checked(world, finishes)
-            found = steps.finishes[(index, lease)] = finishes, self._block(world, finishes)
+            stale = finishes[0].error is not None and steps.stale.get(index)
+            if stale and stale.clean:  # an earlier stale lease of this worker's block: the
+                # same moves but their labels, none breaking a transition invariant
+                found = finishes, stale
+            else:
+                self._checked(world, finishes)
+                found = finishes, self._block(world, finishes)
+                if finishes[0].error is not None:
+                    steps.stale[index] = found[1]
+            steps.finishes[(index, lease)] = found
         return found
 
     def _block(self, world: JobWorld, templates: list[_Template]) -> _Block:
@@ -646,8 +659,14 @@ class JobSystem:
     def check_move(self, source: JobWorld, move: Move[JobWorld]) -> str | None:
         return _move_problem(source.state, source.now, source.held, move.state.state, move.result)
 
-    def items(self, world: JobWorld) -> Sequence[str]:
-        return [job.id for job in world.state.jobs]
+    def items(self, world: JobWorld) -> frozenset[str]:
+        """The ids of ``world``'s jobs, one frozenset per model state (liveness asks every
+        state; the memo keeps the state alive, so its id stays valid)."""
+        state = world.state
+        found = self._ids.get(id(state))
+        if found is None or found[0] is not state:
+            found = self._ids[id(state)] = (state, frozenset(job.id for job in state.jobs))
+        return found[1]
 
     def at_goal(self, world: JobWorld, item: str) -> bool:
         state = world.state
@@ -793,6 +812,15 @@ class JobSystem:
         self, world: JobWorld, index: int, lease: HeldLease, steps: _Steps
     ) -> list[_Template]:
         worker, (job_id, token, _until) = self.scope.workers[index], lease
+        if self._stale(world, job_id, token, steps):
+            # both raise IllegalStateError into one state (asked of the model once per
+            # steps, by ``_after_error``), whatever the lease: no call, no raise here
+            state = self._after_error(world, "IllegalStateError", steps)
+            return [
+                _Template((kind, worker, job_id, token, world.now), state, None,
+                          "IllegalStateError", counts, index=index, mine=())
+                for kind, counts in _STALE_COUNTS
+            ]  # fmt: skip
         finishes = []
         for kind in ("complete", "fail"):
             op = (kind, worker, job_id, token, world.now)
@@ -807,6 +835,15 @@ class JobSystem:
             state, error, counts = found
             finishes.append(_Template(op, state, None, error, counts, index=index, mine=()))
         return finishes
+
+    def _stale(self, world: JobWorld, job_id: str, token: int, steps: _Steps) -> bool:
+        """Whether complete and fail of this lease raise IllegalStateError: after the
+        leases lapsed at ``now`` expire, ``token`` is not the job's current lease
+        (``jm.holds``, the model's own rule)."""
+        for job in self._expired(world, steps).jobs:
+            if job.id == job_id:
+                return not jm.holds(job, token)
+        return False  # no such job: the model's call says what happens
 
     def _finish(
         self, world: JobWorld, kind: str, job_id: str, token: int, steps: _Steps
@@ -861,6 +898,10 @@ class JobSystem:
             return world.state
         if steps is None:
             return jm.expire(world.state, self.policy, world.now)
+        return self._expired(world, steps)
+
+    def _expired(self, world: JobWorld, steps: _Steps) -> jm.JobState:
+        """``jm.expire`` of ``steps``' state at its instant, once per ``steps``."""
         if steps.expired is None:
             steps.expired = jm.expire(world.state, self.policy, world.now)
         return steps.expired
@@ -897,6 +938,9 @@ class _Steps:
     coverage keys."""
     expired: jm.JobState | None = None
     """``jm.expire`` of ``state`` at its instant, once asked for."""
+    stale: dict[int, _Block] = field(default_factory=dict)
+    """Per worker index: the block of the finishes of a stale lease it holds (complete
+    and fail raise into one state whichever stale lease it is: one block serves all)."""
 
 
 class _Block(Tally):
