@@ -483,15 +483,26 @@ def _liveness(
         for target in targets:
             predecessors[target].append(source)
     present = [_item_set(system.items(state)) for state in found]
+    goals = getattr(system, "goals", None)
+    """A system may say at once which items of a state are at their goal (a set per
+    state) instead of ``at_goal`` per item."""
+    reached = None if goals is None else [goals(state) for state in found[:expanded]]
+    frontier = range(expanded, len(found))
     for item in sorted(set().union(*present)):
-        seeds = [n for n, state in enumerate(found)
-                 if n >= expanded or system.at_goal(state, item)]  # fmt: skip
+        if reached is None:
+            seeds = [n for n, state in enumerate(found)
+                     if n >= expanded or system.at_goal(state, item)]  # fmt: skip
+        else:
+            seeds = [n for n, done in enumerate(reached) if item in done]
+            seeds.extend(frontier)
         good = _backward(predecessors, seeds, len(found))
-        for number in range(expanded):
-            if item in present[number] and not good[number]:
+        number = good.find(0, 0, expanded)
+        while number >= 0:  # the states that cannot reach the goal, in BFS order
+            if item in present[number]:
                 message = f"job {item!r} can no longer reach done or dead from this state"
                 trace = _trace(result, found[number])
                 return Violation("liveness", message, trace, _root(result))
+            number = good.find(0, number + 1, expanded)
     return None
 
 

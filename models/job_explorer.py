@@ -534,7 +534,7 @@ class JobSystem:
             for lease in mine:
                 finishes = steps.finishes.get((index, lease))
                 if finishes is None:
-                    finishes = self._finishes_of(steps, world, index, lease)
+                    finishes = self._finish_block(steps, world, index, lease)
                 blocks.append(finishes[1])
                 if lease[1] in steps.first_block.tokens:
                     return None  # a poll would issue a token this world still holds
@@ -569,22 +569,40 @@ class JobSystem:
             steps = self._steps[key] = _Steps(world.state, first, last, {}, *blocks)
         return steps
 
+    def _finish_block(
+        self, steps: _Steps, world: JobWorld, index: int, lease: HeldLease
+    ) -> tuple[list[_Template] | None, _Block]:
+        """The memo of ``_finishes_of`` for ``expand_batch``, which needs only the block: a
+        stale lease's is its worker's stale block, and its templates (for ``moves``, whose
+        labels name the lease) are made when asked for."""
+        stale = steps.stale.get(index)
+        if stale is not None and self._stale(world, lease[0], lease[1], steps):
+            found: tuple[list[_Template] | None, _Block] = (None, stale)
+            steps.finishes[(index, lease)] = found
+            return found
+        return self._finishes_of(steps, world, index, lease)
+
     def _finishes_of(
         self, steps: _Steps, world: JobWorld, index: int, lease: HeldLease
     ) -> tuple[list[_Template], _Block]:
-        found = steps.finishes.get((index, lease))
-        if found is None:
-            finishes = self._finishes(world, index, lease, steps)
-            stale = finishes[0].error is not None and steps.stale.get(index)
-            if stale and stale.clean:  # an earlier stale lease of this worker's block: the
-                # same moves but their labels, none breaking a transition invariant
-                found = finishes, stale
-            else:
-                self._checked(world, finishes)
-                found = finishes, self._block(world, finishes)
-                if finishes[0].error is not None:
-                    steps.stale[index] = found[1]
-            steps.finishes[(index, lease)] = found
+        known = steps.finishes.get((index, lease))
+        if known is not None and known[0] is not None:
+            return known[0], known[1]
+        finishes = self._finishes(world, index, lease, steps)
+        if known is not None:  # a stale lease whose block ``_finish_block`` shared
+            found = steps.finishes[(index, lease)] = finishes, known[1]
+            return found
+        stale = finishes[0].error is not None and steps.stale.get(index)
+        if stale:  # an earlier stale lease of this worker's block: the same moves but
+            # their labels, none breaking a transition invariant (a stale block is kept
+            # only if clean)
+            found = finishes, stale
+        else:
+            self._checked(world, finishes)
+            found = finishes, self._block(world, finishes)
+            if finishes[0].error is not None and found[1].clean:
+                steps.stale[index] = found[1]
+        steps.finishes[(index, lease)] = found
         return found
 
     def _block(self, world: JobWorld, templates: list[_Template]) -> _Block:
@@ -669,13 +687,17 @@ class JobSystem:
         return found[1]
 
     def at_goal(self, world: JobWorld, item: str) -> bool:
+        return item in self.goals(world)
+
+    def goals(self, world: JobWorld) -> frozenset[str]:
+        """The ids of ``world``'s jobs at their goal (what ``at_goal`` says of each)."""
         state = world.state
         found = self._goals.get(id(state))
         if found is None or found[0] is not state:  # once per model state (liveness asks
-            # every state for every job); the memo keeps the state alive, so its id is valid
+            # every state); the memo keeps the state alive, so its id is valid
             final = frozenset(job.id for job in state.jobs if job.status in FINAL)
             found = self._goals[id(state)] = (state, final)
-        return item in found[1]
+        return found[1]
 
     def required(self) -> Sequence[str]:
         ops = ["submit", "poll", "complete", "fail", "retry_dead", "cancel", "tick"]
@@ -928,7 +950,9 @@ class _Steps:
     """submit and poll moves (they come before the finishes)."""
     last: list[_Template]
     """retry_dead, cancel, refused calls and tick."""
-    finishes: dict[tuple[int, HeldLease], tuple[list[_Template], _Block]]
+    finishes: dict[tuple[int, HeldLease], tuple[list[_Template] | None, _Block]]
+    """Per (worker index, held lease): its finishes and their block (templates None: a
+    stale lease's, made when ``moves`` asks)."""
     first_block: _Block
     last_block: _Block
     outcomes: dict[tuple[str, str, int], tuple[jm.JobState, str | None, tuple[str, ...]]] = field(
@@ -939,8 +963,9 @@ class _Steps:
     expired: jm.JobState | None = None
     """``jm.expire`` of ``state`` at its instant, once asked for."""
     stale: dict[int, _Block] = field(default_factory=dict)
-    """Per worker index: the block of the finishes of a stale lease it holds (complete
-    and fail raise into one state whichever stale lease it is: one block serves all)."""
+    """Per worker index: the (clean) block of the finishes of a stale lease it holds
+    (complete and fail raise into one state whichever stale lease it is: one block
+    serves all)."""
 
 
 class _Block(Tally):
