@@ -317,6 +317,10 @@ def explore(
             gc.enable()
 
 
+_TALLIES = 1 << 20
+"""Tallies listed before they are counted (one ``Counter.update`` per million uses)."""
+
+
 def _search(system: System[S], max_states: int, max_depth: int | None) -> ExploreResult[S]:
     started = time.perf_counter()
     result: ExploreResult[S] = ExploreResult(system=system, max_depth=max_depth)
@@ -324,7 +328,9 @@ def _search(system: System[S], max_states: int, max_depth: int | None) -> Explor
     depth = [0]
     successors: list[list[int]] = []
     tally: Counter[tuple[str, ...]] = Counter()
-    tallies: Counter[Tally] = Counter()
+    tallies: list[Tally] = []
+    """Every tally used, once per use (counted at the end, or when the list grows long)."""
+    used: Counter[Tally] = Counter()
     expand = getattr(system, "expand", None) or (lambda s: _moves_expansion(system, s))
     batch = getattr(system, "expand_batch", None) or (lambda s: None)
     result.violation = _check_state(system, result, result.found[0])
@@ -342,9 +348,13 @@ def _search(system: System[S], max_states: int, max_depth: int | None) -> Explor
         else:
             result.violation = _expand_bulk(system, bulk, result, number, depth, successors,
                                             tallies, tally)  # fmt: skip
+        if len(tallies) > _TALLIES:
+            used.update(tallies)
+            tallies.clear()
         if len(result.found) >= max_states and result.expanded < len(result.found):
             break
-    for block, times in tallies.items():
+    used.update(tallies)
+    for block, times in used.items():
         for counts in block.counts:
             tally[counts] += times
     for counts, times in tally.items():
@@ -414,7 +424,7 @@ def _expand_bulk(
     source: int,
     depth: list[int],
     successors: list[list[int]],
-    tallies: Counter[Tally],
+    tallies: list[Tally],
     tally: Counter[tuple[str, ...]],
 ) -> Violation[S] | None:
     """``_expand`` from a ``Batch``: the same states, numbers, counts and violations.
@@ -439,8 +449,7 @@ def _expand_bulk(
                 return violation
         nexts.append(number)
     result.transitions += moves
-    for block in blocks:
-        tallies[block] += 1
+    tallies.extend(blocks)
     successors.append(nexts)
     return None
 
@@ -473,17 +482,33 @@ def _liveness(
     for source, targets in enumerate(successors):
         for target in targets:
             predecessors[target].append(source)
-    present = [set(system.items(state)) for state in found]
+    present = [_item_set(system.items(state)) for state in found]
+    goals = getattr(system, "goals", None)
+    """A system may say at once which items of a state are at their goal (a set per
+    state) instead of ``at_goal`` per item."""
+    reached = None if goals is None else [goals(state) for state in found[:expanded]]
+    frontier = range(expanded, len(found))
     for item in sorted(set().union(*present)):
-        seeds = [n for n, state in enumerate(found)
-                 if n >= expanded or system.at_goal(state, item)]  # fmt: skip
+        if reached is None:
+            seeds = [n for n, state in enumerate(found)
+                     if n >= expanded or system.at_goal(state, item)]  # fmt: skip
+        else:
+            seeds = [n for n, done in enumerate(reached) if item in done]
+            seeds.extend(frontier)
         good = _backward(predecessors, seeds, len(found))
-        for number in range(expanded):
-            if item in present[number] and not good[number]:
+        number = good.find(0, 0, expanded)
+        while number >= 0:  # the states that cannot reach the goal, in BFS order
+            if item in present[number]:
                 message = f"job {item!r} can no longer reach done or dead from this state"
                 trace = _trace(result, found[number])
                 return Violation("liveness", message, trace, _root(result))
+            number = good.find(0, number + 1, expanded)
     return None
+
+
+def _item_set(items: Iterable[str]) -> frozenset[str] | set[str]:
+    """``items`` as a set (a frozenset as it is: a system may hand out one per state)."""
+    return items if isinstance(items, frozenset) else set(items)
 
 
 def _backward(predecessors: list[list[int]], seeds: list[int], count: int) -> bytearray:

@@ -62,6 +62,9 @@ HeldLease = tuple[str, int, int]
 START = 100
 FINAL = (_SUCCEEDED, _DEAD, _CANCELLED)
 _UNCHANGING = (_SUCCEEDED, _CANCELLED)
+_STALE_COUNTS = tuple(
+    (kind, (f"op:{kind}", "error:IllegalStateError")) for kind in ("complete", "fail")
+)
 _UNKNOWN = "?"
 """A memo's miss (a problem is None or a sentence)."""
 LEASE_RANGE = edges.JOB_RANGES["lease_millis"]
@@ -434,6 +437,8 @@ class JobSystem:
         """Per (id of a model state, job id): the state and its cancel's state (interned)."""
         self._goals: dict[int, tuple[jm.JobState, frozenset[str]]] = {}
         """Per id of a model state (kept alive here): the ids of its jobs at their goal."""
+        self._ids: dict[int, tuple[jm.JobState, frozenset[str]]] = {}
+        """Per id of a model state (kept alive here): the ids of its jobs."""
         self._state_problems: dict[int, str | None] = {}
         """Per id of an interned model state: its own state invariant's problem."""
         self._targets: dict[tuple[int, int], list[dict[Held, JobWorld]]] = {}
@@ -529,7 +534,7 @@ class JobSystem:
             for lease in mine:
                 finishes = steps.finishes.get((index, lease))
                 if finishes is None:
-                    finishes = self._finishes_of(steps, world, index, lease)
+                    finishes = self._finish_block(steps, world, index, lease)
                 blocks.append(finishes[1])
                 if lease[1] in steps.first_block.tokens:
                     return None  # a poll would issue a token this world still holds
@@ -564,14 +569,40 @@ class JobSystem:
             steps = self._steps[key] = _Steps(world.state, first, last, {}, *blocks)
         return steps
 
+    def _finish_block(
+        self, steps: _Steps, world: JobWorld, index: int, lease: HeldLease
+    ) -> tuple[list[_Template] | None, _Block]:
+        """The memo of ``_finishes_of`` for ``expand_batch``, which needs only the block: a
+        stale lease's is its worker's stale block, and its templates (for ``moves``, whose
+        labels name the lease) are made when asked for."""
+        stale = steps.stale.get(index)
+        if stale is not None and self._stale(world, lease[0], lease[1], steps):
+            found: tuple[list[_Template] | None, _Block] = (None, stale)
+            steps.finishes[(index, lease)] = found
+            return found
+        return self._finishes_of(steps, world, index, lease)
+
     def _finishes_of(
         self, steps: _Steps, world: JobWorld, index: int, lease: HeldLease
     ) -> tuple[list[_Template], _Block]:
-        found = steps.finishes.get((index, lease))
-        if found is None:
-            finishes = self._finishes(world, index, lease, steps)
+        known = steps.finishes.get((index, lease))
+        if known is not None and known[0] is not None:
+            return known[0], known[1]
+        finishes = self._finishes(world, index, lease, steps)
+        if known is not None:  # a stale lease whose block ``_finish_block`` shared
+            found = steps.finishes[(index, lease)] = finishes, known[1]
+            return found
+        stale = finishes[0].error is not None and steps.stale.get(index)
+        if stale:  # an earlier stale lease of this worker's block: the same moves but
+            # their labels, none breaking a transition invariant (a stale block is kept
+            # only if clean)
+            found = finishes, stale
+        else:
             self._checked(world, finishes)
-            found = steps.finishes[(index, lease)] = finishes, self._block(world, finishes)
+            found = finishes, self._block(world, finishes)
+            if finishes[0].error is not None and found[1].clean:
+                steps.stale[index] = found[1]
+        steps.finishes[(index, lease)] = found
         return found
 
     def _block(self, world: JobWorld, templates: list[_Template]) -> _Block:
@@ -646,17 +677,27 @@ class JobSystem:
     def check_move(self, source: JobWorld, move: Move[JobWorld]) -> str | None:
         return _move_problem(source.state, source.now, source.held, move.state.state, move.result)
 
-    def items(self, world: JobWorld) -> Sequence[str]:
-        return [job.id for job in world.state.jobs]
+    def items(self, world: JobWorld) -> frozenset[str]:
+        """The ids of ``world``'s jobs, one frozenset per model state (liveness asks every
+        state; the memo keeps the state alive, so its id stays valid)."""
+        state = world.state
+        found = self._ids.get(id(state))
+        if found is None or found[0] is not state:
+            found = self._ids[id(state)] = (state, frozenset(job.id for job in state.jobs))
+        return found[1]
 
     def at_goal(self, world: JobWorld, item: str) -> bool:
+        return item in self.goals(world)
+
+    def goals(self, world: JobWorld) -> frozenset[str]:
+        """The ids of ``world``'s jobs at their goal (what ``at_goal`` says of each)."""
         state = world.state
         found = self._goals.get(id(state))
         if found is None or found[0] is not state:  # once per model state (liveness asks
-            # every state for every job); the memo keeps the state alive, so its id is valid
+            # every state); the memo keeps the state alive, so its id is valid
             final = frozenset(job.id for job in state.jobs if job.status in FINAL)
             found = self._goals[id(state)] = (state, final)
-        return item in found[1]
+        return found[1]
 
     def required(self) -> Sequence[str]:
         ops = ["submit", "poll", "complete", "fail", "retry_dead", "cancel", "tick"]
@@ -793,6 +834,15 @@ class JobSystem:
         self, world: JobWorld, index: int, lease: HeldLease, steps: _Steps
     ) -> list[_Template]:
         worker, (job_id, token, _until) = self.scope.workers[index], lease
+        if self._stale(world, job_id, token, steps):
+            # both raise IllegalStateError into one state (asked of the model once per
+            # steps, by ``_after_error``), whatever the lease: no call, no raise here
+            state = self._after_error(world, "IllegalStateError", steps)
+            return [
+                _Template((kind, worker, job_id, token, world.now), state, None,
+                          "IllegalStateError", counts, index=index, mine=())
+                for kind, counts in _STALE_COUNTS
+            ]  # fmt: skip
         finishes = []
         for kind in ("complete", "fail"):
             op = (kind, worker, job_id, token, world.now)
@@ -807,6 +857,15 @@ class JobSystem:
             state, error, counts = found
             finishes.append(_Template(op, state, None, error, counts, index=index, mine=()))
         return finishes
+
+    def _stale(self, world: JobWorld, job_id: str, token: int, steps: _Steps) -> bool:
+        """Whether complete and fail of this lease raise IllegalStateError: after the
+        leases lapsed at ``now`` expire, ``token`` is not the job's current lease
+        (``jm.holds``, the model's own rule)."""
+        for job in self._expired(world, steps).jobs:
+            if job.id == job_id:
+                return not jm.holds(job, token)
+        return False  # no such job: the model's call says what happens
 
     def _finish(
         self, world: JobWorld, kind: str, job_id: str, token: int, steps: _Steps
@@ -861,6 +920,10 @@ class JobSystem:
             return world.state
         if steps is None:
             return jm.expire(world.state, self.policy, world.now)
+        return self._expired(world, steps)
+
+    def _expired(self, world: JobWorld, steps: _Steps) -> jm.JobState:
+        """``jm.expire`` of ``steps``' state at its instant, once per ``steps``."""
         if steps.expired is None:
             steps.expired = jm.expire(world.state, self.policy, world.now)
         return steps.expired
@@ -887,7 +950,9 @@ class _Steps:
     """submit and poll moves (they come before the finishes)."""
     last: list[_Template]
     """retry_dead, cancel, refused calls and tick."""
-    finishes: dict[tuple[int, HeldLease], tuple[list[_Template], _Block]]
+    finishes: dict[tuple[int, HeldLease], tuple[list[_Template] | None, _Block]]
+    """Per (worker index, held lease): its finishes and their block (templates None: a
+    stale lease's, made when ``moves`` asks)."""
     first_block: _Block
     last_block: _Block
     outcomes: dict[tuple[str, str, int], tuple[jm.JobState, str | None, tuple[str, ...]]] = field(
@@ -897,6 +962,10 @@ class _Steps:
     coverage keys."""
     expired: jm.JobState | None = None
     """``jm.expire`` of ``state`` at its instant, once asked for."""
+    stale: dict[int, _Block] = field(default_factory=dict)
+    """Per worker index: the (clean) block of the finishes of a stale lease it holds
+    (complete and fail raise into one state whichever stale lease it is: one block
+    serves all)."""
 
 
 class _Block(Tally):

@@ -34,6 +34,7 @@ __all__ = [
     "dead_letters",
     "expire",
     "fail",
+    "holds",
     "poll",
     "retry_dead",
     "submit",
@@ -181,10 +182,16 @@ def poll(
     return replace(_put(state, index, leased), next_token=state.next_token + 1), lease
 
 
+def holds(job: ModelJob, token: object) -> bool:
+    """Whether ``token`` is ``job``'s current lease: what complete and fail require of the
+    job after expiring leases (else IllegalStateError)."""
+    return job.status is _RUNNING and job.token == token
+
+
 def _current(state: JobState, job_id: object, token: object) -> int:
     index = _index(state, job_id)
     job = state.jobs[index]
-    if job.status is not _RUNNING or job.token != token:
+    if not holds(job, token):
         raise IllegalStateError(
             f"job {job_id!r} is {job.status._name_} with token {job.token!r};"
             f" token {token!r} is not its current lease"

@@ -109,8 +109,16 @@ class _Trap:
         return f"state {state}"
 
 
-def test_liveness_and_vacuity_are_reported() -> None:
-    result = explore(_Trap(), 100)
+class _GoalTrap(_Trap):
+    """The trap, saying its goals per state (the search's ``goals`` path)."""
+
+    def goals(self, state: int) -> frozenset[str]:
+        return frozenset({"j"}) if state == 1 else frozenset()
+
+
+@pytest.mark.parametrize("system", [_Trap(), _GoalTrap()], ids=["at_goal", "goals"])
+def test_liveness_and_vacuity_are_reported(system: _Trap) -> None:
+    result = explore(system, 100)
     assert result.violation is not None and result.violation.kind == "liveness"
     assert "can no longer reach done or dead" in result.violation.message
     assert [op for op, _ in result.violation.trace] == ["wedge"]

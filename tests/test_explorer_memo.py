@@ -30,7 +30,7 @@ from leasecheck.models.explorer import ExploreResult, System, _moves_expansion
 from leasecheck.models.job_explorer import JOB_SCOPES, JobWorld, explore_jobs
 from leasecheck.models.lease_explorer import SCOPES, LeaseWorld, explore_lease
 from leasecheck.mutants import by_name, materialize
-from leasecheck.queue_impl.jobs import JobStatus
+from leasecheck.queue_impl.jobs import IllegalStateError, JobStatus
 from leasecheck.targets import load_jobs_target, load_worker
 
 SMALL_LEASE, SMALL_JOBS = SCOPES["small"][0], JOB_SCOPES["small"][0]
@@ -154,3 +154,48 @@ def test_jobs_at_goal_memo_answers_as_the_jobs_say() -> None:
             expected = any(j.id == item and j.status in final for j in world.state.jobs)
             assert system.at_goal(world, item) is expected
             assert system.at_goal(fresh, item) is expected
+
+
+def test_jobs_expand_batch_is_expand() -> None:
+    """The bulk expansion (the search's path, where every stale lease of a worker shares
+    one block) says what ``expand`` says move by move: the count, each move's coverage
+    keys, and each target (a move left out leads back to its source)."""
+    system, result = explore_jobs(SMALL_JOBS, *READINGS)
+    leases_of: dict[int, set[object]] = {}
+    """Per finish block (by id): the held leases it served."""
+    for world in result.order:
+        batch = system.expand_batch(world)
+        expansion = list(system.expand(world))
+        if batch is None:
+            assert any(problem is not None for _, _, problem in expansion)
+            continue
+        moves, blocks, targets = batch
+        assert moves == len(expansion)
+        assert [c for block in blocks for c in block.counts] == [c for _, c, _ in expansion]
+        moving = dict(targets)
+        for index, (target, _, problem) in enumerate(expansion):
+            assert problem is None
+            assert moving.get(index, world) is target, system.describe_state(world)
+        held = [lease for mine in world.held for lease in mine]
+        for lease, block in zip(held, blocks[1:-1], strict=True):
+            leases_of.setdefault(id(block), set()).add(lease)
+    assert any(len(leases) > 1 for leases in leases_of.values())  # stale ones share a block
+
+
+def test_a_stale_lease_is_what_the_model_refuses() -> None:
+    """``JobSystem._stale`` (no model call) says of every lease held in the small scope
+    what the model's complete says: IllegalStateError, or not."""
+    system, result = explore_jobs(SMALL_JOBS, *READINGS)
+    seen = set()
+    for world in result.order:
+        steps = system._steps_of(world)
+        for mine in world.held:
+            for job_id, token, _until in mine:
+                try:
+                    jm.complete(world.state, system.policy, world.now, job_id, token)
+                    refused = False
+                except IllegalStateError:
+                    refused = True
+                assert system._stale(world, job_id, token, steps) is refused
+                seen.add(refused)
+    assert seen == {True, False}
