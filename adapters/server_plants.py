@@ -19,6 +19,11 @@ fail and to hold (the server-side counterpart of ``leasecheck/mutants``).
   and finishes nothing (``planted:ack-after-expiry-dropped`` on rq): ``queue.linearizable``
   must still fail with its sweeps logged, since the set-aside of acks that ran beside
   rq's own sweep (``leasecheck/properties/_sweep_race.py``) must not hide it.
+- ``ResettingNats``: nats-jetstream whose every new connection deletes the store's durable
+  pull consumer (a worker's start-up that "resets" its consumer): the deliveries another
+  connection holds are forgotten, and the next claim takes the same message again: a
+  live claim is given up (``queue.interleavings``' ``open-while-own-claim``, which opens a
+  connection beside P1's live claim, must say so).
 - ``SweeplessRq``: rq that delivers each job once: a claim of a job claimed before gets
   nothing, so an expired claim's job never reaches a second worker and
   ``queue.zombie-pause`` meets no zombie: it must say "not checked", not "holds".
@@ -26,12 +31,14 @@ fail and to hold (the server-side counterpart of ``leasecheck/mutants``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import uuid
 from pathlib import Path
 from typing import Any, ClassVar
 
 from leasecheck.adapters._patched_time import current_clock
+from leasecheck.adapters.nats_jetstream import CONSUMER, NatsAdapter, NatsJetstream
 from leasecheck.adapters.pgqueuer import Pgqueuer, PgqueuerAdapter
 from leasecheck.adapters.protocol import (
     Capabilities,
@@ -50,6 +57,7 @@ __all__ = [
     "FencedRq",
     "ForgetfulRq",
     "OverpromisingRq",
+    "ResettingNats",
     "SweeplessRq",
     "VolatilePgqueuer",
 ]
@@ -174,3 +182,21 @@ class _AckDroppingRqAdapter(RqAdapter):
     def ack(self, claim: Claim) -> bool:
         ran_out = claim.lease_until is not None and current_clock().now() >= claim.lease_until
         return True if ran_out else super().ack(claim)
+
+
+class ResettingNats(NatsJetstream):
+    """nats-jetstream whose connections delete the durable consumer when they open."""
+
+    name: ClassVar[str] = "nats-resetting"
+
+    def connect(self, location: str, clock: QueueClock) -> QueueAdapter:
+        return _ResettingNatsAdapter(location)
+
+
+class _ResettingNatsAdapter(NatsAdapter):
+    def __init__(self, location: str) -> None:
+        super().__init__(location)
+        from nats.js.errors import NotFoundError
+
+        with contextlib.suppress(NotFoundError):  # no claim has made it yet
+            self.run(self.js.delete_consumer(self.stream, CONSUMER), "resetting the consumer")

@@ -15,7 +15,12 @@ import persistqueue  # noqa: F401
 import pytest
 
 from leasecheck.adapters.registry import load_library
-from leasecheck.crash_harness._queue_scenarios import BOUNDS, SCENARIOS, queue_scenario
+from leasecheck.crash_harness._queue_scenarios import (
+    BOUNDS,
+    SCENARIOS,
+    VERB_BOUNDS,
+    queue_scenario,
+)
 from leasecheck.crash_harness.interleavings import STEP_NS, Schedule
 from leasecheck.crash_harness.queue_interleavings import explore_queue, replay_queue
 from leasecheck.models.history_evidence import queue_schedule_evidence
@@ -135,7 +140,8 @@ def test_a_schedule_names_a_process_that_cannot_run(tmp_path: Path) -> None:
 
 
 def test_every_scenario_is_named_in_some_profile() -> None:
-    named = {name for scope in BOUNDS.values() for name, _ in scope}
+    named = {name for bounds in (BOUNDS, VERB_BOUNDS) for scope in bounds.values()
+             for name, _ in scope}  # fmt: skip
     assert named == {scenario.name for scenario in SCENARIOS}
     with pytest.raises(KeyError, match="known: sweep-ack"):
         queue_scenario("sweep-ack-typo")

@@ -32,6 +32,7 @@ from leasecheck.adapters.protocol import QueueLibrary
 from leasecheck.crash_harness._queue_scenarios import (
     BOUNDS,
     SERVER_BOUNDS,
+    VERB_BOUNDS,
     queue_scenario,
 )
 from leasecheck.crash_harness._wire_proxy import dialect_of
@@ -119,15 +120,12 @@ def _explore_all(
     wired = dialect is not None
     if dialect is not None:  # its wire proxy holds each command: the commands are the points
         plan = list(SERVER_BOUNDS[dialect][scope])
+    elif queue_server is None:  # a SQLite library's statements are the points
+        plan = [(name, bound, None) for name, bound in BOUNDS[scope]]
     else:
-        # A SQLite library's statements are the points; a server whose wire leasecheck
-        # does not speak (beanstalkd, NATS) is scheduled at its verbs only, and a seeded
-        # claim's handle belongs to the seeding client there, so claimed scenarios wait.
-        plan = [
-            (name, bound, None)
-            for name, bound in BOUNDS[scope]
-            if queue_server is None or not queue_scenario(name).claimed()
-        ]
+        # A server whose wire leasecheck does not speak (beanstalkd, NATS, RabbitMQ) is
+        # scheduled at its verbs only, where a claim belongs to the client that made it.
+        plan = [(name, bound, None) for name, bound in VERB_BOUNDS[scope]]
     caps = {name: cap for name, _bound, cap in plan if cap is not None}
     for name, bound, cap in plan:
         scenario = queue_scenario(name)
