@@ -137,3 +137,10 @@ def postgres_url() -> Iterator[str]:
     """One PostgreSQL for the test module that asks for it."""
     with _server_url("postgres") as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def nats_url() -> Iterator[str]:
+    """One nats-server (JetStream) for the test module that asks for it."""
+    with _server_url("nats") as url:
+        yield url

@@ -5,25 +5,12 @@ a claim the harness seeded would belong to the harness's client."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from leasecheck.adapters import servers
 from leasecheck.adapters.nats_jetstream import NatsJetstream
 from leasecheck.adapters.server_plants import ResettingNats
 from leasecheck.crash_harness._queue_scenarios import VERB_BOUNDS, queue_scenario
 from leasecheck.crash_harness.queue_interleavings import explore_queue
-
-
-@pytest.fixture(scope="module")
-def nats_url() -> Iterator[str]:
-    try:
-        with servers.start("nats", durable=False) as server:
-            yield server.url
-    except servers.ServerMissing as missing:  # pragma: no cover - CI installs it
-        pytest.fail(str(missing), pytrace=False)
 
 
 def test_the_brokers_ci_plan_opens_a_connection_beside_a_live_claim() -> None:
