@@ -404,8 +404,16 @@ def _run_properties(
                "-p", "no:xdist", *args]  # fmt: skip
     return subprocess.Popen(
         command, env={**os.environ, **env}, cwd=REPO, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, start_new_session=new_session,
+        stderr=subprocess.STDOUT, start_new_session=new_session, preexec_fn=_default_sigint,
     )  # fmt: skip
+
+
+def _default_sigint() -> None:
+    """In the child, before exec: SIGINT at its default, as a shell starts a command. An
+    ignored SIGINT is inherited across exec, and Python then installs no KeyboardInterrupt
+    handler: some earlier test in the same worker left it ignored, and the Ctrl-C test's
+    run finished as if never interrupted (exit 0)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def test_server_properties_are_off_by_default() -> None:
