@@ -592,15 +592,18 @@ class JobSystem:
         if known is not None:  # a stale lease whose block ``_finish_block`` shared
             found = steps.finishes[(index, lease)] = finishes, known[1]
             return found
-        stale = finishes[0].error is not None and steps.stale.get(index)
-        if stale:  # an earlier stale lease of this worker's block: the same moves but
-            # their labels, none breaking a transition invariant (a stale block is kept
-            # only if clean)
-            found = finishes, stale
+        # stale: the model refused the lease (``jm.holds`` false is the one IllegalStateError
+        # complete and fail raise; another error is no stale lease and shares no block)
+        stale = finishes[0].error == "IllegalStateError"
+        shared = steps.stale.get(index) if stale else None
+        if shared is not None:  # an earlier stale lease of this worker's block: the same
+            # moves but their labels, none breaking a transition invariant (a stale block
+            # is kept only if clean)
+            found = finishes, shared
         else:
             self._checked(world, finishes)
             found = finishes, self._block(world, finishes)
-            if finishes[0].error is not None and found[1].clean:
+            if stale and found[1].clean:
                 steps.stale[index] = found[1]
         steps.finishes[(index, lease)] = found
         return found
