@@ -485,9 +485,8 @@ def test_ctrl_c_leaves_no_process(run_dir: Path) -> None:
     env = {"TMPDIR": str(run_dir), "LEASECHECK_SERVER_ADAPTERS": "pgqueuer"}
     run = _run_properties(env, "--leasecheck-servers", "-k", "zombie", new_session=True)
     try:
-        # Observed, not guessed: the SIGINT lands while w1 is SIGSTOPped, with the
-        # rest of the scenario (its lease and more) still to run. Sent as soon as an
-        # agent merely exists, it could land after pytest's last line (exit 0).
+        # Observed, not guessed: the SIGINT lands while w1 is SIGSTOPped (the state the
+        # docstring names), with the rest of the scenario still to run.
         _wait_for_workers(run, run_dir, frozen=True)
         assert any("postgres" in p.name() for p in _processes_naming(run_dir))
         os.killpg(run.pid, signal.SIGINT)
