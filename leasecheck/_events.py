@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import sys
 import time
@@ -45,6 +46,9 @@ RESOURCE_KEY = "leasecheck:resource"
 """The ``user_properties`` key of a failure of leasecheck's environment (a full disk)."""
 HARNESS_KEY = "leasecheck:harness"
 """The ``user_properties`` key of a failure of leasecheck's own code (``_blame``): exit 2."""
+CPU_KEY = "leasecheck:cpu"
+"""The ``user_properties`` key of the CPU seconds a test's body used: its worker's and
+those of the children it reaped (a property's cost as data, for ``--json``)."""
 CRASHED_KEY = "leasecheck:crashed"
 """On the report pytest-xdist makes for a test whose worker process died under it: the
 worker's id. The row reads CRASHED, never VIOLATED: no assertion failed."""
@@ -137,12 +141,21 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    """Every process the test body starts inherits its node id."""
+    """Every process the test body starts inherits its node id; the body's CPU is recorded."""
     os.environ[NODEID_ENV] = item.nodeid
+    started = _cpu_seconds()
     try:
         yield
     finally:
         os.environ.pop(NODEID_ENV, None)
+        item.user_properties.append((CPU_KEY, round(_cpu_seconds() - started, 3)))
+
+
+def _cpu_seconds() -> float:
+    """User and system CPU of this process and of the children it has reaped."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 @pytest.hookimpl(hookwrapper=True)

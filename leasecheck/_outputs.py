@@ -96,6 +96,7 @@ def _record(prop: PropertyResult, replay: str) -> dict[str, object]:
         "verdict": prop.verdict,
         "seconds": round(prop.seconds, 3),
         "phases": {when: round(prop.phase(when), 3) for when in PHASES},
+        "cpu": round(prop.cpu, 3),
         "checked": prop.runs,
         "figures": prop.figures,
         "counterexample": example.record() if example and prop.verdict != HOLDS else None,

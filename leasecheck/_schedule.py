@@ -9,11 +9,13 @@ contiguous chunks (which gave the two longest properties to the same worker); th
 test each worker holds behind its first is one of the shortest, so nothing long is
 left waiting behind the longest.
 
-Some properties mostly wait (a scheduler's silences, parallel histories' stalls,
-children that block on a lock), so ``auto`` starts ``WAITING_WORKERS`` more workers
-than there are cores: a waiting property then does not hold a core's worth of work
-back. Only ``leasecheck check`` loads this (through ``leasecheck._events``); a plain
-``pytest -n auto`` keeps xdist's own scheduling.
+Some properties mostly wait (children that block on a lock, a crash child's death,
+a server's reply), so ``auto`` starts ``WAITING_WORKERS`` more workers than there are
+cores: a waiting property then does not hold a core's worth of work back. One, not
+more: every worker beyond the cores also makes the others slower (a worker's start-up,
+and the Hypothesis machines' CPU grows when they share a core with other work). Only
+``leasecheck check`` loads this (through ``leasecheck._events``); a plain ``pytest -n
+auto`` keeps xdist's own scheduling.
 """
 
 from __future__ import annotations
@@ -57,8 +59,10 @@ explorer's scopes had grown since the last table (jobs.model-check 1.3 -> 7.3 s,
 jobs.interleavings 0.9 -> 8.0 s), so both ran last, on the worker that finished last."""
 DEFAULT_COST: Final = 3.0
 """A new property's guess: the middle of the table, neither first nor last."""
-WAITING_WORKERS: Final = 2
-"""Workers beyond the cores under ``-n auto``, for the properties that wait."""
+WAITING_WORKERS: Final = 1
+"""Workers beyond the cores under ``-n auto``, for the properties that wait. Measured on 2
+cores (``leasecheck check --profile ci``, 3 runs each, alternated): -n 2 30.9 s wall
+(50.2 s CPU), -n 3 29.0 s (53.4 s), -n 4 29.5 s (55.2 s); medians."""
 
 
 def cost(name: str | None) -> float:

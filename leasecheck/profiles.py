@@ -48,8 +48,9 @@ class Profile:
     race_processes: int
     parallel_histories: int
     """Parallel histories per linearizability property."""
-    thread_seconds: float
-    """Wall-clock budget of the JobQueue thread-hammer test."""
+    thread_rounds: int
+    """Rounds of the JobQueue thread hammer (``jobs.threads``): a count, not seconds, so a
+    loaded machine runs the same rounds, only slower (about 0.14 s a round on 2 cores)."""
     explore_scope: str
     """Scope name for the model checker (``models.lease_explorer``, ``models.job_explorer``)."""
     shrink_seconds: int = 30
@@ -70,18 +71,18 @@ class Profile:
 PROFILES = {
     "quick": Profile(
         name="quick", max_examples=100, step_count=20, crash_states=2, random_kills=20,
-        race_rounds=20, race_processes=3, parallel_histories=25, thread_seconds=1.0,
+        race_rounds=20, race_processes=3, parallel_histories=25, thread_rounds=6,
         explore_scope="small", shrink_seconds=15, power_histories=1, queue_examples=50,
         queue_rounds=10, queue_examples_real=20,
     ),
     "ci": Profile(
         name="ci", max_examples=1000, step_count=15, crash_states=10, random_kills=120,
-        race_rounds=200, race_processes=3, parallel_histories=100, thread_seconds=2.0,
+        race_rounds=200, race_processes=3, parallel_histories=100, thread_rounds=16,
         explore_scope="ci", shrink_seconds=30,
     ),
     "deep": Profile(
         name="deep", max_examples=2000, step_count=80, crash_states=20, random_kills=1000,
-        race_rounds=500, race_processes=6, parallel_histories=1000, thread_seconds=20.0,
+        race_rounds=500, race_processes=6, parallel_histories=1000, thread_rounds=160,
         explore_scope="deep", shrink_seconds=300, power_histories=30, power_states=512,
         queue_examples=2000, queue_rounds=400, queue_examples_real=1000,
     ),

@@ -27,6 +27,7 @@ from typing import IO, Any, Protocol
 
 import leasecheck.properties
 from leasecheck._events import (
+    CPU_KEY,
     CRASHED_KEY,
     EVENTS_ENV,
     FAILURE_KEY,
@@ -151,6 +152,9 @@ class PropertyResult:
     """Seconds in each phase of its tests: ``setup``, ``call``, ``teardown`` (fixtures
     that start a server or drop stores show up in setup and teardown; a session-scoped
     fixture's in the phases of the test that started or ended it)."""
+    cpu: float = 0.0
+    """CPU seconds its test bodies used: their worker's and the children each reaped
+    (a child reaped by another process, the crash harness's zygote, is not counted)."""
 
     def phase(self, when: str) -> float:
         return self.phases.get(when, 0.0)
@@ -319,6 +323,8 @@ class _Run:
         when = str(event["when"])
         result.phases[when] = result.phase(when) + float(event["duration"])
         self._record(result, event["user_properties"])
+        if when == "call":  # a failed teardown's report carries the same entry again
+            result.cpu += sum(float(v) for k, v in event["user_properties"] if k == CPU_KEY)
         outcome = event["outcome"]
         crashed = next((v for k, v in event["user_properties"] if k == CRASHED_KEY), None)
         if outcome == "failed" and crashed is not None:

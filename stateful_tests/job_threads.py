@@ -219,16 +219,18 @@ def run_round(target_class: type[Any], config: HammerConfig, seed: int) -> _Roun
 
 
 def hammer(
-    target_class: type[Any], seconds: float, seed: int, config: HammerConfig | None = None
+    target_class: type[Any], rounds: int, seed: int, config: HammerConfig | None = None
 ) -> HammerReport:
-    """Rounds until ``seconds`` are used up (at least one); raise on the first violation."""
+    """``rounds`` rounds (at least one); raise on the first violation.
+
+    A count of rounds, not a time budget: how many rounds a budget of seconds allowed
+    fell with the machine's load, and an unlocked poll a quiet machine caught in its
+    first rounds went unseen in a loaded CI run.
+    """
     config = config or HammerConfig()
-    deadline = time.monotonic() + seconds
-    rounds = calls = leases = 0
-    while True:
-        done = run_round(target_class, config, seed * 1_000_003 + rounds)
-        rounds += 1
+    calls = leases = 0
+    for number in range(max(1, rounds)):
+        done = run_round(target_class, config, seed * 1_000_003 + number)
         calls += len(done.log)
         leases += sum(1 for c in done.log if c.method == "poll" and c.lease is not None)
-        if time.monotonic() >= deadline:
-            return HammerReport(rounds, calls, leases)
+    return HammerReport(max(1, rounds), calls, leases)

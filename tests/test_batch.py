@@ -32,8 +32,8 @@ from leasecheck.targets import BUNDLED_WORKER
 QUICK = ["--profile", "quick", "--seed", "0"]
 PROPERTIES = ["--property", "lease.edges", "--property", "lease.agreement"]
 SINGLE_RECORD_KEYS = {
-    "property", "verdict", "seconds", "phases", "checked", "figures", "counterexample",
-    "left_running", "replay",
+    "property", "verdict", "seconds", "phases", "cpu", "checked", "figures",
+    "counterexample", "left_running", "replay",
 }  # fmt: skip
 
 

@@ -20,6 +20,7 @@ from hypothesis import settings
 
 from leasecheck.mutants import Mutant, materialize
 from leasecheck.mutants.jobs_bugs import MUTANTS
+from leasecheck.profiles import PROFILES
 from leasecheck.queue_impl.job_queue import JobQueue
 from leasecheck.queue_impl.jobs import RetryPolicy
 from leasecheck.stateful_tests.job_machine import JobAgreement
@@ -268,4 +269,4 @@ THREAD_MUTANTS = [m for m in MUTANTS if m.caught_by == "jobs.threads"]
 def test_thread_mutants_are_caught_by_the_hammer(mutant: Mutant, mutant_dir: Path) -> None:
     target = load_jobs_target(materialize(mutant, mutant_dir))
     with pytest.raises(AssertionError, match=r"jobs\.threads round seed"):
-        hammer(target, seconds=2.0, seed=0)
+        hammer(target, PROFILES["ci"].thread_rounds, seed=0)

@@ -18,33 +18,35 @@ from typing import Any
 import pytest
 
 from leasecheck.mutants import by_name, materialize
+from leasecheck.profiles import PROFILES
 from leasecheck.queue_impl.job_queue import JobQueue
 from leasecheck.queue_impl.jobs import IllegalStateError, Lease
 from leasecheck.stateful_tests.job_threads import HammerConfig, SwitchingTime, hammer, run_round
 from leasecheck.targets import load_jobs_target
 
-BUDGET_SECONDS = 2.0
+CI_ROUNDS = PROFILES["ci"].thread_rounds
 SMALL = HammerConfig(threads=4, jobs_per_thread=4, polls_per_thread=40)
 
 
 def test_bundled_queue_passes_and_the_switch_interval_is_restored() -> None:
     before = sys.getswitchinterval()
-    report = hammer(load_jobs_target(), 0.3, seed=1)
+    report = hammer(load_jobs_target(), 2, seed=1)
     assert sys.getswitchinterval() == before
-    assert report.rounds >= 1 and report.leases > 0 and report.calls > report.leases
+    assert report.rounds == 2 and report.leases > 0 and report.calls > report.leases
     assert str(report).startswith(f"{report.rounds} rounds, ")
 
 
 @pytest.mark.parametrize("run", range(5))
-def test_an_unlocked_poll_is_caught_every_run_within_the_budget(
+def test_an_unlocked_poll_is_caught_every_run_within_the_ci_rounds(
     run: int, tmp_path: Path, record_property: Callable[[str, object], None]
 ) -> None:
+    """The ci profile's rounds catch it on any seed, however loaded the machine: the
+    budget is a count of rounds (quiet 2 cores: caught in 1-5 rounds over 20 seeds; with
+    three CPU hogs beside it, 1-7). A budget of 2 s missed it once in a loaded CI run."""
     target = load_jobs_target(materialize(by_name("jobs-unlocked-poll"), tmp_path))
     started = time.perf_counter()
     with pytest.raises(AssertionError) as caught:
-        hammer(target, BUDGET_SECONDS, seed=run)
-    seconds = time.perf_counter() - started
-    record_property("detection_seconds", round(seconds, 2))
+        hammer(target, CI_ROUNDS, seed=run)
     message = str(caught.value)
     double = (
         "leased to two workers at the same time",
@@ -54,9 +56,7 @@ def test_an_unlocked_poll_is_caught_every_run_within_the_budget(
     )
     assert any(text in message for text in double), message
     assert "the calls involved:" in message and "poll(worker_id='w" in message
-    # Caught, and the hammer did not run on past its budget: a bound against running on,
-    # loose enough for a loaded machine (building the evidence and shrinking count too).
-    assert seconds < 3 * BUDGET_SECONDS + 2.0
+    record_property("detection_seconds", round(time.perf_counter() - started, 2))
 
 
 class Stuck(JobQueue):

@@ -6,6 +6,7 @@ store it made; every phase of a property's tests reports its seconds.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -123,3 +124,4 @@ def test_the_summary_and_json_show_setup_and_teardown_seconds(
     (prop,) = json.loads(record.read_text())["properties"]
     assert set(prop["phases"]) == {"setup", "call", "teardown"}
     assert prop["phases"]["call"] > 0 and prop["phases"]["setup"] >= 0
+    assert 0 < prop["cpu"] <= prop["seconds"] * (os.cpu_count() or 1) + 1
