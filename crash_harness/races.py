@@ -19,6 +19,12 @@ the whole run, and a stale finish must never change anything. A racer that gives
 on the lock (SQLite busy after ``timeout=1``) is allowed by the spec: it is counted,
 not blamed. Time moves on between rounds so leases run out and jobs are claimed
 again.
+
+Who wins a claim is a real race, so nothing after it depends on the winner: every
+claimer of a round asks for the same lease length, and the stale and finish steps deal
+the tickets out by job and token, not to the racer that won them (a finish is judged by
+its ticket, whichever process sends it). Two runs of one seed make the same calls with
+the same tickets; only which racer's connection carries each may differ.
 """
 
 from __future__ import annotations
@@ -332,7 +338,11 @@ def _round(race: _Race, now: int) -> None:
     intake = [_new_job(rng, race.state, now, n) for n in range(rng.choice((0, 1, 1, 2)))]
     if intake:
         race.step("intake", [intake] + [[] for _ in range(count - 1)])
-    claims = [[LeaseOp.of("claim", f"r{i}", now, rng.randint(100, 1200))] for i in range(count)]
+    # One lease length for every claimer of a round: which racer wins which job is a real
+    # race, and the rounds after it must not depend on it (each lease would end at the
+    # winner's own instant). The later steps deal the tickets out by job, for the same reason.
+    lease_ms = rng.randint(100, 1200)
+    claims = [[LeaseOp.of("claim", f"r{i}", now, lease_ms)] for i in range(count)]
     for call in race.step("claim race", claims):
         race.report.claims += 1
         if isinstance(call.outcome.value, dict):
@@ -377,27 +387,47 @@ def _superseded(state: Snapshot, ticket: dict[str, Any]) -> bool:
 
 
 def _stale(race: _Race) -> list[list[LeaseOp]]:
-    """Each racer's finishes with tickets whose jobs were claimed again (at most 2)."""
+    """Finishes with tickets whose jobs were claimed again (at most 2 per racer)."""
     ops: list[list[LeaseOp]] = [[] for _ in race.racers]
-    for held in race.held:
-        if _superseded(race.state, held.ticket) and len(ops[held.racer]) < 2:
+    for held in _by_ticket(race):
+        if _superseded(race.state, held.ticket) and _free(ops) is not None:
             held.tried_stale = True
             inside = race.rng.randint(held.claimed_at, held.ticket["lease_until"] - 1)
             outcome = race.rng.choice(("ok", "retry", "permanent"))
-            ops[held.racer].append(LeaseOp.of("finish", dict(held.ticket), outcome, inside, 0))
+            _deal(ops, LeaseOp.of("finish", dict(held.ticket), outcome, inside, 0))
     return ops
 
 
 def _finishes(race: _Race, now: int) -> list[list[LeaseOp]]:
-    """Some racers complete some current tickets, inside their leases (at most 2 each)."""
+    """Completions of some current tickets, inside their leases (at most 2 per racer)."""
     ops: list[list[LeaseOp]] = [[] for _ in race.racers]
-    for held in race.held:
+    for held in _by_ticket(race):
         row = race.state.job(held.ticket["id"])
         current = row is not None and row.token == held.ticket["token"]
         live = current and now < held.ticket["lease_until"]
-        if live and race.rng.random() < 0.6 and len(ops[held.racer]) < 2:
+        if live and race.rng.random() < 0.6 and _free(ops) is not None:
             when = race.rng.randint(now, held.ticket["lease_until"] - 1)
             outcome = race.rng.choice(("ok", "ok", "retry", "permanent"))
             delay = race.rng.choice((0, 100, 500))
-            ops[held.racer].append(LeaseOp.of("finish", dict(held.ticket), outcome, when, delay))
+            _deal(ops, LeaseOp.of("finish", dict(held.ticket), outcome, when, delay))
     return ops
+
+
+def _by_ticket(race: _Race) -> list[_Held]:
+    """The tickets held, by job and token: not by which racer won them (a real race)."""
+    return sorted(race.held, key=lambda held: (held.ticket["id"], held.ticket["token"]))
+
+
+def _free(ops: list[list[LeaseOp]]) -> int | None:
+    """The racer with the fewest calls so far (the first of them), if it has fewer than 2.
+
+    A finish is a call with a ticket, whichever process makes it: the ticket, not the
+    connection, is what the spec judges."""
+    slot = min(range(len(ops)), key=lambda index: len(ops[index]))
+    return slot if len(ops[slot]) < 2 else None
+
+
+def _deal(ops: list[list[LeaseOp]], op: LeaseOp) -> None:
+    slot = _free(ops)
+    assert slot is not None
+    ops[slot].append(op)
