@@ -72,9 +72,8 @@ class RaceReport:
 
 @dataclass
 class _Held:
-    """A ticket a racer holds, and whether its job was claimed again since."""
+    """A ticket a racer won, and whether its job was claimed again since."""
 
-    racer: int
     ticket: dict[str, Any]
     claimed_at: int
     tried_stale: bool = False
@@ -347,7 +346,7 @@ def _round(race: _Race, now: int) -> None:
         race.report.claims += 1
         if isinstance(call.outcome.value, dict):
             race.report.wins += 1
-            race.held.append(_Held(int(call.who[1:]), call.outcome.value, now))
+            race.held.append(_Held(call.outcome.value, now))
     stale = _stale(race)
     if any(stale):
         tried = race.step("stale finishes against live new leases", stale)
@@ -390,11 +389,12 @@ def _stale(race: _Race) -> list[list[LeaseOp]]:
     """Finishes with tickets whose jobs were claimed again (at most 2 per racer)."""
     ops: list[list[LeaseOp]] = [[] for _ in race.racers]
     for held in _by_ticket(race):
-        if _superseded(race.state, held.ticket) and _free(ops) is not None:
+        slot = _free(ops)
+        if slot is not None and _superseded(race.state, held.ticket):
             held.tried_stale = True
             inside = race.rng.randint(held.claimed_at, held.ticket["lease_until"] - 1)
             outcome = race.rng.choice(("ok", "retry", "permanent"))
-            _deal(ops, LeaseOp.of("finish", dict(held.ticket), outcome, inside, 0))
+            ops[slot].append(LeaseOp.of("finish", dict(held.ticket), outcome, inside, 0))
     return ops
 
 
@@ -405,11 +405,12 @@ def _finishes(race: _Race, now: int) -> list[list[LeaseOp]]:
         row = race.state.job(held.ticket["id"])
         current = row is not None and row.token == held.ticket["token"]
         live = current and now < held.ticket["lease_until"]
-        if live and race.rng.random() < 0.6 and _free(ops) is not None:
+        slot = _free(ops)
+        if live and race.rng.random() < 0.6 and slot is not None:
             when = race.rng.randint(now, held.ticket["lease_until"] - 1)
             outcome = race.rng.choice(("ok", "ok", "retry", "permanent"))
             delay = race.rng.choice((0, 100, 500))
-            _deal(ops, LeaseOp.of("finish", dict(held.ticket), outcome, when, delay))
+            ops[slot].append(LeaseOp.of("finish", dict(held.ticket), outcome, when, delay))
     return ops
 
 
@@ -425,9 +426,3 @@ def _free(ops: list[list[LeaseOp]]) -> int | None:
     connection, is what the spec judges."""
     slot = min(range(len(ops)), key=lambda index: len(ops[index]))
     return slot if len(ops[slot]) < 2 else None
-
-
-def _deal(ops: list[list[LeaseOp]], op: LeaseOp) -> None:
-    slot = _free(ops)
-    assert slot is not None
-    ops[slot].append(op)

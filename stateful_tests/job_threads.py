@@ -228,9 +228,10 @@ def hammer(
     first rounds went unseen in a loaded CI run.
     """
     config = config or HammerConfig()
+    rounds = max(1, rounds)
     calls = leases = 0
-    for number in range(max(1, rounds)):
+    for number in range(rounds):
         done = run_round(target_class, config, seed * 1_000_003 + number)
         calls += len(done.log)
         leases += sum(1 for c in done.log if c.method == "poll" and c.lease is not None)
-    return HammerReport(max(1, rounds), calls, leases)
+    return HammerReport(rounds, calls, leases)

@@ -56,7 +56,11 @@ def test_an_unlocked_poll_is_caught_every_run_within_the_ci_rounds(
     )
     assert any(text in message for text in double), message
     assert "the calls involved:" in message and "poll(worker_id='w" in message
-    record_property("detection_seconds", round(time.perf_counter() - started, 2))
+    seconds = time.perf_counter() - started
+    record_property("detection_seconds", round(seconds, 2))
+    # Caught, and the hammer stopped there: the bound the 2 s budget had, loose enough for
+    # a loaded machine (building the evidence and shrinking count too).
+    assert seconds < 3 * 2.0 + 2.0
 
 
 class Stuck(JobQueue):
