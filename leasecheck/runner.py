@@ -183,7 +183,10 @@ class CheckResult:
 
 PLUGINS = ("xdist.plugin", "_hypothesis_pytestplugin", "leasecheck.plugin", "leasecheck._events")
 """The only plugins a check loads (with ``PYTEST_DISABLE_PLUGIN_AUTOLOAD``): other plugins
-installed in a user's environment cannot change its verdicts or clash with its options."""
+installed in a user's environment cannot change its verdicts or clash with its options.
+Hypothesis' own entry-point plugins (group ``hypothesis``: trio's registers a Random that
+Hypothesis then seeds around every example, HypoFuzz's imports click and multiprocessing)
+are off too (``HYPOTHESIS_NO_PLUGINS``)."""
 
 
 def pytest_command(options: CheckOptions) -> list[str]:
@@ -530,6 +533,7 @@ class _Watch:
         env = {
             **os.environ, EVENTS_ENV: str(events), SCRATCH_ENV: str(work),
             STACKS_ENV: str(stacks), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+            "HYPOTHESIS_NO_PLUGINS": "1",
         }  # fmt: skip
         tail = _Tail(events)
         with log.open("wb") as output:

@@ -209,3 +209,48 @@ def test_draws_do_not_depend_on_what_else_the_process_imported(
     assert not (pytester.path / ".hypothesis" / "constants").exists()
     plain = _draws(pytester, "-p", "no:leasecheck", noisy=False)
     assert _draws(pytester, "-p", "no:leasecheck", noisy=True) != plain
+
+
+ENTRY_POINT_PLUGIN = """
+import os
+
+with open(os.environ["LEASECHECK_TEST_PLUGIN_MARK"], "a") as mark:
+    mark.write(f"{os.getpid()}\\n")
+"""
+
+
+def test_the_check_runs_no_hypothesis_entry_point_plugin(tmp_path: Path) -> None:
+    """A package's ``hypothesis`` entry point (trio and HypoFuzz ship one) runs whenever
+    Hypothesis is imported; in the check's pytest child it must not: it could register
+    randoms, strategies or settings and so change what a property draws."""
+    import os
+    import subprocess
+    import sys
+
+    site = tmp_path / "site"
+    (site / "lc_probe_plugin-1.0.dist-info").mkdir(parents=True)
+    (site / "lc_probe_plugin.py").write_text(ENTRY_POINT_PLUGIN)
+    info = site / "lc_probe_plugin-1.0.dist-info"
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: lc-probe-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[hypothesis]\nprobe = lc_probe_plugin\n")
+    mark = tmp_path / "loaded.txt"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+        "LEASECHECK_TEST_PLUGIN_MARK": str(mark),
+    }
+    env.pop("HYPOTHESIS_NO_PLUGINS", None)
+    plain = [sys.executable, "-c", "import hypothesis"]
+    subprocess.run(plain, env=env, check=True, timeout=120)
+    assert mark.read_text().count("\n") == 1, "the planted entry point did not run at all"
+    mark.unlink()
+    check = [sys.executable, "-m", "leasecheck", "check", "--profile", "quick", "-n", "1",
+             "--property", "jobs.edges"]  # fmt: skip
+    with subprocess.Popen(check, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True) as cli:  # fmt: skip
+        output, _ = cli.communicate(timeout=300)
+    assert cli.returncode == 0, output
+    # The command's own process imports Hypothesis (and so runs the plugin) in the user's
+    # environment, as any import of it does; the pytest child and its workers must not.
+    ran = {int(pid) for pid in mark.read_text().split()} if mark.exists() else set()
+    assert ran <= {cli.pid}, f"the check's pytest processes ran it: pids {ran - {cli.pid}}"
