@@ -36,7 +36,7 @@ from leasecheck import __version__
 from leasecheck._preflight import check_scratch
 from leasecheck._processes import Tree, subreaper
 from leasecheck.adapters.servers import die_with_parent
-from leasecheck.runner import KILL_WITHIN, NOT_CHECKED, NOT_RUN, _Signals
+from leasecheck.runner import ISOLATED, KILL_WITHIN, NOT_CHECKED, NOT_RUN, _Signals
 from leasecheck.targets.scratch import SCRATCH_ENV, scratch_dir
 
 __all__ = [
@@ -174,8 +174,9 @@ class _Pool:
         log, scratch = self.work / f"pool-{index}.log", self.work / f"pool-{index}"
         scratch.mkdir()
         # Its runs' scratch lies inside the batch's, so a batch stopped by a signal
-        # (its pool SIGKILLed) still leaves nothing behind.
-        env = {**os.environ, SCRATCH_ENV: str(scratch)}
+        # (its pool SIGKILLed) still leaves nothing behind. It imports Hypothesis before
+        # it forks a file's pytest: no entry-point plugin may run there either.
+        env = {**os.environ, SCRATCH_ENV: str(scratch), **ISOLATED}
         with log.open("wb") as errors:
             process = subprocess.Popen(
                 [sys.executable, "-m", "leasecheck._batch_worker"], stdin=subprocess.PIPE,

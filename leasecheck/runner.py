@@ -189,6 +189,11 @@ Hypothesis then seeds around every example, HypoFuzz's imports click and multipr
 are off too (``HYPOTHESIS_NO_PLUGINS``)."""
 
 
+ISOLATED: dict[str, str] = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "HYPOTHESIS_NO_PLUGINS": "1"}
+"""The environment a check's pytest runs in (``PLUGINS``), and a batch's pool processes,
+which import Hypothesis before they fork each file's pytest."""
+
+
 def pytest_command(options: CheckOptions) -> list[str]:
     """The pytest command line that checks ``options``' targets."""
     command = [
@@ -532,8 +537,7 @@ class _Watch:
         stacks.mkdir()
         env = {
             **os.environ, EVENTS_ENV: str(events), SCRATCH_ENV: str(work),
-            STACKS_ENV: str(stacks), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-            "HYPOTHESIS_NO_PLUGINS": "1",
+            STACKS_ENV: str(stacks), **ISOLATED,
         }  # fmt: skip
         tail = _Tail(events)
         with log.open("wb") as output:

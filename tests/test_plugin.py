@@ -219,13 +219,18 @@ with open(os.environ["LEASECHECK_TEST_PLUGIN_MARK"], "a") as mark:
 """
 
 
-def test_the_check_runs_no_hypothesis_entry_point_plugin(tmp_path: Path) -> None:
+@pytest.mark.parametrize("batch", [False, True], ids=["alone", "batch"])
+def test_the_check_runs_no_hypothesis_entry_point_plugin(tmp_path: Path, batch: bool) -> None:
     """A package's ``hypothesis`` entry point (trio and HypoFuzz ship one) runs whenever
     Hypothesis is imported; in the check's pytest child it must not: it could register
-    randoms, strategies or settings and so change what a property draws."""
+    randoms, strategies or settings and so change what a property draws. Nor in a
+    batch's pool processes, which import Hypothesis before they fork each file's pytest."""
     import os
+    import shutil
     import subprocess
     import sys
+
+    from leasecheck.queue_impl import worker
 
     site = tmp_path / "site"
     (site / "lc_probe_plugin-1.0.dist-info").mkdir(parents=True)
@@ -244,8 +249,14 @@ def test_the_check_runs_no_hypothesis_entry_point_plugin(tmp_path: Path) -> None
     subprocess.run(plain, env=env, check=True, timeout=120)
     assert mark.read_text().count("\n") == 1, "the planted entry point did not run at all"
     mark.unlink()
-    check = [sys.executable, "-m", "leasecheck", "check", "--profile", "quick", "-n", "1",
-             "--property", "jobs.edges"]  # fmt: skip
+    check = [sys.executable, "-m", "leasecheck", "check", "--profile", "quick", "-n", "1"]
+    if batch:  # two copies of the bundled worker, one pool process
+        files = [tmp_path / "a.py", tmp_path / "b.py"]
+        for file in files:
+            shutil.copyfile(str(worker.__file__), file)
+        check += ["--impl", *map(str, files), "--property", "lease.edges"]
+    else:
+        check += ["--property", "jobs.edges"]
     with subprocess.Popen(check, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True) as cli:  # fmt: skip
         output, _ = cli.communicate(timeout=300)
