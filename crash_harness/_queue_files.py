@@ -29,6 +29,7 @@ from leasecheck.models.lease_ops import LeaseOp
 from leasecheck.targets.lease_target import read_snapshot, write_snapshot
 
 __all__ = [
+    "IntegrityFailure",
     "LeftOpen",
     "QueueFiles",
     "Scenario",
@@ -263,12 +264,16 @@ class StoredFile:
         self.con.close()
 
 
+class IntegrityFailure(AssertionError):
+    """``PRAGMA integrity_check`` did not say 'ok' (``read_again``)."""
+
+
 def read_again(con: sqlite3.Connection, after: str) -> Snapshot:
     """The state stored in ``con``'s file now, checked for integrity (``read_stored``)."""
     try:
         (verdict,) = con.execute("PRAGMA integrity_check").fetchone()
         if verdict != "ok":
-            raise AssertionError(f"PRAGMA integrity_check says {verdict!r} {after}, not 'ok'")
+            raise IntegrityFailure(f"PRAGMA integrity_check says {verdict!r} {after}, not 'ok'")
         return read_snapshot(con)
     except sqlite3.OperationalError as error:
         raise AssertionError(

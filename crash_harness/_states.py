@@ -35,6 +35,8 @@ class World:
     tickets: tuple[dict[str, Any], ...] = ()
     history: tuple[LeaseOp, ...] = ()
     next_id: int = 0
+    start: str = ""
+    """The ``models.edges.LEASE_STARTS`` state the history began from ('': an empty queue)."""
 
     def apply(self, op: LeaseOp) -> tuple[World, Expected]:
         """The world after ``op`` (per the model), and what the model says it does."""
@@ -44,15 +46,28 @@ class World:
             tickets = (*tickets, expected.result)
         # The constructor, not dataclasses.replace: three of these per generated step, and
         # replace costs several times a plain call.
-        world = World(expected.state, self.now, tickets, (*self.history, op), self.next_id)
+        world = World(
+            expected.state, self.now, tickets, (*self.history, op), self.next_id, self.start
+        )
         return world, expected
 
     def later(self, ms: int) -> World:
-        return World(self.state, self.now + ms, self.tickets, self.history, self.next_id)
+        return World(
+            self.state, self.now + ms, self.tickets, self.history, self.next_id, self.start
+        )
 
     def new_id(self) -> tuple[World, str]:
-        world = World(self.state, self.now, self.tickets, self.history, self.next_id + 1)
+        world = World(
+            self.state, self.now, self.tickets, self.history, self.next_id + 1, self.start
+        )
         return world, f"j{self.next_id}"
+
+    def origin(self) -> str:
+        """Where the history began, in words: an empty queue, or the seeded start state."""
+        if not self.start:
+            return "an empty queue"
+        rows = len(LEASE_STARTS[self.start][1].jobs)
+        return f"the start state {self.start!r} of models.edges ({rows} jobs near the bounds)"
 
     def live_tickets(self) -> list[dict[str, Any]]:
         """Tickets that a finish at ``now`` would accept."""
@@ -118,8 +133,9 @@ def random_history(rng: random.Random, length: int, seeded: bool = False) -> Wor
     time in four from a queue near the bounds (budgets one below their maximum, many rows)."""
     world = World(now=rng.randint(0, 10**6))
     if seeded and rng.random() < 0.25:
-        now, state = LEASE_STARTS[rng.choice(SEEDED_STARTS)]
-        world = World(state=state, now=now, next_id=100)  # new ids never meet the seeded ones
+        start = rng.choice(SEEDED_STARTS)
+        now, state = LEASE_STARTS[start]
+        world = World(state=state, now=now, next_id=100, start=start)  # new ids: never seeded ones
     for _ in range(length):
         world = step(rng, world, random_op(rng, world))
     return world

@@ -226,7 +226,7 @@ def _kill_case(
     index = expected.points.index(point)
     committed = index >= expected.committed_at
     scenario.add(
-        f"the model ran {len(world.history)} operations from an empty queue: "
+        f"the model ran {len(world.history)} operations from {world.origin()}: "
         + "; ".join(o.describe() for o in world.history)
     )
     scenario.add("that state is written to a fresh queue file (the target's open_queue)")

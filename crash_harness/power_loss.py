@@ -38,11 +38,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
+from typing import Final
 
 from leasecheck.crash_harness._disk import CrashState, Cut, DirChange, Disk, crash_states
 from leasecheck.crash_harness._evidence import HistoryRecorder, at_of
 from leasecheck.crash_harness._ops import Expected, agrees, expect
-from leasecheck.crash_harness._queue_files import QueueFiles, read_stored
+from leasecheck.crash_harness._queue_files import IntegrityFailure, QueueFiles, read_stored
 from leasecheck.crash_harness._states import random_history, random_op, step
 from leasecheck.crash_harness._syscalls import record
 from leasecheck.crash_harness.engine import ChildResult, Engine
@@ -66,6 +67,18 @@ TRACE_TIMEOUT_S = 120.0
 SPEC_SETTING = ("delete", 2)
 SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 DB = "queue.db"
+GONE, CORRUPT, INTEGRITY, UNREADABLE = "gone", "corrupt", "integrity", "unreadable"
+LOST, TORN = "lost", "torn"
+HEADLINES: Final[dict[str, str]] = {
+    GONE: "the queue file is gone",
+    CORRUPT: "the reopened file is corrupt",
+    INTEGRITY: "the reopened file fails PRAGMA integrity_check",
+    UNREADABLE: "the reopened file cannot be read",
+    LOST: "an operation that had returned to its caller is not in the reopened file",
+    TORN: "the reopened file holds a state no sequence of whole operations reaches "
+    "(an operation was torn)",
+}
+"""What a ``PowerLoss`` of each kind found, in its first line."""
 
 
 @dataclass(frozen=True)
@@ -169,6 +182,10 @@ class PowerLoss:
     found: str
     settings: Settings
     outcomes: tuple[ChildResult, ...]
+    kind: str
+    """A key of ``HEADLINES``: the file could not be read as a queue (``GONE``, ``CORRUPT``,
+    ``INTEGRITY``, ``UNREADABLE``), it holds an earlier state of the model (``LOST``:
+    acknowledged operations missing) or no state of the model (``TORN``)."""
 
     def explain(self) -> str:
         count = len(self.trial.states[0].jobs)
@@ -186,8 +203,22 @@ class PowerLoss:
         lines.append("not on disk at the cut: " + _lost(self.state))
         lines.append(f"reopened: {self.found}")
         lines.append(f"the target's settings: {self.settings.describe()}")
-        lines.append(f"what would have kept it: {self.settings.remedy()}")
+        lines.append(f"what would have kept it: {self.remedy()}")
         return "\n".join(f"  {n}. {line}" for n, line in enumerate(lines, 1))
+
+    def remedy(self) -> str:
+        """The settings' pragma; none for a torn state that lost no write at the cut: every
+        write reached the disk, so the target wrote a state no whole operation leaves."""
+        if self.kind == TORN and not self.state.lost:
+            return (
+                "no pragma: every write reached the disk, so the target itself wrote a state "
+                "no sequence of whole operations leaves (lease-worker.md: each operation is "
+                "one transaction)"
+            )
+        return self.settings.remedy()
+
+    def headline(self) -> str:
+        return HEADLINES[self.kind]
 
 
 def _lost(state: CrashState) -> str:
@@ -251,7 +282,7 @@ def run_trial(
             report.cuts += 1
             loss = checker.check_cut(disk, cut, limit, rng)
             if loss is not None:
-                return PowerLoss(trial, cut, loss[0], loss[1], settings, outcomes)
+                return PowerLoss(trial, cut, loss[0], loss[2], settings, outcomes, loss[1])
         return None
     finally:
         report.check_seconds += checker.seconds
@@ -299,32 +330,35 @@ class _Checker:
     ) -> None:
         self.trial, self.settings, self.strict = trial, settings, strict
         self.scratch, self.report = scratch, report
-        self.readings: dict[str, Snapshot | str] = {}
+        self.readings: dict[str, Snapshot | tuple[str, str]] = {}
         self.seconds = 0.0
 
     def check_cut(
         self, disk: Disk, cut: Cut, limit: int, rng: random.Random
-    ) -> tuple[CrashState, str] | None:
+    ) -> tuple[CrashState, str, str] | None:
+        """The first crash state at ``cut`` that breaks the property: (state, kind, text)."""
         began = time.monotonic()
         try:
             for state in crash_states(disk, cut, limit, rng):
                 self.report.states += 1
                 problem = self._judge(cut, state, self._read(state))
                 if problem is not None:
-                    return state, problem
+                    return state, *problem
             return None
         finally:
             self.seconds += time.monotonic() - began
 
-    def _read(self, state: CrashState) -> Snapshot | str:
+    def _read(self, state: CrashState) -> Snapshot | tuple[str, str]:
         digest = state.digest()
         if digest not in self.readings:
             self.report.distinct += 1
             self.readings[digest] = _read_files(self.scratch, state)
         return self.readings[digest]
 
-    def _judge(self, cut: Cut, state: CrashState, found: Snapshot | str) -> str | None:
-        if isinstance(found, str):
+    def _judge(
+        self, cut: Cut, state: CrashState, found: Snapshot | tuple[str, str]
+    ) -> tuple[str, str] | None:
+        if not isinstance(found, Snapshot):
             return found
         states, acked = self.trial.states, cut.acked
         if found in states[acked : acked + 2]:
@@ -361,34 +395,38 @@ def lost_ops(states: tuple[Snapshot, ...], acked: int, found: Snapshot) -> list[
     return changing(states, range(earlier[-1], acked)) or None
 
 
-def _which(states: tuple[Snapshot, ...], acked: int, found: Snapshot) -> str:
+def _which(states: tuple[Snapshot, ...], acked: int, found: Snapshot) -> tuple[str, str]:
+    """(kind, text): an earlier state of the model (``LOST``), or none of its states."""
     lost = lost_ops(states, acked, found)
     if lost:
         names = ", ".join(str(index) for index in lost)
-        return (
+        return LOST, (
             f"integrity ok, but the rows are the model's state before op {lost[0]}: the "
             f"acknowledged op{'s' if len(lost) > 1 else ''} {names} lost\n{found.describe()}"
         )
-    return (
+    return TORN, (
         f"integrity ok, but the rows are no state the model reached by op {acked} "
         f"(nor op {acked} in flight):\n{found.describe()}\nexpected:\n{states[acked].describe()}"
     )
 
 
-def _read_files(scratch: Path, state: CrashState) -> Snapshot | str:
-    """Write ``state``'s files to ``scratch`` and read the queue back (a problem as text)."""
+def _read_files(scratch: Path, state: CrashState) -> Snapshot | tuple[str, str]:
+    """Write ``state``'s files to ``scratch`` and read the queue back (a problem: its kind
+    and its text)."""
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
     for name, content in state.files:
         (scratch / name).write_bytes(content)
     if DB not in dict(state.files):
-        return f"{DB} itself is gone (its creation was never made durable)"
+        return GONE, f"{DB} itself is gone (its creation was never made durable)"
     try:
         return read_stored(scratch / DB, "after the power cut")
+    except IntegrityFailure as error:
+        return INTEGRITY, str(error)
     except AssertionError as error:
-        return str(error)
+        return UNREADABLE, str(error)
     except sqlite3.DatabaseError as error:
-        return f"PRAGMA integrity_check cannot even run: {error} (the file is corrupt)"
+        return CORRUPT, f"PRAGMA integrity_check cannot even run: {error} (the file is corrupt)"
 
 
 def _counterexample(
@@ -404,11 +442,11 @@ def _counterexample(
     shrunk = _shrink(module, files, directory, loss, limit, seed, strict) or loss
     mode = " (strict)" if strict else ""
     error = AssertionError(
-        f"{PROPERTY}{mode}: after a power cut, {_headline(shrunk)}\nscenario:\n"
+        f"{PROPERTY}{mode}: after a power cut, {shrunk.headline()}\nscenario:\n"
         f"{shrunk.explain()}\nreplay with {'LEASECHECK_POWER_LOSS=strict ' if strict else ''}"
         f"--leasecheck-seed {seed} (property {PROPERTY})"
     )
-    attach(error, _evidence(shrunk, f"after a power cut, {_headline(shrunk)}"))
+    attach(error, _evidence(shrunk, f"after a power cut, {shrunk.headline()}"))
     return error
 
 
@@ -427,12 +465,6 @@ def _evidence(loss: PowerLoss, summary: str) -> Evidence:
     at = at_of(trial.ops[min(acked, len(trial.ops) - 1)]) if trial.ops else 0.0
     record.event("power-cut", "power", at, f"power cut after system call {loss.cut.number}")
     return record.evidence(summary, parted, cut=loss.cut.event, found=loss.found)
-
-
-def _headline(loss: PowerLoss) -> str:
-    if "integrity_check" in loss.found:
-        return "the reopened file fails PRAGMA integrity_check"
-    return "an operation that had returned to its caller is not in the reopened file"
 
 
 def _shrink(

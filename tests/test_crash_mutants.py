@@ -198,3 +198,25 @@ def test_crash_random_drops_the_job_rows_its_failure_does_not_need(
     # The row shrink has a time budget: on a loaded machine it may stop before one row.
     kept = int(message.split(" job rows in the file")[0].rsplit(" ", 1)[-1])
     assert "from 20 to " in message and 1 <= kept <= 10, message
+
+
+def test_a_history_from_a_seeded_start_names_that_start() -> None:
+    """A crash case's scenario says where its history began: a quarter of them start from a
+    state of ``models.edges`` near the bounds, not from an empty queue (an outside tester
+    read "the model ran 4 operations from an empty queue: redrive(job_id='c', ...)",
+    which no empty queue allows)."""
+    import random
+
+    from leasecheck.crash_harness._states import random_history
+    from leasecheck.models.edges import LEASE_STARTS
+
+    origins = set()
+    for seed in range(40):
+        world = random_history(random.Random(seed), 0, seeded=True)
+        origins.add(world.origin())
+        if world.start:
+            assert world.state == LEASE_STARTS[world.start][1]
+            assert repr(world.start) in world.origin() and "empty" not in world.origin()
+        else:
+            assert world.state.jobs == () and world.origin() == "an empty queue"
+    assert "an empty queue" in origins and len(origins) > 1, origins

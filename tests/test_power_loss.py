@@ -53,6 +53,22 @@ def test_power_mutants_are_caught_in_the_default_mode(scratch: Path, name: str) 
         check_power_loss(module, scratch, 3, 64, 0, strict=False)
 
 
+def test_a_torn_operation_is_named_as_such_with_no_pragma_for_it(scratch: Path) -> None:
+    """A redrive split into two transactions leaves, after a cut between them, an audit row
+    beside a job still dead: no state of the model. Every write reached the disk, so no
+    pragma would have kept anything (an outside tester's report read "an operation that
+    had returned to its caller is not in the reopened file" and "synchronous=EXTRA")."""
+    module = load_worker(materialize(by_name("redrive-audit-committed-alone"), scratch))
+    with pytest.raises(AssertionError) as raised:
+        check_power_loss(module, scratch, 6, 64, 0, strict=False)
+    message = str(raised.value)
+    headline = message.splitlines()[0]
+    assert "no sequence of whole operations reaches (an operation was torn)" in headline
+    assert "not on disk at the cut: nothing" in message
+    assert "what would have kept it: no pragma: every write reached the disk" in message
+    assert "synchronous=EXTRA" not in message
+
+
 def test_same_seed_same_states(scratch: Path) -> None:
     first = check_power_loss(load_worker(), scratch / "a", 1, 32, 7, strict=False)
     second = check_power_loss(load_worker(), scratch / "b", 1, 32, 7, strict=False)
