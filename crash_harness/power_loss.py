@@ -75,7 +75,7 @@ HEADLINES: Final[dict[str, str]] = {
     INTEGRITY: "the reopened file fails PRAGMA integrity_check",
     UNREADABLE: "the reopened file cannot be read",
     LOST: "an operation that had returned to its caller is not in the reopened file",
-    TORN: "the reopened file holds a state no sequence of whole operations reaches "
+    TORN: "the reopened file holds none of the states the history passed through "
     "(an operation was torn)",
 }
 """What a ``PowerLoss`` of each kind found, in its first line."""
@@ -208,12 +208,12 @@ class PowerLoss:
 
     def remedy(self) -> str:
         """The settings' pragma; none for a torn state that lost no write at the cut: every
-        write reached the disk, so the target wrote a state no whole operation leaves."""
+        write reached the disk, so the target itself wrote a state between whole operations."""
         if self.kind == TORN and not self.state.lost:
             return (
                 "no pragma: every write reached the disk, so the target itself wrote a state "
-                "no sequence of whole operations leaves (lease-worker.md: each operation is "
-                "one transaction)"
+                "that no prefix of whole operations leaves (lease-worker.md: each operation "
+                "is one transaction)"
             )
         return self.settings.remedy()
 

@@ -63,7 +63,7 @@ def test_a_torn_operation_is_named_as_such_with_no_pragma_for_it(scratch: Path) 
         check_power_loss(module, scratch, 6, 64, 0, strict=False)
     message = str(raised.value)
     headline = message.splitlines()[0]
-    assert "no sequence of whole operations reaches (an operation was torn)" in headline
+    assert "none of the states the history passed through (an operation was torn)" in headline
     assert "not on disk at the cut: nothing" in message
     assert "what would have kept it: no pragma: every write reached the disk" in message
     assert "synchronous=EXTRA" not in message
