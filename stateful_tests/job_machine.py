@@ -243,19 +243,27 @@ class JobAgreement(RuleBasedStateMachine):
 
     # --- the rules: one queue operation each ---------------------------------------------
 
-    @initialize(policy=POLICIES, backlog=BACKLOGS)
-    def start(self, policy: RetryPolicy, backlog: Backlog = NO_BACKLOG) -> None:
-        """A fresh target and model with this retry policy, and the ``backlog`` start."""
+    @initialize(target=leases, policy=POLICIES, backlog=BACKLOGS)
+    def start(self, policy: RetryPolicy, backlog: Backlog = NO_BACKLOG) -> MultipleResults[Any]:
+        """A fresh target and model with this retry policy, and the ``backlog`` start.
+
+        The backlog's leases (stale once failed) go into ``leases`` like any poll's, so
+        complete/fail can draw them from the first step (``_has_leases`` holds from then:
+        an empty bundle there would abort the program).
+        """
         self._open(policy)
         for n in range(backlog.jobs):
             self.submit("email", f"p{n}", int(n % 5 == 4), 5 + n if n % 5 == 3 else 0)
+        handed_out: list[Lease] = []
         for _ in range(min(backlog.failures, policy.max_attempts - 1)):
             lease = self.poll("w1", 5)
             if not isinstance(lease, Lease):
                 break
+            handed_out.append(lease)
             self.fail(lease, None, "boom")
             retry = next(job for job in self.model.state.jobs if job.id == lease.job_id)
             self.time.now = max(self.time.now, retry.run_at)
+        return multiple(*handed_out)
 
     @precondition(_has_room)
     @rule(
