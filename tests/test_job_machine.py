@@ -17,13 +17,20 @@ from typing import Any, ClassVar
 import pytest
 from _machines import Caught, Machine, mutant_settings
 from hypothesis import settings
+from hypothesis.stateful import MultipleResults, initialize, multiple, run_state_machine_as_test
 
 from leasecheck.mutants import Mutant, materialize
 from leasecheck.mutants.jobs_bugs import MUTANTS
 from leasecheck.profiles import PROFILES
 from leasecheck.queue_impl.job_queue import JobQueue
-from leasecheck.queue_impl.jobs import RetryPolicy
-from leasecheck.stateful_tests.job_machine import JobAgreement
+from leasecheck.queue_impl.jobs import Lease, RetryPolicy
+from leasecheck.stateful_tests.job_machine import (
+    BACKLOGS,
+    NO_BACKLOG,
+    POLICIES,
+    Backlog,
+    JobAgreement,
+)
 from leasecheck.stateful_tests.job_threads import hammer
 from leasecheck.targets import BUNDLED_JOBS, load_jobs_target
 
@@ -148,6 +155,46 @@ def test_programs_reach_the_job_scope() -> None:
     assert {1, 2, 3, 4, 5} <= Reach.backoffs
     assert 2 in Reach.capped and max(Reach.capped) >= 4
     assert {(6, True), (6, False)} <= Reach.policies
+
+
+class BacklogLeases(JobAgreement):
+    """JobAgreement, counting complete/fail calls with a lease that the backlog start handed
+    out (stale by then: the start failed it)."""
+
+    drawn: ClassVar[int] = 0
+
+    def __init__(self) -> None:
+        self.starting = False
+        self.backlog_leases: list[object] = []
+        super().__init__()
+
+    @initialize(target=JobAgreement.leases, policy=POLICIES, backlog=BACKLOGS)
+    def start(self, policy: RetryPolicy, backlog: Backlog = NO_BACKLOG) -> MultipleResults[Any]:
+        self.starting = True
+        try:
+            handed_out = JobAgreement.start(self, policy, backlog)
+        finally:
+            self.starting = False
+        return handed_out if isinstance(handed_out, MultipleResults) else multiple()
+
+    def _leased(self, worker: object, got: Lease, expected: Lease) -> None:
+        if self.starting:
+            self.backlog_leases.append(got)
+        super()._leased(worker, got, expected)
+
+    def _credentials(self, lease: object, job_id: str | None) -> tuple[str, object, object]:
+        if not self.starting and any(lease is given for given in self.backlog_leases):
+            type(self).drawn += 1
+        return super()._credentials(lease, job_id)
+
+
+def test_complete_and_fail_draw_the_backlogs_stale_leases() -> None:
+    """A backlog start's leases are leases like any poll's: complete and fail draw them (a
+    zombie's stale token from the first step), and no program that starts with them is
+    thrown away for an empty ``leases`` bundle (6% of jobs.agreement's programs were)."""
+    BacklogLeases.bind(load_jobs_target())
+    run_state_machine_as_test(BacklogLeases, settings=PASSING_SETTINGS)
+    assert BacklogLeases.drawn > 0
 
 
 def test_an_unbound_machine_says_how_to_bind_it() -> None:
