@@ -34,24 +34,19 @@ from leasecheck import _schedule
 from leasecheck._blame import HARNESS_CHANGE, harness_problem
 from leasecheck._preflight import MORE_SPACE, resource_problem
 from leasecheck._processes import NODEID_ENV
+from leasecheck._wire import (
+    CPU_KEY,
+    CRASHED_KEY,
+    EVENTS_ENV,
+    FAILURE_KEY,
+    HARNESS_KEY,
+    RESOURCE_KEY,
+    STACKS_ENV,
+)
 from leasecheck.counterexample import Counterexample
 from leasecheck.plugin import property_name
 from leasecheck.selection import PROPERTY_OPTION
 
-EVENTS_ENV = "LEASECHECK_EVENTS"
-STACKS_ENV = "LEASECHECK_STACKS"
-FAILURE_KEY = "leasecheck:failure"
-"""The ``user_properties`` key of a failure's structured counterexample."""
-RESOURCE_KEY = "leasecheck:resource"
-"""The ``user_properties`` key of a failure of leasecheck's environment (a full disk)."""
-HARNESS_KEY = "leasecheck:harness"
-"""The ``user_properties`` key of a failure of leasecheck's own code (``_blame``): exit 2."""
-CPU_KEY = "leasecheck:cpu"
-"""The ``user_properties`` key of the CPU seconds a test's body used: its worker's and
-those of the children it reaped (a property's cost as data, for ``--json``)."""
-CRASHED_KEY = "leasecheck:crashed"
-"""On the report pytest-xdist makes for a test whose worker process died under it: the
-worker's id. The row reads CRASHED, never VIOLATED: no assertion failed."""
 FIRST_OPTION = "--leasecheck-first"
 
 

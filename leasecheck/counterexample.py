@@ -42,7 +42,6 @@ from pathlib import Path
 
 from leasecheck.models.evidence import Evidence, evidence_of
 from leasecheck.replay import BUNDLED, ENV
-from leasecheck.stateful_tests.program import program_of
 
 __all__ = ["Counterexample", "ScheduleFailure", "export"]
 
@@ -96,6 +95,8 @@ class Counterexample:
     @classmethod
     def from_error(cls, error: BaseException) -> Counterexample:
         """What ``error`` says, in the process that raised it."""
+        from leasecheck.stateful_tests.program import program_of  # imports Hypothesis
+
         message, evidence = _own_message(error), evidence_of(error)
         program = program_of(error)
         if program is not None:

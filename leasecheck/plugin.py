@@ -32,6 +32,21 @@ from hypothesis import settings
 from hypothesis.internal.conjecture import engine as shrinking_engine
 
 from leasecheck import constants_pool, profiles
+from leasecheck._wire import (
+    ADAPTER,
+    CHECKED_KEY,
+    DB,
+    EXAMPLES,
+    IMPL,
+    JOBS_IMPL,
+    NOT_CHECKED_KEY,
+    OPTIONS,
+    PROFILE,
+    READ_ONLY,
+    SEED,
+    SERVERS,
+    STRICT,
+)
 from leasecheck.adapters import servers
 from leasecheck.adapters.protocol import AdapterError, QueueLibrary
 from leasecheck.adapters.registry import load_library
@@ -68,14 +83,6 @@ SERVERS_MARKER = (
 SERVERS_ENV = "LEASECHECK_SERVERS"
 
 
-IMPL, JOBS_IMPL, PROFILE = "--leasecheck-impl", "--leasecheck-jobs-impl", "--leasecheck-profile"
-SEED, EXAMPLES, DB = "--leasecheck-seed", "--leasecheck-examples", "--leasecheck-db"
-SERVERS, ADAPTER = "--leasecheck-servers", "--leasecheck-adapter"
-STRICT = "--leasecheck-strict-promises"
-READ_ONLY = "--leasecheck-read-only-examples"
-OPTIONS = (IMPL, JOBS_IMPL, PROFILE, SEED, EXAMPLES, DB, SERVERS, ADAPTER, STRICT, READ_ONLY)
-"""Every option of the plugin: each starts with ``--leasecheck-`` (suite.md), and giving
-any of them activates the plugin."""
 PROPERTIES_DIR = Path(__file__).with_name("properties")
 
 
@@ -367,10 +374,6 @@ def _started_by_test(child: psutil.Process, before: set[int]) -> bool:
     return not any(process.pid in before for process in chain)
 
 
-CHECKED_KEY = "leasecheck:checked"
-"""The ``user_properties`` key of what a property covered (a dict: text and figures)."""
-
-
 class Checked(Protocol):
     def __call__(self, text: str, **figures: object) -> None: ...
 
@@ -384,10 +387,6 @@ def checked(record_property: Callable[[str, object], None]) -> Checked:
         record_property(CHECKED_KEY, {"text": text, **figures})
 
     return note
-
-
-NOT_CHECKED_KEY = "leasecheck:not-checked"
-"""The ``user_properties`` key of a property that exercised nothing (a dict: what, change)."""
 
 
 class NotChecked(Protocol):

@@ -128,7 +128,7 @@ def rerun(
     same profile and seed; ``option`` is ``leasecheck check``'s (``--impl``, ...);
     ``servers`` also selects the server faults (which start the server they need). A
     selector that matches nothing is a failure (pytest's exit 5), never a pass."""
-    from leasecheck.plugin import ADAPTER, IMPL, JOBS_IMPL, PROFILE, SEED, SERVERS
+    from leasecheck._wire import ADAPTER, IMPL, JOBS_IMPL, PROFILE, SEED, SERVERS
     from leasecheck.runner import CHECK_INI, PROPERTIES_DIR
 
     plugin_option = {"lease": IMPL, "jobs": JOBS_IMPL, "queue": ADAPTER}[_OPTIONS[option]]

@@ -26,29 +26,27 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 import leasecheck.properties
-from leasecheck._events import (
+from leasecheck._preflight import SetupError, check_scratch
+from leasecheck._processes import Leftover, Tree, subreaper
+from leasecheck._wire import (
+    ADAPTER,
+    CHECKED_KEY,
     CPU_KEY,
     CRASHED_KEY,
     EVENTS_ENV,
     FAILURE_KEY,
     HARNESS_KEY,
-    RESOURCE_KEY,
-    STACKS_ENV,
-)
-from leasecheck._preflight import SetupError, check_scratch
-from leasecheck._processes import Leftover, Tree, subreaper
-from leasecheck.adapters.servers import die_with_parent
-from leasecheck.counterexample import Counterexample
-from leasecheck.plugin import (
-    ADAPTER,
-    CHECKED_KEY,
     IMPL,
     JOBS_IMPL,
     NOT_CHECKED_KEY,
     READ_ONLY,
+    RESOURCE_KEY,
     SERVERS,
+    STACKS_ENV,
     STRICT,
 )
+from leasecheck.adapters.servers import die_with_parent
+from leasecheck.counterexample import Counterexample
 from leasecheck.targets.scratch import SCRATCH_ENV, scratch_dir
 
 __all__ = [

@@ -242,3 +242,18 @@ def test_an_export_with_nothing_violated_says_why_the_directory_is_empty(scratch
     assert "not promised: queue.stale-ack" in done.stdout, done.stdout
     assert f"--export {export}: nothing exported" in done.stdout, done.stdout
     assert "1 not promised; --strict makes those VIOLATED" in done.stdout
+
+
+def test_the_command_line_starts_without_pytest_or_hypothesis() -> None:
+    """``leasecheck check`` reads its test process' events as data (``_wire`` names), so
+    the command line itself imports neither pytest nor Hypothesis: with Hypothesis'
+    entry-point plugins (trio's) that import cost about a second before the test process
+    even started."""
+    code = (
+        "import sys, leasecheck.cli, leasecheck.runner, leasecheck._outputs\n"
+        "print(sorted(m for m in ('pytest', 'hypothesis', '_pytest') if m in sys.modules))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert loaded.stdout.strip() == "[]", loaded.stdout
