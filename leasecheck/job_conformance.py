@@ -184,8 +184,30 @@ def _compare_result(model: object, target: object) -> str | None:
     return f"it returned {target!r} on the target but {model!r} on the model"
 
 
+_Visible = tuple[list[Any], list[Any]]
+
+
+class _ModelViews:
+    """``model_visible`` of each model state, computed once per replay (a state is the
+    successor of many explored edges)."""
+
+    def __init__(self) -> None:
+        self._known: dict[jm.JobState, _Visible] = {}
+
+    def __call__(self, state: jm.JobState) -> _Visible:
+        visible = self._known.get(state)
+        if visible is None:
+            visible = self._known[state] = model_visible(state)
+        return visible
+
+
 def _check(
-    run: _Run, system: JobSystem, edge: Edge[JobWorld], result: object, error: str | None
+    run: _Run,
+    system: JobSystem,
+    edge: Edge[JobWorld],
+    result: object,
+    error: str | None,
+    visible: _ModelViews,
 ) -> list[str]:
     move = edge.move
     problems = []
@@ -200,10 +222,10 @@ def _check(
     if move.error is not None:
         readings.append(jm.expire(edge.source.state, system.policy, edge.source.now))
     seen = run.views(move.state.state)
-    if all(seen != model_visible(state) for state in readings):
+    if all(seen != visible(state) for state in readings):
         problems.append(
             f"the visible state differs; target views: {seen[0]}\n"
-            f"  model views: {model_visible(readings[0])[0]}"
+            f"  model views: {visible(readings[0])[0]}"
         )
     return problems
 
@@ -273,6 +295,7 @@ def _along_tree(
     state's own moves have run (the BFS frontier)."""
     at: dict[int, _Run] = {0: fresh}
     known, parent, index_of = explored.known, explored.parent, explored.move_index
+    visible = _ModelViews()
     for number, source in enumerate(explored.order):
         base = at.pop(number).frozen()
         report.states += 1
@@ -288,7 +311,7 @@ def _along_tree(
             report.transitions += 1
             run = thaw(base)
             edge = Edge(source, move, target)
-            problems = _step(run, system, edge)
+            problems = _step(run, system, edge, visible)
             if problems:
                 path = explored.path_moves(source)
                 report.failure = _explain(system, path, edge, problems)
@@ -302,6 +325,7 @@ def _by_paths(
     cls: type[Any], system: JobSystem, explored: ExploreResult[JobWorld], report: ConformanceReport
 ) -> None:
     """Each source state rebuilt by replaying its BFS path on a fresh target."""
+    visible = _ModelViews()
     for source in explored.order:
         path = explored.path_moves(source)
         report.states += 1
@@ -310,17 +334,19 @@ def _by_paths(
                 continue
             report.transitions += 1
             edge = Edge(source, move, source)
-            problems = _replay_one(cls, system, path, edge)
+            problems = _replay_one(cls, system, path, edge, visible)
             if problems:
                 report.failure = _explain(system, path, edge, problems)
                 report.evidence = _evidence(system, path, edge, problems[0])
                 return
 
 
-def _step(run: _Run, system: JobSystem, edge: Edge[JobWorld]) -> list[str]:
+def _step(
+    run: _Run, system: JobSystem, edge: Edge[JobWorld], visible: _ModelViews
+) -> list[str]:
     """Run ``edge``'s operation on ``run`` and compare with the model."""
     result, error = run.apply(edge.move.op)
-    problems = _check(run, system, edge, result, error)
+    problems = _check(run, system, edge, result, error, visible)
     if not problems and isinstance(edge.move.result, Lease):
         problem = run.learn(edge.move.result, result)
         problems += [problem] if problem else []
@@ -332,6 +358,7 @@ def _replay_one(
     system: JobSystem,
     path: list[tuple[Move[JobWorld], JobWorld]],
     edge: Edge[JobWorld],
+    visible: _ModelViews,
 ) -> list[str]:
     run, problem = _fresh(cls, system)
     if problem is not None:
@@ -347,7 +374,7 @@ def _replay_one(
             problem = run.learn(model_lease, result)
             if problem:
                 return [problem]
-    return _step(run, system, edge)
+    return _step(run, system, edge, visible)
 
 
 def _token_of(world: JobWorld, job_id: str) -> int:
