@@ -341,9 +341,7 @@ def _by_paths(
                 return
 
 
-def _step(
-    run: _Run, system: JobSystem, edge: Edge[JobWorld], visible: _ModelViews
-) -> list[str]:
+def _step(run: _Run, system: JobSystem, edge: Edge[JobWorld], visible: _ModelViews) -> list[str]:
     """Run ``edge``'s operation on ``run`` and compare with the model."""
     result, error = run.apply(edge.move.op)
     problems = _check(run, system, edge, result, error, visible)
