@@ -17,7 +17,16 @@ from typing import Any
 
 from leasecheck.models.contracts import JobRow, RedriveRow, Snapshot
 
-__all__ = ["Canon", "QueueKey", "Template", "TicketKey", "queue_key", "with_ticket", "without"]
+__all__ = [
+    "Canon",
+    "QueueKey",
+    "Renaming",
+    "Template",
+    "TicketKey",
+    "queue_key",
+    "with_ticket",
+    "without",
+]
 
 TicketKey = tuple[str, int, str, int, int, int]
 """A held ticket as a tuple: (id, qty, owner, token, attempt, lease_until)."""
@@ -142,8 +151,7 @@ class Canon:
     """
 
     __slots__ = (
-        "best", "by_normal", "delta", "mine", "names", "normal", "now", "renamed", "tokens",
-        "worlds",
+        "best", "by_normal", "delta", "mine", "names", "normal", "now", "tokens", "worlds",
     )  # fmt: skip
 
     def __init__(
@@ -151,7 +159,7 @@ class Canon:
         queue: Snapshot,
         now: int,
         jobs: tuple[str, ...],
-        perms: list[dict[str, str] | None],
+        perms: list[Renaming | None],
         intern: Callable[[Snapshot], tuple[Snapshot, QueueKey]],
         shift: bool = True,
     ) -> None:
@@ -178,7 +186,6 @@ class Canon:
         smallest = min(key for key, _, _ in candidates)
         self.best = [(interned, perm) for key, interned, perm in candidates if key == smallest]
         self.mine = _Mine(self)
-        self.renamed: dict[tuple[int, Held], Held] = {}
         self.worlds: dict[Held, Any] = {}
         """Per raw held tickets, the canonical world (kept by the system's ``_target``)."""
         self.by_normal: dict[Held, Any] = {}
@@ -206,13 +213,8 @@ class Canon:
         if len(best) == 1 and best[0][1] is None:
             return best[0][0], normal
         found: tuple[Held, Snapshot] | None = None
-        for number, (queue, perm) in enumerate(best):
-            candidate = normal
-            if perm is not None:
-                renamed = self.renamed.get((number, normal))
-                if renamed is None:
-                    renamed = self.renamed[(number, normal)] = _renamed(normal, perm, names)
-                candidate = renamed
+        for queue, perm in best:
+            candidate = normal if perm is None else perm.held(normal)
             if found is None or candidate < found[0]:
                 found = (candidate, queue)
         assert found is not None
@@ -233,11 +235,32 @@ class _Mine(dict[tuple[TicketKey, ...], tuple[TicketKey, ...]]):
         return found
 
 
-def _renamed(held: Held, owners: dict[str, str], names: tuple[str, ...]) -> Held:
-    """``held`` with dispatcher names permuted (a symmetry of the system)."""
-    inverse = {new: old for old, new in owners.items()}
-    by_name = dict(zip(names, held, strict=True))
-    return tuple(
-        tuple(sorted((t[0], t[1], owners[t[2]], *t[3:]) for t in by_name[inverse[name]]))
-        for name in names
-    )
+class Renaming(dict[str, str]):
+    """A permutation of the dispatcher names (old -> new), a symmetry of the system.
+
+    ``held`` renames a world's held tickets: each dispatcher's tuple moves to its new
+    name's place with its owners renamed and sorted again, computed once per distinct
+    tuple of one dispatcher's tickets (these repeat across worlds and queues far more
+    than whole held-ticket tuples do).
+    """
+
+    __slots__ = ("sources", "tickets")
+
+    def __init__(self, owners: dict[str, str], names: tuple[str, ...]) -> None:
+        super().__init__(owners)
+        inverse = {new: old for old, new in owners.items()}
+        self.sources = tuple(names.index(inverse[name]) for name in names)
+        """Per position of the renamed tuple, the position it takes its tickets from."""
+        self.tickets: dict[tuple[TicketKey, ...], tuple[TicketKey, ...]] = {}
+
+    def held(self, held: Held) -> Held:
+        tickets, renamed = self.tickets, []
+        for source in self.sources:
+            mine = held[source]
+            found = tickets.get(mine)
+            if found is None:
+                found = tickets[mine] = tuple(
+                    sorted((t[0], t[1], self[t[2]], *t[3:]) for t in mine)
+                )
+            renamed.append(found)
+        return tuple(renamed)

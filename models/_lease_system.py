@@ -24,7 +24,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from leasecheck.models import edges, lease_model
-from leasecheck.models._lease_steps import Canon, QueueKey, Template, TicketKey, queue_key
+from leasecheck.models._lease_steps import (
+    Canon,
+    QueueKey,
+    Renaming,
+    Template,
+    TicketKey,
+    queue_key,
+)
 from leasecheck.models.contracts import FAULT_POINTS, JobRow, RedriveRow, Snapshot
 from leasecheck.models.explorer import Batch, Expansion, Move, Tally
 from leasecheck.models.lease_ops import LeaseOp
@@ -183,8 +190,10 @@ class LeaseSystem:
         names = scope.dispatchers
         renamings = itertools.permutations(range(len(names)))
         next(renamings)  # the identity: None, so that Canon skips renaming
-        self._perms: list[dict[str, str] | None] = [None]
-        self._perms += [dict(zip(names, (names[i] for i in p), strict=True)) for p in renamings]
+        self._perms: list[Renaming | None] = [None]
+        self._perms += [
+            Renaming(dict(zip(names, (names[i] for i in p), strict=True)), names) for p in renamings
+        ]
         self._queues: dict[QueueKey, tuple[Snapshot, QueueKey]] = {}
         self._worlds: dict[tuple[int, Held, int], LeaseWorld] = {}
         self._steps: dict[tuple[int, int], _Steps] = {}
