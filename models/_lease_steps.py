@@ -151,7 +151,7 @@ class Canon:
     """
 
     __slots__ = (
-        "best", "by_normal", "delta", "mine", "names", "normal", "now", "tokens", "worlds",
+        "best", "delta", "mine", "names", "normal", "now", "tokens", "worlds",
     )  # fmt: skip
 
     def __init__(
@@ -188,8 +188,6 @@ class Canon:
         self.mine = _Mine(self)
         self.worlds: dict[Held, Any] = {}
         """Per raw held tickets, the canonical world (kept by the system's ``_target``)."""
-        self.by_normal: dict[Held, Any] = {}
-        """Per normalized held tickets, the canonical world (kept by the system)."""
 
     def ticket(self, ticket: TicketKey) -> TicketKey:
         found = self.normal.get(ticket)

@@ -298,15 +298,11 @@ class LeaseSystem:
                                   template.hooks, template.counts)  # fmt: skip
 
     def _canonical(self, canon: Canon, held: Held) -> LeaseWorld:
-        normal = canon.normalized(held)
-        found: LeaseWorld | None = canon.by_normal.get(normal)
+        queue, chosen = canon.held(held, self.scope.dispatchers)
+        key = (id(queue), chosen, canon.now)
+        found = self._worlds.get(key)
         if found is None:
-            queue, chosen = canon.choose(normal, self.scope.dispatchers)
-            key = (id(queue), chosen, canon.now)
-            found = self._worlds.get(key)
-            if found is None:
-                found = self._worlds[key] = LeaseWorld(queue, chosen, canon.now)
-            canon.by_normal[normal] = found
+            found = self._worlds[key] = LeaseWorld(queue, chosen, canon.now)
         return found
 
     def _canon(self, queue: Snapshot, now: int) -> Canon:
