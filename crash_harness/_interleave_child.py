@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from leasecheck.crash_harness.engine import Channel
+from leasecheck.crash_harness.zygote import Task
 from leasecheck.models._history import Operation
 from leasecheck.models._linear_specs import BUSY, OPEN_TRANSACTION
 from leasecheck.models.lease_ops import Held, LeaseOp, LeaseOutcome
@@ -92,22 +93,25 @@ def _run_call(
 def child_body(
     module: ModuleType, path: Path, name: str, calls: tuple[LeaseOp, ...]
 ) -> Callable[[Channel], str]:
-    """The body the fork engine runs in process ``name``."""
+    """The body the fork engine runs in process ``name``; a ``Task``, so the zygote forks
+    it (a small process)."""
+    return Task(_run_child, (module, path, name, calls))
 
-    def body(channel: Channel) -> str:
-        tracing = _trace_new_connections(channel)
-        con = module.open_queue(str(path))
-        try:
-            channel.ask("ready")
-            tracing[0] = True
-            con.set_trace_callback(channel.trace)
-            held: list[dict[str, Any]] = []
-            for index, call in enumerate(calls, 1):
-                _run_call(module, con, path, channel, (name, index), call, held)
-            tracing[0] = False
-            con.set_trace_callback(None)
-        finally:
-            con.close()
-        return name
 
-    return body
+def _run_child(
+    module: ModuleType, path: Path, name: str, calls: tuple[LeaseOp, ...], channel: Channel
+) -> str:
+    tracing = _trace_new_connections(channel)
+    con = module.open_queue(str(path))
+    try:
+        channel.ask("ready")
+        tracing[0] = True
+        con.set_trace_callback(channel.trace)
+        held: list[dict[str, Any]] = []
+        for index, call in enumerate(calls, 1):
+            _run_call(module, con, path, channel, (name, index), call, held)
+        tracing[0] = False
+        con.set_trace_callback(None)
+    finally:
+        con.close()
+    return name

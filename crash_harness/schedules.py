@@ -30,6 +30,7 @@ from typing import Any
 
 from leasecheck.crash_harness import _lock_view
 from leasecheck.crash_harness.engine import GO, Channel, Child, Engine, Message
+from leasecheck.crash_harness.zygote import Task
 from leasecheck.models import lease_model
 from leasecheck.models.contracts import JobRow, Snapshot
 from leasecheck.models.evidence import Evidence, Recorder, Token
@@ -107,22 +108,24 @@ def initial_state(jobs: int) -> Snapshot:
 # --- the children -----------------------------------------------------------------------
 
 
-def _program(module: ModuleType, path: Path, owner: str) -> Any:
-    def body(channel: Channel) -> list[Any]:
-        con = module.open_queue(str(path))
-        con.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        channel.fault("start")
-        ticket = module.claim(con, owner, NOW, LEASE_MS, channel.fault)
-        channel.send("event", ticket)
-        results: list[Any] = [ticket]
-        if ticket is not None:
-            status = module.finish(con, ticket, "ok", NOW, 0, channel.fault)
-            channel.send("event", status)
-            results.append(status)
-        con.close()
-        return results
+def _program(module: ModuleType, path: Path, owner: str) -> Task:
+    """The dispatcher's program; a ``Task``, so the zygote forks it (a small process)."""
+    return Task(_run_program, (module, path, owner))
 
-    return body
+
+def _run_program(module: ModuleType, path: Path, owner: str, channel: Channel) -> list[Any]:
+    con = module.open_queue(str(path))
+    con.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    channel.fault("start")
+    ticket = module.claim(con, owner, NOW, LEASE_MS, channel.fault)
+    channel.send("event", ticket)
+    results: list[Any] = [ticket]
+    if ticket is not None:
+        status = module.finish(con, ticket, "ok", NOW, 0, channel.fault)
+        channel.send("event", status)
+        results.append(status)
+    con.close()
+    return results
 
 
 # --- one run ------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from typing import Any
 
 from leasecheck.crash_harness import _lock_view
 from leasecheck.crash_harness.engine import Channel, Child, Engine, Message
+from leasecheck.crash_harness.zygote import Task
 from leasecheck.models.lease_ops import LeaseOp, LeaseOutcome
 from leasecheck.models.linearizability import (
     BUSY,
@@ -86,22 +87,32 @@ def run_command(
 def _child(
     module: ModuleType, path: Path, name: str, suffix: tuple[ProgramOp, ...], held: list[Any]
 ) -> Callable[[Channel], str]:
-    def body(channel: Channel) -> str:
-        con = module.open_queue(str(path))
-        try:
-            channel.ask("ready")
-            con.set_trace_callback(channel.trace)
-            for index, command in enumerate(suffix, 1):
-                op = run_command(module, con, (name, index), command, held, channel.send)
-                if op is not None:
-                    channel.send("op", op)
-            con.set_trace_callback(None)
-            channel.ask("finished")
-        finally:
-            con.close()
-        return name
+    """Process ``name``'s part of the program; a ``Task``, so the zygote forks it (a small
+    process) with a copy of ``held`` as it is now."""
+    return Task(_run_child, (module, path, name, suffix, held))
 
-    return body
+
+def _run_child(
+    module: ModuleType,
+    path: Path,
+    name: str,
+    suffix: tuple[ProgramOp, ...],
+    held: list[Any],
+    channel: Channel,
+) -> str:
+    con = module.open_queue(str(path))
+    try:
+        channel.ask("ready")
+        con.set_trace_callback(channel.trace)
+        for index, command in enumerate(suffix, 1):
+            op = run_command(module, con, (name, index), command, held, channel.send)
+            if op is not None:
+                channel.send("op", op)
+        con.set_trace_callback(None)
+        channel.ask("finished")
+    finally:
+        con.close()
+    return name
 
 
 class _Driver:
