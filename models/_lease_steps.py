@@ -197,15 +197,15 @@ class Canon:
             self.normal[ticket] = found
         return found
 
-    def held(self, held: Held, names: tuple[str, ...]) -> tuple[Snapshot, Held]:
+    def held(self, held: Held) -> tuple[Snapshot, Held]:
         """The canonical (queue, held tickets) of a world holding ``held``."""
-        return self.choose(self.normalized(held), names)
+        return self.choose(self.normalized(held))
 
     def normalized(self, held: Held) -> Held:
         """Each dispatcher's tickets normalized and sorted (before any renaming)."""
         return tuple(map(self.mine.__getitem__, held))
 
-    def choose(self, normal: Held, names: tuple[str, ...]) -> tuple[Snapshot, Held]:
+    def choose(self, normal: Held) -> tuple[Snapshot, Held]:
         """The renaming of ``normal`` (normalized tickets) with the smallest world."""
         best = self.best
         if len(best) == 1 and best[0][1] is None:

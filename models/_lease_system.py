@@ -261,7 +261,7 @@ class LeaseSystem:
             if not block.clean:
                 return None
             for position, template, canon, worlds in block.moving:
-                # each target canon remembers its world per held tickets (raw, then normalized)
+                # each target canon remembers its world per raw held tickets
                 after = held if template.keep else template.held_after(held)
                 found = worlds.get(after)
                 if found is None:
@@ -298,7 +298,7 @@ class LeaseSystem:
                                   template.hooks, template.counts)  # fmt: skip
 
     def _canonical(self, canon: Canon, held: Held) -> LeaseWorld:
-        queue, chosen = canon.held(held, self.scope.dispatchers)
+        queue, chosen = canon.held(held)
         key = (id(queue), chosen, canon.now)
         found = self._worlds.get(key)
         if found is None:
