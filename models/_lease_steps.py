@@ -151,7 +151,7 @@ class Canon:
     """
 
     __slots__ = (
-        "best", "delta", "mine", "names", "normal", "now", "tokens", "worlds",
+        "best", "choices", "delta", "mine", "names", "normal", "now", "tokens", "worlds",
     )  # fmt: skip
 
     def __init__(
@@ -186,8 +186,12 @@ class Canon:
         smallest = min(key for key, _, _ in candidates)
         self.best = [(interned, perm) for key, interned, perm in candidates if key == smallest]
         self.mine = _Mine(self)
-        self.worlds: dict[Held, Any] = {}
-        """Per raw held tickets, the canonical world (kept by the system's ``_target``)."""
+        self.worlds: dict[tuple[int, ...], Any] = {}
+        """Per raw held tickets (as the system's code of small ints), the canonical world
+        (filled by the system's ``expand_batch``)."""
+        self.choices: dict[Held, Any] = {}
+        """Per normalized held tickets, the canonical world: the system shares one dict
+        among the canons whose ``best`` and clock are the same."""
 
     def ticket(self, ticket: TicketKey) -> TicketKey:
         found = self.normal.get(ticket)

@@ -31,6 +31,7 @@ from leasecheck.models._lease_steps import (
     Template,
     TicketKey,
     queue_key,
+    with_ticket,
 )
 from leasecheck.models.contracts import FAULT_POINTS, JobRow, RedriveRow, Snapshot
 from leasecheck.models.explorer import Batch, Expansion, Move, Tally
@@ -39,6 +40,8 @@ from leasecheck.models.lease_ops import LeaseOp
 __all__ = ["LeaseScope", "LeaseSystem", "LeaseWorld", "TicketKey", "fault_variants", "ticket_dict"]
 
 Held = tuple[tuple[TicketKey, ...], ...]
+Code = tuple[int, ...]
+"""A world's held tickets as one small int per dispatcher (``LeaseSystem._tuple_code``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -199,6 +202,18 @@ class LeaseSystem:
         self._steps: dict[tuple[int, int], _Steps] = {}
         """Per (id of a queue, now): its templates; the queue is kept alive in ``_Steps``."""
         self._canons: dict[tuple[int, int], tuple[Snapshot, Canon]] = {}
+        """Per (id of a raw queue, now): its canon (raw queues of equal content share one)."""
+        self._canons_by_content: dict[tuple[QueueKey, int], Canon] = {}
+        self._tuple_codes: dict[tuple[TicketKey, ...], int] = {}
+        self._tuple_list: list[tuple[TicketKey, ...]] = []
+        """The tuples of one dispatcher's tickets seen, by code: ``expand_batch`` edits and
+        looks up a world's held tickets as a tuple of these small ints."""
+        self._edits: dict[tuple[int, TicketKey | None, TicketKey | None], dict[int, int]] = {}
+        """Per edit (dispatcher, ticket added, ticket dropped): code before -> code after."""
+        self._choices: dict[tuple[object, ...], dict[Held, LeaseWorld]] = {}
+        """Per canon class (its smallest renamed queues and their renamings, its clock): the
+        canonical world of each normalized held-ticket tuple, shared by every canon of the
+        class (a deep scope has 5 raw queue contents per class)."""
         self._row_problems: dict[int, tuple[Snapshot, bool]] = {}
 
     # --- the System protocol -------------------------------------------------------
@@ -256,19 +271,46 @@ class LeaseSystem:
                 blocks.append(block)
         blocks.append(steps.last_block)
         targets: list[tuple[int, LeaseWorld]] = []
-        offset, held = 0, world.held
+        offset, code = 0, world.__dict__["_code"]
         for block in blocks:
             if not block.clean:
                 return None
-            for position, template, canon, worlds in block.moving:
-                # each target canon remembers its world per raw held tickets
-                after = held if template.keep else template.held_after(held)
+            got = []
+            for index, edits, template, canon, worlds in block.groups:
+                # each target canon remembers its world per raw held-ticket code
+                if index < 0:
+                    after = code
+                else:
+                    mine = edits.get(code[index])
+                    if mine is None:
+                        mine = edits[code[index]] = self._edited(template, code[index])
+                    after = (*code[:index], mine, *code[index + 1 :])
                 found = worlds.get(after)
                 if found is None:
-                    found = worlds[after] = self._canonical(canon, after)
-                targets.append((offset + position, found))
+                    held = tuple(map(self._tuple_list.__getitem__, after))
+                    found = worlds[after] = self._canonical(canon, held)
+                got.append(found)
+            targets += [(offset + position, got[group]) for position, group in block.order]
             offset += block.size
         return offset, blocks, targets
+
+    def _edited(self, template: Template, mine: int) -> int:
+        """The code of one dispatcher's tickets (``mine``) after ``template``'s edit."""
+        tickets = self._tuple_list[mine]
+        if template.add is not None:
+            tickets = with_ticket(tickets, template.add, template.max_held)
+        else:
+            assert template.drop is not None
+            tickets = tuple(t for t in tickets if t != template.drop)
+        return self._tuple_code(tickets)
+
+    def _tuple_code(self, tickets: tuple[TicketKey, ...]) -> int:
+        """A small int per distinct tuple of one dispatcher's tickets."""
+        found = self._tuple_codes.get(tickets)
+        if found is None:
+            found = self._tuple_codes[tickets] = len(self._tuple_list)
+            self._tuple_list.append(tickets)
+        return found
 
     def _target_canon(self, template: Template, now: int) -> Canon:
         """The canon of the queue and clock a template leads to (computed once)."""
@@ -298,18 +340,30 @@ class LeaseSystem:
                                   template.hooks, template.counts)  # fmt: skip
 
     def _canonical(self, canon: Canon, held: Held) -> LeaseWorld:
-        queue, chosen = canon.held(held)
-        key = (id(queue), chosen, canon.now)
-        found = self._worlds.get(key)
+        normal = canon.normalized(held)
+        found = canon.choices.get(normal)
         if found is None:
-            found = self._worlds[key] = LeaseWorld(queue, chosen, canon.now)
+            queue, chosen = canon.choose(normal)
+            key = (id(queue), chosen, canon.now)
+            found = self._worlds.get(key)
+            if found is None:
+                found = self._worlds[key] = LeaseWorld(queue, chosen, canon.now)
+                code = tuple(map(self._tuple_code, chosen))
+                object.__setattr__(found, "_code", code)
+            canon.choices[normal] = found
         return found
 
     def _canon(self, queue: Snapshot, now: int) -> Canon:
         found = self._canons.get((id(queue), now))
         if found is None:
-            canon = Canon(queue, now, self.scope.jobs, self._perms, self._intern,
-                          self.scope.shift)  # fmt: skip
+            content = (queue_key(queue), now)
+            canon = self._canons_by_content.get(content)
+            if canon is None:
+                canon = Canon(queue, now, self.scope.jobs, self._perms, self._intern,
+                              self.scope.shift)  # fmt: skip
+                best = tuple((id(queue), id(perm)) for queue, perm in canon.best)
+                canon.choices = self._choices.setdefault((best, canon.now), {})
+                self._canons_by_content[content] = canon
             found = self._canons[(id(queue), now)] = (queue, canon)
         return found[1]
 
@@ -358,12 +412,19 @@ class LeaseSystem:
     def _block(self, queue: Snapshot, now: int, templates: list[Template]) -> _Block:
         block = _Block(templates)
         if block.clean:
-            block.moving = [
-                (position, template, canon, canon.worlds)
-                for position, template in enumerate(templates)
-                if not (template.after is queue and template.keep and template.later is None)
-                for canon in (self._target_canon(template, now),)
-            ]
+            groups: dict[tuple[object, ...], int] = {}
+            for position, template in enumerate(templates):
+                if template.after is queue and template.keep and template.later is None:
+                    continue  # back to the world it leaves
+                canon = self._target_canon(template, now)
+                edit = None if template.keep else (template.index, template.add, template.drop)
+                group = groups.get((id(canon), edit))
+                if group is None:
+                    group = groups[(id(canon), edit)] = len(block.groups)
+                    edits = {} if edit is None else self._edits.setdefault(edit, {})
+                    index = -1 if edit is None else template.index
+                    block.groups.append((index, edits, template, canon, canon.worlds))
+                block.order.append((position, group))
         return block
 
     def _checked(self, queue: Snapshot, now: int, templates: list[Template]) -> None:
@@ -601,17 +662,25 @@ class _Steps:
 
 class _Block(Tally):
     """A run of templates of one queue for ``expand_batch``: their coverage, their count,
-    whether none breaks a transition invariant, and (position, template, target canon, its
-    worlds) of each that may change the world (``LeaseSystem._block``; a template that
-    keeps the queue, the tickets and the clock leads back to the world it leaves)."""
+    whether none breaks a transition invariant, and the moves that may change the world
+    grouped by where they lead (``LeaseSystem._block``; a template that keeps the queue,
+    the tickets and the clock leads back to the world it leaves). The moves of one group
+    (a claim whose fault hook raises after COMMIT and the same claim with a longer lease,
+    ...) reach the same world from every world of the queue, which ``expand_batch`` then
+    looks up once: a deep scope has 3 moves per group."""
 
-    __slots__ = ("clean", "moving", "size")
+    __slots__ = ("clean", "groups", "order", "size")
 
     def __init__(self, templates: list[Template]) -> None:
         super().__init__([template.counts for template in templates])
         self.size = len(templates)
         self.clean = all(template.problem is None for template in templates)
-        self.moving: list[tuple[int, Template, Canon, dict[Held, LeaseWorld]]] = []
+        self.groups: list[tuple[int, dict[int, int], Template, Canon, dict[Code, LeaseWorld]]] = []
+        """Per distinct (target canon, edit of the held tickets): the dispatcher whose tickets
+        change or -1, their code before -> after (shared by every template with that edit),
+        the first such template, its target canon and the canon's worlds per held-ticket code."""
+        self.order: list[tuple[int, int]] = []
+        """(position, group) of each template that may change the world, in move order."""
 
 
 def _refusal(queue: Snapshot, op: tuple[Any, ...]) -> str:
