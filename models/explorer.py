@@ -435,9 +435,16 @@ def _expand_bulk(
     moves, blocks, steps = bulk
     nexts: list[int] = []
     known, level = result.known, depth[source] + 1
+    last: S | None = None
+    number = -1
     for index, target in steps:
-        number = known.get(target)
-        if number is None:
+        if target is last:  # the same target as the move before (one lookup for a run)
+            nexts.append(number)
+            continue
+        last, found = target, known.get(target)
+        if found is not None:
+            number = found
+        else:
             number = _add(result, target, source, index)
             depth.append(level)
             violation = _check_state(system, result, target)
