@@ -7,7 +7,8 @@ transition invariant, computed once per (queue, now) and shared by every world w
 that queue (a deep scope has 40 times more worlds than queues). A ``Canon`` is the
 symmetry reduction of one queue at one instant (time shift, jobs renamed by seq,
 write-only columns blanked, each dispatcher renaming with its queue key); applying
-it to a held-ticket tuple is the only per-world work left.
+it to a held-ticket tuple (``normalized``, then ``choose``) is the only per-world work
+left, and the system memoizes even that per held-ticket code and per canon class.
 """
 
 from __future__ import annotations
@@ -200,10 +201,6 @@ class Canon:
             found = _normal_ticket(ticket, name, self.tokens[ticket[0]], self.delta)
             self.normal[ticket] = found
         return found
-
-    def held(self, held: Held) -> tuple[Snapshot, Held]:
-        """The canonical (queue, held tickets) of a world holding ``held``."""
-        return self.choose(self.normalized(held))
 
     def normalized(self, held: Held) -> Held:
         """Each dispatcher's tickets normalized and sorted (before any renaming)."""

@@ -26,6 +26,7 @@ from leasecheck.job_conformance import (
     replay_jobs,
 )
 from leasecheck.models import job_model as jm
+from leasecheck.models._lease_system import _Block
 from leasecheck.models.explorer import ExploreResult, System, _moves_expansion
 from leasecheck.models.job_explorer import JOB_SCOPES, JobWorld, explore_jobs
 from leasecheck.models.lease_explorer import SCOPES, LeaseWorld, explore_lease
@@ -180,6 +181,32 @@ def test_jobs_expand_batch_is_expand() -> None:
         for lease, block in zip(held, blocks[1:-1], strict=True):
             leases_of.setdefault(id(block), set()).add(lease)
     assert any(len(leases) > 1 for leases in leases_of.values())  # stale ones share a block
+
+
+@pytest.mark.parametrize("scope", [SMALL_LEASE, SCOPES["ci"][0]], ids=lambda s: s.name)
+def test_lease_expand_batch_is_expand(scope: Any) -> None:
+    """The lease bulk expansion (held tickets as int codes, moves grouped by where they
+    lead, one lookup per group) says what ``expand`` says move by move: the count, each
+    move's coverage keys, and each target (a move left out leads back to its source)."""
+    system, result = explore_lease(scope)
+    grouped = 0
+    for world in result.order:
+        batch = system.expand_batch(world)
+        expansion = list(system.expand(world))
+        if batch is None:
+            assert any(problem is not None for _, _, problem in expansion)
+            continue
+        moves, blocks, targets = batch
+        assert moves == len(expansion)
+        assert [c for block in blocks for c in block.counts] == [c for _, c, _ in expansion]
+        moving = dict(targets)
+        for index, (target, _, problem) in enumerate(expansion):
+            assert problem is None
+            assert moving.get(index, world) is target, system.describe_state(world)
+        lease_blocks = [block for block in blocks if isinstance(block, _Block)]
+        assert len(lease_blocks) == len(blocks)
+        grouped += sum(len(block.order) - len(block.groups) for block in lease_blocks)
+    assert grouped > 0  # some moves shared a lookup
 
 
 def test_a_stale_lease_is_what_the_model_refuses() -> None:
