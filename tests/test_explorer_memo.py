@@ -12,6 +12,7 @@ the path replay give the same report, also on a planted bug.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -157,13 +158,13 @@ def test_jobs_at_goal_memo_answers_as_the_jobs_say() -> None:
             assert system.at_goal(fresh, item) is expected
 
 
-def test_jobs_expand_batch_is_expand() -> None:
-    """The bulk expansion (the search's path, where every stale lease of a worker shares
-    one block) says what ``expand`` says move by move: the count, each move's coverage
-    keys, and each target (a move left out leads back to its source)."""
-    system, result = explore_jobs(SMALL_JOBS, *READINGS)
-    leases_of: dict[int, set[object]] = {}
-    """Per finish block (by id): the held leases it served."""
+def _batches_agree_with_expand(
+    system: Any, result: ExploreResult[Any]
+) -> Iterator[tuple[Any, Sequence[Any]]]:
+    """Checks, in every explored state, that ``expand_batch`` says what ``expand`` says move
+    by move (the count, each move's coverage keys, each target; a move left out leads back
+    to its source, and no batch means some move breaks an invariant); yields each state
+    with its batch's blocks."""
     for world in result.order:
         batch = system.expand_batch(world)
         expansion = list(system.expand(world))
@@ -177,6 +178,17 @@ def test_jobs_expand_batch_is_expand() -> None:
         for index, (target, _, problem) in enumerate(expansion):
             assert problem is None
             assert moving.get(index, world) is target, system.describe_state(world)
+        yield world, blocks
+
+
+def test_jobs_expand_batch_is_expand() -> None:
+    """The bulk expansion (the search's path, where every stale lease of a worker shares
+    one block) says what ``expand`` says move by move: the count, each move's coverage
+    keys, and each target (a move left out leads back to its source)."""
+    system, result = explore_jobs(SMALL_JOBS, *READINGS)
+    leases_of: dict[int, set[object]] = {}
+    """Per finish block (by id): the held leases it served."""
+    for world, blocks in _batches_agree_with_expand(system, result):
         held = [lease for mine in world.held for lease in mine]
         for lease, block in zip(held, blocks[1:-1], strict=True):
             leases_of.setdefault(id(block), set()).add(lease)
@@ -190,19 +202,7 @@ def test_lease_expand_batch_is_expand(scope: Any) -> None:
     move's coverage keys, and each target (a move left out leads back to its source)."""
     system, result = explore_lease(scope)
     grouped = 0
-    for world in result.order:
-        batch = system.expand_batch(world)
-        expansion = list(system.expand(world))
-        if batch is None:
-            assert any(problem is not None for _, _, problem in expansion)
-            continue
-        moves, blocks, targets = batch
-        assert moves == len(expansion)
-        assert [c for block in blocks for c in block.counts] == [c for _, c, _ in expansion]
-        moving = dict(targets)
-        for index, (target, _, problem) in enumerate(expansion):
-            assert problem is None
-            assert moving.get(index, world) is target, system.describe_state(world)
+    for _, blocks in _batches_agree_with_expand(system, result):
         lease_blocks = [block for block in blocks if isinstance(block, _Block)]
         assert len(lease_blocks) == len(blocks)
         grouped += sum(len(block.order) - len(block.groups) for block in lease_blocks)
