@@ -213,7 +213,7 @@ class LeaseSystem:
         self._choices: dict[tuple[object, ...], dict[Held, LeaseWorld]] = {}
         """Per canon class (its smallest renamed queues and their renamings, its clock): the
         canonical world of each normalized held-ticket tuple, shared by every canon of the
-        class (a deep scope has 5 raw queue contents per class)."""
+        class (deep-1job: 9,865 raw queues, 3,411 contents, 1,806 classes)."""
         self._row_problems: dict[int, tuple[Snapshot, bool]] = {}
 
     # --- the System protocol -------------------------------------------------------
