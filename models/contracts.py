@@ -104,7 +104,10 @@ class Snapshot:
     redrives: tuple[RedriveRow, ...] = ()
 
     def job(self, job_id: str) -> JobRow | None:
-        return next((row for row in self.jobs if row.id == job_id), None)
+        for row in self.jobs:  # a loop, not next(generator): the explorer asks this often
+            if row.id == job_id:
+                return row
+        return None
 
     def describe(self) -> str:
         """A few readable lines, for failure messages."""

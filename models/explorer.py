@@ -181,16 +181,19 @@ class Tally:
 
 Batch = tuple[int, Sequence[Tally], Sequence[tuple[int, S]]]
 """A state's moves in bulk: how many, their coverage as tallies (in move order, one key
-tuple per move), and (move index, canonical target) of each move whose target may differ
-from the state itself (a move known to lead back to its source is left out)."""
+tuple per move), and (move index, canonical target) of the moves whose target may differ
+from the state itself, in move order. A move known to lead back to its source may be left
+out, and so may one whose target object an earlier listed move already has (the search
+keeps which states each state reaches, not how many moves reach them)."""
 
 
 class Batching(Expanding[S], Protocol[S]):
     """A system that expands a state in bulk (the fastest path).
 
     ``expand_batch(state)`` says what ``expand(state)`` says, minus the moves that lead
-    back to ``state``, or None when some move may break a transition invariant (the
-    search then takes ``expand``, which reports it exactly)."""
+    back to ``state`` or to a target an earlier move of the batch lists, or None when
+    some move may break a transition invariant (the search then takes ``expand``, which
+    reports it exactly)."""
 
     def expand_batch(self, state: S) -> Batch[S] | None: ...
 
@@ -430,21 +433,16 @@ def _expand_bulk(
     """``_expand`` from a ``Batch``: the same states, numbers, counts and violations.
 
     Moves back to the source are skipped (the source is known, and a self-loop changes
-    no reachability); if a new state breaks an invariant, only the moves up to the one
-    that reached it are counted, as ``_expand`` counts them."""
+    no reachability), and so are repeated targets the batch leaves out: the successor
+    lists serve liveness, which needs which states are reached, not how often. If a new
+    state breaks an invariant, only the moves up to the one that reached it are counted,
+    as ``_expand`` counts them."""
     moves, blocks, steps = bulk
     nexts: list[int] = []
     known, level = result.known, depth[source] + 1
-    last: S | None = None
-    number = -1
     for index, target in steps:
-        if target is last:  # the same target as the move before (one lookup for a run)
-            nexts.append(number)
-            continue
-        last, found = target, known.get(target)
-        if found is not None:
-            number = found
-        else:
+        number = known.get(target)
+        if number is None:
             number = _add(result, target, source, index)
             depth.append(level)
             violation = _check_state(system, result, target)

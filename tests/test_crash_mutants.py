@@ -195,9 +195,12 @@ def test_crash_random_drops_the_job_rows_its_failure_does_not_need(
         reported = shrinker.run(_replan(world, ops), error)
     assert reported is not None
     message = str(reported)
-    # The row shrink has a time budget: on a loaded machine it may stop before one row.
-    kept = int(message.split(" job rows in the file")[0].rsplit(" ", 1)[-1])
-    assert "from 20 to " in message and 1 <= kept <= 10, message
+    # Each shorter start is first killed once the history is acknowledged, which no SIGKILL
+    # races, so the row shrink does not depend on the machine's load (it used to: with the
+    # finish in flight, an attempt held when the kill came first). Its time budget may
+    # still stop it early on a very slow machine.
+    assert 1 <= shrinker.kept <= 10, message
+    assert f"from 20 to {shrinker.kept} job rows" in message, message
 
 
 def test_a_history_from_a_seeded_start_names_that_start() -> None:

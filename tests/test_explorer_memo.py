@@ -27,10 +27,11 @@ from leasecheck.job_conformance import (
     replay_jobs,
 )
 from leasecheck.models import job_model as jm
-from leasecheck.models._lease_system import _Block
+from leasecheck.models._lease_system import _Block, _is_live, ticket_dict
 from leasecheck.models.explorer import ExploreResult, System, _moves_expansion
 from leasecheck.models.job_explorer import JOB_SCOPES, JobWorld, explore_jobs
 from leasecheck.models.lease_explorer import SCOPES, LeaseWorld, explore_lease
+from leasecheck.models.lease_model import holds_lease
 from leasecheck.mutants import by_name, materialize
 from leasecheck.queue_impl.jobs import IllegalStateError, JobStatus
 from leasecheck.targets import load_jobs_target, load_worker
@@ -162,9 +163,10 @@ def _batches_agree_with_expand(
     system: Any, result: ExploreResult[Any]
 ) -> Iterator[tuple[Any, Sequence[Any]]]:
     """Checks, in every explored state, that ``expand_batch`` says what ``expand`` says move
-    by move (the count, each move's coverage keys, each target; a move left out leads back
-    to its source, and no batch means some move breaks an invariant); yields each state
-    with its batch's blocks."""
+    by move (the count, each move's coverage keys; each target listed at its own move, in
+    move order, and every target other than the source listed at the first move reaching
+    it; no batch means some move breaks an invariant); yields each state with its batch's
+    blocks."""
     for world in result.order:
         batch = system.expand_batch(world)
         expansion = list(system.expand(world))
@@ -174,10 +176,17 @@ def _batches_agree_with_expand(
         moves, blocks, targets = batch
         assert moves == len(expansion)
         assert [c for block in blocks for c in block.counts] == [c for _, c, _ in expansion]
-        moving = dict(targets)
+        firsts: dict[int, int] = {}
+        """Per target other than the source (by id): the first move that reaches it."""
         for index, (target, _, problem) in enumerate(expansion):
             assert problem is None
-            assert moving.get(index, world) is target, system.describe_state(world)
+            if target is not world:
+                firsts.setdefault(id(target), index)
+        listed = [index for index, _ in targets]
+        assert listed == sorted(set(listed)), "the batch lists moves in move order, once each"
+        for index, target in targets:
+            assert expansion[index][0] is target, system.describe_state(world)
+        assert set(firsts.values()) <= set(listed), system.describe_state(world)
         yield world, blocks
 
 
@@ -202,11 +211,34 @@ def test_lease_expand_batch_is_expand(scope: Any) -> None:
     move's coverage keys, and each target (a move left out leads back to its source)."""
     system, result = explore_lease(scope)
     grouped = 0
-    for _, blocks in _batches_agree_with_expand(system, result):
+    stale_tickets: dict[int, set[object]] = {}
+    """Per stale finish block (by the id of its counts): the tickets it served."""
+    for world, blocks in _batches_agree_with_expand(system, result):
         lease_blocks = [block for block in blocks if isinstance(block, _Block)]
         assert len(lease_blocks) == len(blocks)
-        grouped += sum(len(block.order) - len(block.groups) for block in lease_blocks)
+        grouped += sum(block.moving - len(block.groups) for block in lease_blocks)
+        held = [ticket for mine in world.held for ticket in mine]
+        for ticket, block in zip(held, lease_blocks[1:-1], strict=True):
+            row = world.queue.job(ticket[0])
+            if row is None or not _is_live(row, ticket, world.now):
+                stale_tickets.setdefault(id(block.counts), set()).add(ticket)
     assert grouped > 0  # some moves shared a lookup
+    assert any(len(tickets) > 1 for tickets in stale_tickets.values())  # stale ones share
+
+
+def test_a_stale_ticket_is_what_the_lease_model_refuses() -> None:
+    """``_is_live`` (the explorer's own reading of the spec's current lease, which decides
+    that a stale ticket's finishes share a block without a model call) says of every
+    ticket held in the ci scope what the model's ``holds_lease`` says."""
+    _, result = explore_lease(SCOPES["ci"][0])
+    seen = set()
+    for world in result.order:
+        for ticket in (t for mine in world.held for t in mine):
+            row = world.queue.job(ticket[0])
+            live = row is not None and _is_live(row, ticket, world.now)
+            assert live is holds_lease(world.queue, ticket_dict(ticket), world.now), ticket
+            seen.add(live)
+    assert seen == {True, False}
 
 
 def test_a_stale_lease_is_what_the_model_refuses() -> None:
