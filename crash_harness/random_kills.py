@@ -42,6 +42,8 @@ from leasecheck.crash_harness.engine import (
     ChildResult,
     Engine,
     ErrorInfo,
+    HarnessError,
+    HarnessTimeout,
 )
 from leasecheck.crash_harness.zygote import Task
 from leasecheck.models.contracts import JobRow, Snapshot
@@ -168,10 +170,16 @@ def _kill_at(
     trigger: int,
     scenario: Scenario,
     report: RandomKillReport,
+    wait_s: float | None = None,
 ) -> World:
-    """Run ``plan`` in a child, SIGKILL it on message ``trigger``, judge the file."""
+    """Run ``plan`` in a child, SIGKILL it on message ``trigger`` (each message awaited
+    ``wait_s``, or the engine's deadline), judge the file."""
     child = engine.fork(f"history-{report.kills + 1}", _history_body(module, path, _ops(plan)))
-    seen = _read_until(child, trigger)
+    try:
+        seen = _read_until(child, trigger, wait_s)
+    except HarnessTimeout:
+        child.kill()  # still running: it does not outlive this kill
+        raise
     seen += [m.value for m in child.kill()]
     try:
         return _judge(path, plan, world, seen, trigger, scenario, report)
@@ -288,29 +296,43 @@ class _Shrink:
         self.kept = len(rows.items)
         return rows.failure
 
+    SETTLED_WAIT_S = 2.0
+    """How long a settled kill waits for each acknowledgement (the original kill, with
+    the last operation in flight, never waited for that one: it may hang)."""
+
     def attempt(self, ops: list[LeaseOp]) -> AssertionError | None:
-        """Does the history ``ops`` fail, killed once every operation is acknowledged or,
-        if that passes, with its last operation in flight?
+        """Does the history ``ops`` fail, killed with its last operation in flight or, if
+        that holds, once every operation is acknowledged?
 
-        The first kill's outcome is the target's alone: nothing races the SIGKILL, so a
-        failure that needs no operation in flight (a wrong acknowledgement, a wrong state
-        after an acknowledged one) shrinks the same way however loaded the machine is.
         With the last operation in flight, whether it ran before the SIGKILL landed is a
-        race; that kill is tried only for failures that need it (a torn operation)."""
+        race, so that kill alone would make the shrink depend on the machine's load. The
+        settled kill's outcome is the target's alone: a failure that needs no operation in
+        flight (a wrong acknowledgement, a wrong state after an acknowledged operation)
+        then fails every attempt, however loaded the machine is. A child that hangs or
+        dies before acknowledging the last operation (``SETTLED_WAIT_S``) says nothing."""
         plan = _replan(self.world, ops)
-        for trigger in (len(plan), len(plan) - 1):
-            error = self._killed(plan, trigger)
-            if error is not None:
-                return error
-        return None
+        in_flight = self._killed(plan, len(plan) - 1)
+        if in_flight is not None:
+            return in_flight
+        try:
+            return self._killed(plan, len(plan), settled=True)
+        except HarnessError:
+            return None
 
-    def _killed(self, plan: list[_Planned], trigger: int) -> AssertionError | None:
+    def _killed(
+        self, plan: list[_Planned], trigger: int, settled: bool = False
+    ) -> AssertionError | None:
+        """The failure of ``plan`` killed on message ``trigger``, or None; with ``settled``
+        the harness's own errors (a child that hung or died) are raised, not returned."""
         path = self.files.fresh(self.world.state)
         scenario = _scenario(self.seed, self.number, self.world, plan)
+        wait_s = self.SETTLED_WAIT_S if settled else None
         try:
             _kill_at(self.engine, self.module, path, plan, self.world, trigger,
-                     scenario, RandomKillReport())  # fmt: skip
-        except AssertionError as error:
+                     scenario, RandomKillReport(), wait_s)  # fmt: skip
+        except AssertionError as error:  # a HarnessError is one too
+            if settled and isinstance(error, HarnessError):
+                raise
             return error
         finally:
             self.files.remove(path)
@@ -324,7 +346,7 @@ class _Shrink:
         fewer = f" and from {rows} to {self.kept} job rows in the file" if self.kept < rows else ""
         scenario.add(
             f"shrunk from {length} to {shrunk.after} operations{fewer}: the same kill of this "
-            f"shorter history (once it is acknowledged, or with its last operation in flight)"
+            f"shorter history (with its last operation in flight, or once it is acknowledged)"
             f" fails too"
         )
         failure = scenario.fail(str(shrunk.failure))
@@ -363,11 +385,12 @@ def _ops(plan: list[_Planned]) -> list[LeaseOp]:
     return [planned.op for planned in plan]
 
 
-def _read_until(child: Child, trigger: int) -> list[Any]:
-    """Read the child's messages up to and including message number ``trigger``."""
+def _read_until(child: Child, trigger: int, wait_s: float | None = None) -> list[Any]:
+    """Read the child's messages up to and including message number ``trigger`` (each
+    within ``wait_s``, or the engine's deadline)."""
     seen: list[Any] = []
     while len(seen) <= trigger:
-        message = child.next(f"acknowledgement {len(seen)} of the history")
+        message = child.next(f"acknowledgement {len(seen)} of the history", wait_s)
         if message.kind in FINAL_KINDS or message.kind != "event":
             raise AssertionError(
                 f"the history child sent {message.kind} {message.value!r} instead of an "

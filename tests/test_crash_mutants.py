@@ -195,12 +195,61 @@ def test_crash_random_drops_the_job_rows_its_failure_does_not_need(
         reported = shrinker.run(_replan(world, ops), error)
     assert reported is not None
     message = str(reported)
-    # Each shorter start is first killed once the history is acknowledged, which no SIGKILL
-    # races, so the row shrink does not depend on the machine's load (it used to: with the
-    # finish in flight, an attempt held when the kill came first). Its time budget may
-    # still stop it early on a very slow machine.
+    # An attempt whose kill with the finish in flight holds (the SIGKILL came first) kills
+    # the history again once it is acknowledged, which no SIGKILL races, so the row shrink
+    # does not depend on the machine's load (it used to: such attempts held). Its time
+    # budget may still stop it early on a very slow machine.
     assert 1 <= shrinker.kept <= 10, message
     assert f"from 20 to {shrinker.kept} job rows" in message, message
+
+
+_OWNER_CHECK = '    _check_identifier("claim", "owner", owner)\n'
+HANGING_CLAIM = Mutant(
+    "retry-deadline-before-budget-hanging-claim",
+    "worker",
+    "LATE_BUDGET's swapped guards, and a claim by w2 that never returns",
+    "a test-only pair: a bug the kills find, and a hang after it that they never wait for",
+    "lease.crash-random",
+    (
+        (_BUDGET_CHECK + _DEADLINE_CHECK, _DEADLINE_CHECK + _BUDGET_CHECK),
+        (
+            _OWNER_CHECK,
+            _OWNER_CHECK + '    if owner == "w2":\n        __import__("time").sleep(3600)\n',
+        ),
+    ),
+)
+
+
+def test_crash_random_shrinks_past_an_operation_that_hangs(
+    scratch: Path, no_leaked_children: None
+) -> None:
+    """A shorter history that ends with an operation that hangs (here w2's claim, in
+    flight and never awaited when the original kill came) is not waited for: the
+    shrinker's second kill, once every operation is acknowledged, gives up on it after
+    ``SETTLED_WAIT_S``, so the shrink still reaches the one finish and one job row within
+    its budget (with the engine's 10 s deadline per wait it ran out of budget and
+    reported the history unshrunk)."""
+    module = load_worker(materialize(HANGING_CLAIM, scratch))
+    world = World(now=1000)
+    for number in range(3):
+        event = {"id": f"j{number}", "qty": 1}
+        world, _ = world.apply(
+            LeaseOp.of("enqueue", event=event, now_ms=1000, ttl_ms=5000, max_attempts=1)
+        )
+    world, claimed = world.apply(LeaseOp.of("claim", owner="w1", now_ms=1000, lease_ms=1000))
+    ops = [
+        LeaseOp.of("finish", ticket=claimed.result, outcome="retry", now_ms=1100, delay_ms=9000),
+        LeaseOp.of("claim", owner="w2", now_ms=1200, lease_ms=100),
+    ]
+    with Engine() as engine:
+        shrinker = _Shrink(engine, QueueFiles(engine, module, scratch), module, world, 0, 1)
+        error = shrinker.attempt(ops)
+        assert error is not None, "the acknowledged finish must disagree with the model"
+        reported = shrinker.run(_replan(world, ops), error)
+    assert reported is not None, "nothing smaller failed"
+    found = evidence_of(reported)
+    assert found is not None and found.extra["ops"] == "1", found
+    assert shrinker.kept == 1, str(reported)
 
 
 def test_a_history_from_a_seeded_start_names_that_start() -> None:
