@@ -169,16 +169,14 @@ LATE_BUDGET = Mutant(
 )
 
 
-def test_crash_random_drops_the_job_rows_its_failure_does_not_need(
-    scratch: Path, no_leaked_children: None
-) -> None:
-    """A kill late in a run starts from the dozens of jobs earlier kills left: the
-    reported scenario keeps only the rows the failure needs (an outside tester's report
-    printed some 40 jobs and "559 more lines"). Here 20 jobs, one leased on its last
-    attempt; the swapped guards record its retry past the deadline as 'deadline'."""
-    module = load_worker(materialize(LATE_BUDGET, scratch))
+def _shrink_late_retry(
+    module: ModuleType, scratch: Path, jobs: int
+) -> tuple[_Shrink, AssertionError | None]:
+    """Shrink LATE_BUDGET's failure from ``jobs`` pending jobs, the first leased on its
+    last attempt: w1 retries it past the deadline (acknowledged 'deadline' by the swapped
+    guards), then w2 claims. The shrinker, and what it reported."""
     world = World(now=1000)
-    for number in range(20):
+    for number in range(jobs):
         event = {"id": f"j{number}", "qty": 1}
         world, _ = world.apply(
             LeaseOp.of("enqueue", event=event, now_ms=1000, ttl_ms=5000, max_attempts=1)
@@ -193,6 +191,18 @@ def test_crash_random_drops_the_job_rows_its_failure_does_not_need(
         error = shrinker.attempt(ops)
         assert error is not None, "the acknowledged finish must disagree with the model"
         reported = shrinker.run(_replan(world, ops), error)
+    return shrinker, reported
+
+
+def test_crash_random_drops_the_job_rows_its_failure_does_not_need(
+    scratch: Path, no_leaked_children: None
+) -> None:
+    """A kill late in a run starts from the dozens of jobs earlier kills left: the
+    reported scenario keeps only the rows the failure needs (an outside tester's report
+    printed some 40 jobs and "559 more lines"). Here 20 jobs, one leased on its last
+    attempt; the swapped guards record its retry past the deadline as 'deadline'."""
+    module = load_worker(materialize(LATE_BUDGET, scratch))
+    shrinker, reported = _shrink_late_retry(module, scratch, jobs=20)
     assert reported is not None
     message = str(reported)
     # An attempt whose kill with the finish in flight holds (the SIGKILL came first) kills
@@ -230,22 +240,7 @@ def test_crash_random_shrinks_past_an_operation_that_hangs(
     its budget (with the engine's 10 s deadline per wait it ran out of budget and
     reported the history unshrunk)."""
     module = load_worker(materialize(HANGING_CLAIM, scratch))
-    world = World(now=1000)
-    for number in range(3):
-        event = {"id": f"j{number}", "qty": 1}
-        world, _ = world.apply(
-            LeaseOp.of("enqueue", event=event, now_ms=1000, ttl_ms=5000, max_attempts=1)
-        )
-    world, claimed = world.apply(LeaseOp.of("claim", owner="w1", now_ms=1000, lease_ms=1000))
-    ops = [
-        LeaseOp.of("finish", ticket=claimed.result, outcome="retry", now_ms=1100, delay_ms=9000),
-        LeaseOp.of("claim", owner="w2", now_ms=1200, lease_ms=100),
-    ]
-    with Engine() as engine:
-        shrinker = _Shrink(engine, QueueFiles(engine, module, scratch), module, world, 0, 1)
-        error = shrinker.attempt(ops)
-        assert error is not None, "the acknowledged finish must disagree with the model"
-        reported = shrinker.run(_replan(world, ops), error)
+    shrinker, reported = _shrink_late_retry(module, scratch, jobs=3)
     assert reported is not None, "nothing smaller failed"
     found = evidence_of(reported)
     assert found is not None and found.extra["ops"] == "1", found
