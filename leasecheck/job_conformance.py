@@ -17,6 +17,7 @@ or may not have processed expired leases first; whether ``retry_dead`` clears
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import pickle
 import threading
@@ -292,13 +293,22 @@ def _along_tree(
     system: JobSystem, explored: ExploreResult[JobWorld], fresh: _Run, report: ConformanceReport
 ) -> None:
     """Each state's target is its parent's with the tree move applied; kept until the
-    state's own moves have run (the BFS frontier)."""
+    state's own moves have run (the BFS frontier).
+
+    An operation runs once per distinct (target copy, model state and instant, operation):
+    worlds that differ only in what the workers hold share their target's bytes (the
+    queue never learns who holds a lease), and the call, the model's answer and the
+    successor's views are then the same, so a repeat is already judged. The key holds a
+    digest of the copy's bytes (the clock, the queue, the learned tokens), never the bytes.
+    """
     at: dict[int, _Run] = {0: fresh}
     known, parent, index_of = explored.known, explored.parent, explored.move_index
     visible = _ModelViews()
+    judged: set[tuple[bytes, Hashable, jm.JobState, int]] = set()
+    copies: set[bytes] = set()
     for number, source in enumerate(explored.order):
         base = at.pop(number).frozen()
-        report.states += 1
+        digest = hashlib.blake2b(base, digest_size=16).digest()
         pairs = zip(system.moves(source), system.expand(source), strict=True)
         for index, (move, (target, _, _)) in enumerate(pairs):
             after = known[target]
@@ -308,7 +318,15 @@ def _along_tree(
                     at[after] = run = thaw(base)
                     run.apply(move.op)
                 continue
-            report.transitions += 1
+            key = (digest, move.op, source.state, source.now)
+            if key in judged and not tree:
+                continue
+            if key not in judged:
+                judged.add(key)
+                report.transitions += 1
+                if digest not in copies:
+                    copies.add(digest)
+                    report.states += 1
             run = thaw(base)
             edge = Edge(source, move, target)
             problems = _step(run, system, edge, visible)

@@ -1,0 +1,141 @@
+"""The gate's wall time, this checkout against an older commit, side by side.
+
+Not a test: run ``python benchmarks/bench_gate.py [--base 0aa91dc] [--rounds 3]
+[-n auto] [--profile ci]``. Each side runs ``python -m leasecheck check --profile P -n N
+--json FILE`` in a fresh process, alternating old and new in every round:
+
+- *old* is ``--base REV`` (default: the merge-base with ``main``), exported with
+  ``git archive`` into a temporary directory (the repository is not touched) and put
+  first on ``PYTHONPATH``, so the command, its pytest and every worker import that
+  tree's leasecheck with this environment's packages; the bench checks which tree was
+  imported before it times anything;
+- *new* is this checkout (or ``--new REV``, exported the same way).
+
+Each run gets its own empty working directory (no example database carried over)
+and the same seed. Reported per round: wall seconds from start to exit, the CPU of
+the run's whole process tree (``resource.RUSAGE_CHILDREN``, every worker and child
+reaped), the exit code and the verdict of every property; then the median wall time
+of each side and their ratio (old / new: 1.5 means the new gate takes two thirds of
+the old one's time). The bench fails if a side's verdicts differ between its rounds
+or from the other side's on a property both run. Timings on a shared machine are
+noisy: read the medians and the load average printed at the start and the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from _trees import export, merge_base
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _env(tree: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(tree)
+    return env
+
+
+def imported_from(tree: Path) -> Path:
+    """Where ``import leasecheck`` lands with ``tree`` first on the path."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import leasecheck, sys; sys.stdout.write(leasecheck.__file__)"],
+        capture_output=True, text=True, env=_env(tree), cwd=tempfile.gettempdir(), check=True,
+        timeout=120,
+    )  # fmt: skip
+    return Path(done.stdout).resolve().parent
+
+
+def run_gate(tree: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """One ``leasecheck check`` of ``tree``: wall and CPU seconds, exit code, verdicts."""
+    work = Path(tempfile.mkdtemp(prefix="bench-gate-run-"))
+    try:
+        record = work / "gate.json"
+        command = [
+            sys.executable, "-m", "leasecheck", "check", "--profile", args.profile,
+            "-n", args.n, "--seed", str(args.seed), "--json", str(record),
+        ]  # fmt: skip
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        started = time.perf_counter()
+        done = subprocess.run(
+            command, cwd=work, env=_env(tree), capture_output=True, text=True, timeout=3600
+        )
+        wall = time.perf_counter() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        if done.returncode not in (0, 1):
+            raise RuntimeError(f"{tree}: exit {done.returncode}\n{done.stdout[-3000:]}")
+        rows = json.loads(record.read_text())["properties"]
+        verdicts = {row["property"]: row["verdict"] for row in rows}
+        return {"wall": wall, "cpu": cpu, "exit": done.returncode, "verdicts": verdicts}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--base", help="older commit (default: merge-base with main)")
+    parser.add_argument("--new", help="newer commit (default: this checkout's files)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--profile", default="ci")
+    parser.add_argument("-n", default="auto")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    base = args.base or merge_base()
+    old_tree = export(base, "bench-gate-old-")
+    new_tree = REPO if args.new is None else export(args.new, "bench-gate-new-")
+    try:
+        for tree in (old_tree, new_tree):
+            landed = imported_from(tree)
+            if landed != (tree / "leasecheck").resolve():
+                raise SystemExit(f"with {tree} first on PYTHONPATH, leasecheck came from {landed}")
+        newer = args.new or f"this checkout {REPO}"
+        print(f"old = {base} ({old_tree}), new = {newer}")
+        print(f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f} at the start")
+        runs: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
+        for round_no in range(1, args.rounds + 1):
+            for side, tree in (("old", old_tree), ("new", new_tree)):
+                run = run_gate(tree, args)
+                runs[side].append(run)
+                shown = ", ".join(f"{name} {verdict}" for name, verdict in
+                                  sorted(run["verdicts"].items()) if verdict != "holds")  # fmt: skip
+                holds = sum(v == "holds" for v in run["verdicts"].values())
+                print(f"  round {round_no} {side}: {run['wall']:.1f} s wall, {run['cpu']:.1f} s"
+                      f" CPU, exit {run['exit']}; {holds} hold; {shown or 'nothing else'}",
+                      flush=True)  # fmt: skip
+        for side, side_runs in runs.items():
+            first = side_runs[0]["verdicts"]
+            for run in side_runs[1:]:
+                if run["verdicts"] != first:
+                    raise SystemExit(f"{side}: verdicts changed between rounds")
+        old_v, new_v = runs["old"][0]["verdicts"], runs["new"][0]["verdicts"]
+        differ = {p for p in set(old_v) & set(new_v) if old_v[p] != new_v[p]}
+        if differ:
+            raise SystemExit(f"verdicts differ between the sides on {sorted(differ)}")
+        medians = {side: statistics.median(r["wall"] for r in rs) for side, rs in runs.items()}
+        cpus = {side: statistics.median(r["cpu"] for r in rs) for side, rs in runs.items()}
+        print(f"median wall: old {medians['old']:.1f} s, new {medians['new']:.1f} s,"
+              f" ratio {medians['old'] / medians['new']:.2f}x; median CPU: old {cpus['old']:.1f} s,"
+              f" new {cpus['new']:.1f} s; only old: {sorted(set(old_v) - set(new_v))},"
+              f" only new: {sorted(set(new_v) - set(old_v))}")  # fmt: skip
+        print(f"load average {os.getloadavg()[0]:.1f} at the end")
+        return 0
+    finally:
+        shutil.rmtree(old_tree, ignore_errors=True)
+        if new_tree != REPO:
+            shutil.rmtree(new_tree, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
