@@ -169,8 +169,10 @@ def _run(args: argparse.Namespace, base: str, old_tree: Path, new_tree: Path) ->
             row += f" {label} old {before:,.0f}, new {after:,.0f}, ratio {after / before:.1f}x;"
         if args.replay:
             before, after = old["replay_seconds"], new["replay_seconds"]
-            row += (f" target calls {old['replayed_transitions']} -> {new['replayed_transitions']}"
-                    f" from {old['replayed_states']} -> {new['replayed_states']} states;")
+            row += (
+                f" target calls {old['replayed_transitions']} -> {new['replayed_transitions']}"
+                f" from {old['replayed_states']} -> {new['replayed_states']} states;"
+            )
             row += f" replay {before:.1f}s -> {after:.1f}s ({before / after:.1f}x, one run"
             if "replay_cpu_seconds" in old:
                 before, after = old["replay_cpu_seconds"], new["replay_cpu_seconds"]

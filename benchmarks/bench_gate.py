@@ -1,8 +1,9 @@
 """The gate's wall time, this checkout against an older commit, side by side.
 
 Not a test: run ``python benchmarks/bench_gate.py [--base 0aa91dc] [--rounds 3]
-[-n auto] [--profile ci]``. Each side runs ``python -m leasecheck check --profile P -n N
---json FILE`` in a fresh process, alternating old and new in every round:
+[-n auto] [--profile ci] [--property NAME ...]``. Each side runs ``python -m leasecheck
+check --profile P -n N --json FILE`` in a fresh process, alternating old and new in
+every round:
 
 - *old* is ``--base REV`` (default: the merge-base with ``main``), exported with
   ``git archive`` into a temporary directory (the repository is not touched) and put
@@ -65,6 +66,7 @@ def run_gate(tree: Path, args: argparse.Namespace) -> dict[str, Any]:
         command = [
             sys.executable, "-m", "leasecheck", "check", "--profile", args.profile,
             "-n", args.n, "--seed", str(args.seed), "--json", str(record),
+            *(word for name in args.property or () for word in ("--property", name)),
         ]  # fmt: skip
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
@@ -91,6 +93,7 @@ def main() -> int:
     parser.add_argument("--profile", default="ci")
     parser.add_argument("-n", default="auto")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--property", action="append", help="time only this property (repeatable)")
     args = parser.parse_args()
     base = args.base or merge_base()
     old_tree = export(base, "bench-gate-old-")
@@ -108,8 +111,8 @@ def main() -> int:
             for side, tree in (("old", old_tree), ("new", new_tree)):
                 run = run_gate(tree, args)
                 runs[side].append(run)
-                shown = ", ".join(f"{name} {verdict}" for name, verdict in
-                                  sorted(run["verdicts"].items()) if verdict != "holds")  # fmt: skip
+                others = sorted(p for p in run["verdicts"].items() if p[1] != "holds")
+                shown = ", ".join(f"{name} {verdict}" for name, verdict in others)
                 holds = sum(v == "holds" for v in run["verdicts"].values())
                 print(f"  round {round_no} {side}: {run['wall']:.1f} s wall, {run['cpu']:.1f} s"
                       f" CPU, exit {run['exit']}; {holds} hold; {shown or 'nothing else'}",
