@@ -31,32 +31,31 @@ from xdist.workermanage import WorkerController
 __all__ = ["COSTS", "DEFAULT_COST", "WAITING_WORKERS", "LongestFirst", "auto_workers", "order"]
 
 COSTS: Final[dict[str, float]] = {
-    "jobs.agreement": 30.1,
-    "lease.agreement": 25.1,
-    "lease.schedules": 9.2,
-    "jobs.interleavings": 8.0,
-    "lease.linearizable": 7.8,
-    "jobs.model-check": 7.3,
-    "lease.power-loss": 5.8,
-    "lease.model-check": 5.6,
-    "lease.crash-random": 5.0,
-    "lease.interleavings": 4.6,
-    "lease.crash-points": 1.7,
-    "lease.single-winner": 1.7,
-    "jobs.linearizable": 1.3,
-    "lease.duplicate-send": 0.9,
-    "lease.races": 0.8,
-    "jobs.threads": 0.6,
-    "lease.configuration": 0.5,
-    "lease.edges": 0.2,
+    "jobs.agreement": 40.5,
+    "lease.agreement": 27.1,
+    "jobs.model-check": 10.4,
+    "lease.model-check": 9.4,
+    "lease.power-loss": 7.1,
+    "lease.linearizable": 6.2,
+    "lease.schedules": 5.5,
+    "jobs.interleavings": 4.2,
+    "jobs.threads": 3.4,
+    "lease.single-winner": 3.4,
+    "lease.crash-random": 2.7,
+    "lease.interleavings": 2.6,
+    "jobs.linearizable": 2.1,
+    "lease.races": 2.0,
+    "lease.crash-points": 1.4,
+    "lease.configuration": 1.3,
+    "lease.duplicate-send": 1.0,
+    "lease.edges": 0.3,
     "jobs.edges": 0.1,
 }
-"""Recorded seconds of each property in the ci profile (bundled targets, 2 cores): only
-their order matters. A property not listed counts ``DEFAULT_COST``. The first ten are
-one ``leasecheck check`` at ``-n auto`` on a quiet machine (main at 1d3ed9f); the rest
-one run at load 15, scaled by the ratio of the two runs' jobs.agreement (7.8). The
-explorer's scopes had grown since the last table (jobs.model-check 1.3 -> 7.3 s,
-jobs.interleavings 0.9 -> 8.0 s), so both ran last, on the worker that finished last."""
+"""Recorded seconds of each property in the ci profile (bundled targets): only their order
+matters. A property not listed counts ``DEFAULT_COST``. One ``leasecheck check --profile
+ci -n 1`` on a slow 2-core machine (2026-12-05, main at 06dae0c), each property alone on
+its worker: the model checks had grown past the schedule, interleavings and
+linearizability properties the previous table (1d3ed9f) put before them."""
 DEFAULT_COST: Final = 3.0
 """A new property's guess: the middle of the table, neither first nor last."""
 WAITING_WORKERS: Final = 1
