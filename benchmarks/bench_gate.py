@@ -17,9 +17,11 @@ and the same seed. Reported per round: wall seconds from start to exit, the CPU 
 the run's whole process tree (``resource.RUSAGE_CHILDREN``, every worker and child
 reaped), the exit code and the verdict of every property; then the median wall time
 of each side and their ratio (old / new: 1.5 means the new gate takes two thirds of
-the old one's time). The bench fails if a side's verdicts differ between its rounds
-or from the other side's on a property both run. Timings on a shared machine are
-noisy: read the medians and the load average printed at the start and the end.
+the old one's time), and each property's median seconds on each side (from the
+``--json`` records: where the time moved). The bench fails if a side's verdicts differ
+between its rounds or from the other side's on a property both run. Timings on a
+shared machine are noisy: read the medians and the load average printed at the start
+and the end.
 """
 
 from __future__ import annotations
@@ -80,7 +82,9 @@ def run_gate(tree: Path, args: argparse.Namespace) -> dict[str, Any]:
             raise RuntimeError(f"{tree}: exit {done.returncode}\n{done.stdout[-3000:]}")
         rows = json.loads(record.read_text())["properties"]
         verdicts = {row["property"]: row["verdict"] for row in rows}
-        return {"wall": wall, "cpu": cpu, "exit": done.returncode, "verdicts": verdicts}
+        seconds = {row["property"]: row["seconds"] for row in rows}
+        return {"wall": wall, "cpu": cpu, "exit": done.returncode, "verdicts": verdicts,
+                "seconds": seconds}  # fmt: skip
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -132,6 +136,12 @@ def main() -> int:
               f" ratio {medians['old'] / medians['new']:.2f}x; median CPU: old {cpus['old']:.1f} s,"
               f" new {cpus['new']:.1f} s; only old: {sorted(set(old_v) - set(new_v))},"
               f" only new: {sorted(set(new_v) - set(old_v))}")  # fmt: skip
+        print("median seconds of each property (its own wall time in the run), old -> new:")
+        for name in sorted(set(old_v) | set(new_v)):
+            each = {side: [r["seconds"][name] for r in rs if name in r["seconds"]]
+                    for side, rs in runs.items()}  # fmt: skip
+            cell = {side: f"{statistics.median(v):.1f}" if v else "-" for side, v in each.items()}
+            print(f"  {name:22} {cell['old']:>7} -> {cell['new']:>7}")
         print(f"load average {os.getloadavg()[0]:.1f} at the end")
         return 0
     finally:
