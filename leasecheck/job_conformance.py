@@ -3,15 +3,16 @@
 JobQueue is in memory, so the target is driven along the BFS tree: the target at each
 explored state is a copy of the target at its parent with the tree move applied (a
 shortest path, as if replayed from a fresh instance with a settable clock), and each
-explored operation runs on its own copy of the target at its source; its result,
-error kind and the whole visible state (``view`` of every job, ``dead_letters()``)
-must equal the model's successor. A target whose state pickle cannot copy (locks are
-replaced by fresh ones) has each source state rebuilt by replaying its path instead.
-Target tokens are
-opaque: a bijection from model tokens is learned at each poll, and a target token
-seen before is a violation. Readings left open are accepted: a call that raises may
-or may not have processed expired leases first; whether ``retry_dead`` clears
-``last_error`` is learned from the target once (``probe_clear_error``).
+explored operation runs on its own copy of the target at its source (once per distinct
+copy, model state and operation: worlds that differ only in who holds what share one
+copy, see ``_along_tree``); its result, error kind and the whole visible state
+(``view`` of every job, ``dead_letters()``) must equal the model's successor. A target
+whose state pickle cannot copy (locks are replaced by fresh ones) has each source state
+rebuilt by replaying its path instead. Target tokens are opaque: a bijection from model
+tokens is learned at each poll, and a target token seen before is a violation.
+Readings left open are accepted: a call that raises may or may not have processed
+expired leases first; whether ``retry_dead`` clears ``last_error`` is learned from the
+target once (``probe_clear_error``).
 """
 
 from __future__ import annotations
