@@ -22,6 +22,19 @@ the old one's time), and each property's median seconds on each side (from the
 between its rounds or from the other side's on a property both run. Timings on a
 shared machine are noisy: read the medians and the load average printed at the start
 and the end.
+
+Older trees: ``--old-env NAME=VALUE`` (repeatable) adds to the old side's environment
+only (a tree from before the ``--leasecheck-`` option prefix registers a ``--profile``
+option that clashes with an installed ``pytest-profiling``: pass
+``--old-env PYTEST_ADDOPTS="-p no:profiling"``). An old CLI without ``--json``
+(1c300b1, where the work on issue 25 began) is timed by its exit code alone: no verdicts
+or property seconds on that side. ``--new-property NAME`` (repeatable) limits only the
+new side, so that an old gate with fewer properties is compared with the same work
+on the new side::
+
+    python benchmarks/bench_gate.py --base 1c300b1 \\
+        --old-env PYTEST_ADDOPTS="-p no:profiling" \\
+        --new-property jobs.agreement --new-property lease.agreement ...
 """
 
 from __future__ import annotations
@@ -44,42 +57,64 @@ from _trees import export, merge_base
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _env(tree: Path) -> dict[str, str]:
+def _env(tree: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(extra or {})
     env["PYTHONPATH"] = str(tree)
     return env
 
 
-def imported_from(tree: Path) -> Path:
+def knows_json(tree: Path, extra: dict[str, str]) -> bool:
+    """Whether ``tree``'s ``leasecheck check`` has ``--json`` (older CLIs do not)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "leasecheck", "check", "--help"], capture_output=True,
+        text=True, env=_env(tree, extra), cwd=tempfile.gettempdir(), timeout=120, check=True,
+    )  # fmt: skip
+    return "--json" in done.stdout
+
+
+def imported_from(tree: Path, extra: dict[str, str] | None = None) -> Path:
     """Where ``import leasecheck`` lands with ``tree`` first on the path."""
     done = subprocess.run(
         [sys.executable, "-c", "import leasecheck, sys; sys.stdout.write(leasecheck.__file__)"],
-        capture_output=True, text=True, env=_env(tree), cwd=tempfile.gettempdir(), check=True,
-        timeout=120,
+        capture_output=True, text=True, env=_env(tree, extra), cwd=tempfile.gettempdir(),
+        check=True, timeout=120,
     )  # fmt: skip
     return Path(done.stdout).resolve().parent
 
 
-def run_gate(tree: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """One ``leasecheck check`` of ``tree``: wall and CPU seconds, exit code, verdicts."""
+def run_gate(
+    tree: Path,
+    args: argparse.Namespace,
+    properties: list[str],
+    extra: dict[str, str] | None = None,
+    with_json: bool = True,
+) -> dict[str, Any]:
+    """One ``leasecheck check`` of ``tree``: wall and CPU seconds, exit code, verdicts
+    (none without ``with_json``: an old CLI that cannot write them)."""
     work = Path(tempfile.mkdtemp(prefix="bench-gate-run-"))
     try:
         record = work / "gate.json"
         command = [
             sys.executable, "-m", "leasecheck", "check", "--profile", args.profile,
-            "-n", args.n, "--seed", str(args.seed), "--json", str(record),
-            *(word for name in args.property or () for word in ("--property", name)),
+            "-n", args.n, "--seed", str(args.seed),
+            *(["--json", str(record)] if with_json else []),
+            *(word for name in properties for word in ("--property", name)),
         ]  # fmt: skip
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         done = subprocess.run(
-            command, cwd=work, env=_env(tree), capture_output=True, text=True, timeout=3600
-        )
+            command, cwd=work, env=_env(tree, extra), capture_output=True, text=True,
+            timeout=3600,
+        )  # fmt: skip
         wall = time.perf_counter() - started
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         if done.returncode not in (0, 1):
             raise RuntimeError(f"{tree}: exit {done.returncode}\n{done.stdout[-3000:]}")
+        if not with_json:
+            return {"wall": wall, "cpu": cpu, "exit": done.returncode, "verdicts": {},
+                    "seconds": {}}  # fmt: skip
         rows = json.loads(record.read_text())["properties"]
         verdicts = {row["property"]: row["verdict"] for row in rows}
         seconds = {row["property"]: row["seconds"] for row in rows}
@@ -98,44 +133,68 @@ def main() -> int:
     parser.add_argument("-n", default="auto")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--property", action="append", help="time only this property (repeatable)")
+    parser.add_argument(
+        "--new-property", action="append", default=[], metavar="NAME",
+        help="limit only the new side to this property (repeatable): the old gate's work",
+    )  # fmt: skip
+    parser.add_argument(
+        "--old-env", action="append", default=[], metavar="NAME=VALUE",
+        help="add to the old side's environment (repeatable), e.g. PYTEST_ADDOPTS=...",
+    )  # fmt: skip
     args = parser.parse_args()
+    old_extra = dict(pair.split("=", 1) for pair in args.old_env)
     base = args.base or merge_base()
     old_tree = export(base, "bench-gate-old-")
     new_tree = REPO if args.new is None else export(args.new, "bench-gate-new-")
     try:
         for tree in (old_tree, new_tree):
-            landed = imported_from(tree)
+            landed = imported_from(tree, old_extra if tree == old_tree else None)
             if landed != (tree / "leasecheck").resolve():
                 raise SystemExit(f"with {tree} first on PYTHONPATH, leasecheck came from {landed}")
         newer = args.new or f"this checkout {REPO}"
         print(f"old = {base} ({old_tree}), new = {newer}")
         print(f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f} at the start")
+        old_json = knows_json(old_tree, old_extra)
+        if not old_json:
+            print("the old CLI has no --json: its side is timed and its exit code compared")
+        sides = {
+            "old": (old_tree, list(args.property or ()), old_extra, old_json),
+            "new": (new_tree, list(args.property or ()) + args.new_property, None, True),
+        }
         runs: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
         for round_no in range(1, args.rounds + 1):
-            for side, tree in (("old", old_tree), ("new", new_tree)):
-                run = run_gate(tree, args)
+            for side, (tree, properties, extra, with_json) in sides.items():
+                run = run_gate(tree, args, properties, extra, with_json)
                 runs[side].append(run)
                 others = sorted(p for p in run["verdicts"].items() if p[1] != "holds")
                 shown = ", ".join(f"{name} {verdict}" for name, verdict in others)
                 holds = sum(v == "holds" for v in run["verdicts"].values())
+                said = (f"{holds} hold; {shown or 'nothing else'}" if with_json
+                        else "no verdicts (no --json)")  # fmt: skip
                 print(f"  round {round_no} {side}: {run['wall']:.1f} s wall, {run['cpu']:.1f} s"
-                      f" CPU, exit {run['exit']}; {holds} hold; {shown or 'nothing else'}",
-                      flush=True)  # fmt: skip
+                      f" CPU, exit {run['exit']}; {said}", flush=True)  # fmt: skip
         for side, side_runs in runs.items():
             first = side_runs[0]["verdicts"]
             for run in side_runs[1:]:
                 if run["verdicts"] != first:
                     raise SystemExit(f"{side}: verdicts changed between rounds")
+        for side, side_runs in runs.items():
+            if len({run["exit"] for run in side_runs}) > 1:
+                raise SystemExit(f"{side}: the exit code changed between rounds")
         old_v, new_v = runs["old"][0]["verdicts"], runs["new"][0]["verdicts"]
         differ = {p for p in set(old_v) & set(new_v) if old_v[p] != new_v[p]}
         if differ:
             raise SystemExit(f"verdicts differ between the sides on {sorted(differ)}")
+        if not old_json and runs["old"][0]["exit"] != runs["new"][0]["exit"]:
+            raise SystemExit("the exit codes differ between the sides")
         medians = {side: statistics.median(r["wall"] for r in rs) for side, rs in runs.items()}
         cpus = {side: statistics.median(r["cpu"] for r in rs) for side, rs in runs.items()}
         print(f"median wall: old {medians['old']:.1f} s, new {medians['new']:.1f} s,"
               f" ratio {medians['old'] / medians['new']:.2f}x; median CPU: old {cpus['old']:.1f} s,"
-              f" new {cpus['new']:.1f} s; only old: {sorted(set(old_v) - set(new_v))},"
-              f" only new: {sorted(set(new_v) - set(old_v))}")  # fmt: skip
+              f" new {cpus['new']:.1f} s")  # fmt: skip
+        if old_json:
+            print(f"only old: {sorted(set(old_v) - set(new_v))},"
+                  f" only new: {sorted(set(new_v) - set(old_v))}")  # fmt: skip
         print("median seconds of each property (its own wall time in the run), old -> new:")
         for name in sorted(set(old_v) | set(new_v)):
             each = {side: [r["seconds"][name] for r in rs if name in r["seconds"]]

@@ -3,8 +3,10 @@
 Runs ``stateful_tests.job_machine.JobAgreement`` against the class chosen by
 ``--jobs-impl`` (default: the bundled ``queue_impl/job_queue.py``) with the
 Hypothesis settings of the active profile, scaled from it: 1.2 times its example
-count, with at least ``MIN_STEPS`` steps each (ci: 600 programs of up to 40 steps,
-about 10 s). JobQueue is in memory, so a step costs microseconds, and the deeper
+count, with at least ``MIN_STEPS`` steps each (ci: 1200 programs of up to 40 steps,
+the longest property of the gate: about 45 s of one core on a slow 2-core machine, two
+thirds of it Hypothesis' own generation, see ``benchmarks/bench_lease_machine.py``).
+JobQueue is in memory, so a step of the target costs microseconds, and the deeper
 bugs (a capped backoff after a job's second failure, two dead letters in order)
 need programs that long to be reached on every seed. A disagreement fails with the
 shrunk program and a message naming the comparison that failed, both sides side
