@@ -142,6 +142,8 @@ def main() -> int:
         help="add to the old side's environment (repeatable), e.g. PYTEST_ADDOPTS=...",
     )  # fmt: skip
     args = parser.parse_args()
+    if any("=" not in pair for pair in args.old_env):
+        parser.error("--old-env takes NAME=VALUE, e.g. PYTEST_ADDOPTS='-p no:profiling'")
     old_extra = dict(pair.split("=", 1) for pair in args.old_env)
     base = args.base or merge_base()
     old_tree = export(base, "bench-gate-old-")
