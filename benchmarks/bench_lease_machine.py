@@ -22,6 +22,14 @@ runs (``lease.agreement``: the ci profile's; ``jobs.agreement``: 1.2 times its e
 at least 40 steps, see ``leasecheck/properties/test_job_agreement.py``); ``--examples``
 and ``--steps`` override both.
 
+``--floor`` prints, instead, how much of Hypothesis' own cost a change to the machines'
+rules could remove: ``JobAgreement``'s bare twin, the same rules with one argument each
+(``PackedJobs``: every rule's arguments drawn as one), and a machine of one rule with
+one argument (``OneRule``: what a stateful step costs whatever the rules). Measured on
+a 2-core machine (5 Dec 2026, 1200 examples x 40 steps, medians of 3 rounds): 1,626,
+1,773 and 2,889 steps/s. Packing the arguments would gain about 9%, and a step of the
+simplest machine still costs about a third of a millisecond.
+
 ``--fingerprint`` prints, instead of rates, a digest of every choice sequence Hypothesis
 made for each machine (derandomized, no database): the same digest before and after a
 change to a machine means the change generated the same programs. The digest is taken
@@ -219,6 +227,86 @@ class BareJobs(RuleBasedStateMachine):
         BareJobs.checks += 1
 
 
+class PackedJobs(RuleBasedStateMachine):
+    """``BareJobs``' rules and bundles with one argument per rule: the least a rule could draw."""
+
+    examples: ClassVar[int] = 0
+    checks: ClassVar[int] = 0
+    leases = Bundle("leases")
+    observers = Bundle("observers")
+
+    def __init__(self) -> None:
+        super().__init__()
+        PackedJobs.examples += 1
+
+    @initialize(start=ARG)
+    def start(self, start: int) -> None:
+        pass
+
+    @rule(target=observers, job=ARG)
+    def submit(self, job: int) -> Any:
+        return multiple()
+
+    @rule(target=leases, worker=ARG)
+    def poll(self, worker: int) -> Any:
+        return worker
+
+    @rule(target=observers, lease=ARG)
+    def complete(self, lease: int) -> Any:
+        return multiple()
+
+    @rule(target=observers, lease=ARG)
+    def fail(self, lease: int) -> Any:
+        return multiple()
+
+    @rule(target=observers, job_id=ARG)
+    def view(self, job_id: int) -> Any:
+        return multiple()
+
+    @rule(target=observers)
+    def dead_letters(self) -> Any:
+        return multiple()
+
+    @rule(target=observers, job_id=ARG)
+    def retry_dead(self, job_id: int) -> Any:
+        return multiple()
+
+    @rule(target=observers, job_id=ARG)
+    def cancel(self, job_id: int) -> Any:
+        return multiple()
+
+    @rule(target=observers, to=ARG)
+    def advance_clock(self, to: int) -> Any:
+        return multiple()
+
+    @invariant()
+    def views_agree(self) -> None:
+        PackedJobs.checks += 1
+
+
+class OneRule(RuleBasedStateMachine):
+    """One rule of one small integer: what a stateful step costs whatever the rules are."""
+
+    examples: ClassVar[int] = 0
+    checks: ClassVar[int] = 0
+
+    def __init__(self) -> None:
+        super().__init__()
+        OneRule.examples += 1
+
+    @rule(value=ARG)
+    def step(self, value: int) -> None:
+        pass
+
+    @invariant()
+    def views_agree(self) -> None:
+        OneRule.checks += 1
+
+
+FLOOR = {"jobs bare": BareJobs, "jobs packed": PackedJobs, "one rule": OneRule}
+"""``--floor``'s machines, each run with the jobs machine's examples and steps."""
+
+
 MACHINES: dict[str, tuple[Any, Any, int, int]] = {
     "lease": (CountingAgreement, BareMachine, CI.max_examples, CI.step_count),
     "jobs": (CountingJobs, BareJobs, CI.max_examples * 6 // 5, max(CI.step_count, 40)),
@@ -308,7 +396,22 @@ def main() -> None:
         "--fingerprint", action="store_true",
         help="print a digest of the programs each machine generates (derandomized), not rates",
     )  # fmt: skip
+    parser.add_argument(
+        "--floor", action="store_true",
+        help="print the rates of the jobs bare twin, a one-argument twin and a one-rule machine",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.floor:
+        _, _, examples, steps = MACHINES["jobs"]
+        examples, steps = args.examples or examples, args.steps or steps
+        floor: dict[str, list[float]] = {name: [] for name in FLOOR}
+        for _ in range(args.rounds):
+            for name, twin in FLOOR.items():
+                floor[name].append(machine_rate(twin, examples, steps)[0])
+        print(f"medians of {args.rounds} rounds, {examples} examples x {steps} steps")
+        for name, measured in floor.items():
+            print(f"  {name:12} {statistics.median(measured):10.0f} steps/s")
+        return
     CountingAgreement.bind(load_worker())
     CountingJobs.bind(load_jobs_target())
     if args.fingerprint:
