@@ -180,7 +180,7 @@ class BareJobs(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        BareJobs.examples += 1
+        type(self).examples += 1
 
     @initialize(policy=ARG, backlog=ARG)
     def start(self, **arguments: int) -> None:
@@ -224,64 +224,39 @@ class BareJobs(RuleBasedStateMachine):
 
     @invariant()
     def views_agree(self) -> None:
-        BareJobs.checks += 1
+        type(self).checks += 1
 
 
-class PackedJobs(RuleBasedStateMachine):
-    """``BareJobs``' rules and bundles with one argument per rule: the least a rule could draw."""
+class PackedJobs(BareJobs):
+    """``BareJobs`` with one argument per rule: the least a rule could draw (the rules of
+    one or no argument are inherited)."""
 
     examples: ClassVar[int] = 0
     checks: ClassVar[int] = 0
-    leases = Bundle("leases")
-    observers = Bundle("observers")
-
-    def __init__(self) -> None:
-        super().__init__()
-        PackedJobs.examples += 1
 
     @initialize(start=ARG)
     def start(self, start: int) -> None:
         pass
 
-    @rule(target=observers, job=ARG)
+    @rule(target=BareJobs.observers, job=ARG)
     def submit(self, job: int) -> Any:
         return multiple()
 
-    @rule(target=leases, worker=ARG)
+    @rule(target=BareJobs.leases, worker=ARG)
     def poll(self, worker: int) -> Any:
         return worker
 
-    @rule(target=observers, lease=ARG)
+    @rule(target=BareJobs.observers, lease=ARG)
     def complete(self, lease: int) -> Any:
         return multiple()
 
-    @rule(target=observers, lease=ARG)
+    @rule(target=BareJobs.observers, lease=ARG)
     def fail(self, lease: int) -> Any:
         return multiple()
 
-    @rule(target=observers, job_id=ARG)
-    def view(self, job_id: int) -> Any:
-        return multiple()
-
-    @rule(target=observers)
-    def dead_letters(self) -> Any:
-        return multiple()
-
-    @rule(target=observers, job_id=ARG)
-    def retry_dead(self, job_id: int) -> Any:
-        return multiple()
-
-    @rule(target=observers, job_id=ARG)
-    def cancel(self, job_id: int) -> Any:
-        return multiple()
-
-    @rule(target=observers, to=ARG)
+    @rule(target=BareJobs.observers, to=ARG)
     def advance_clock(self, to: int) -> Any:
         return multiple()
-
-    @invariant()
-    def views_agree(self) -> None:
-        PackedJobs.checks += 1
 
 
 class OneRule(RuleBasedStateMachine):
