@@ -112,10 +112,7 @@ def run_gate(
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         if done.returncode not in (0, 1):
             raise RuntimeError(f"{tree}: exit {done.returncode}\n{done.stdout[-3000:]}")
-        if not with_json:
-            return {"wall": wall, "cpu": cpu, "exit": done.returncode, "verdicts": {},
-                    "seconds": {}}  # fmt: skip
-        rows = json.loads(record.read_text())["properties"]
+        rows = json.loads(record.read_text())["properties"] if with_json else []
         verdicts = {row["property"]: row["verdict"] for row in rows}
         seconds = {row["property"]: row["seconds"] for row in rows}
         return {"wall": wall, "cpu": cpu, "exit": done.returncode, "verdicts": verdicts,
@@ -132,7 +129,9 @@ def main() -> int:
     parser.add_argument("--profile", default="ci")
     parser.add_argument("-n", default="auto")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--property", action="append", help="time only this property (repeatable)")
+    parser.add_argument(
+        "--property", action="append", default=[], help="time only this property (repeatable)"
+    )
     parser.add_argument(
         "--new-property", action="append", default=[], metavar="NAME",
         help="limit only the new side to this property (repeatable): the old gate's work",
@@ -160,8 +159,8 @@ def main() -> int:
         if not old_json:
             print("the old CLI has no --json: its side is timed and its exit code compared")
         sides = {
-            "old": (old_tree, list(args.property or ()), old_extra, old_json),
-            "new": (new_tree, list(args.property or ()) + args.new_property, None, True),
+            "old": (old_tree, args.property, old_extra, old_json),
+            "new": (new_tree, args.property + args.new_property, None, True),
         }
         runs: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
         for round_no in range(1, args.rounds + 1):
@@ -176,13 +175,10 @@ def main() -> int:
                 print(f"  round {round_no} {side}: {run['wall']:.1f} s wall, {run['cpu']:.1f} s"
                       f" CPU, exit {run['exit']}; {said}", flush=True)  # fmt: skip
         for side, side_runs in runs.items():
-            first = side_runs[0]["verdicts"]
+            first = side_runs[0]
             for run in side_runs[1:]:
-                if run["verdicts"] != first:
-                    raise SystemExit(f"{side}: verdicts changed between rounds")
-        for side, side_runs in runs.items():
-            if len({run["exit"] for run in side_runs}) > 1:
-                raise SystemExit(f"{side}: the exit code changed between rounds")
+                if (run["verdicts"], run["exit"]) != (first["verdicts"], first["exit"]):
+                    raise SystemExit(f"{side}: the verdicts or exit code changed between rounds")
         old_v, new_v = runs["old"][0]["verdicts"], runs["new"][0]["verdicts"]
         differ = {p for p in set(old_v) & set(new_v) if old_v[p] != new_v[p]}
         if differ:

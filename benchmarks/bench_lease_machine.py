@@ -93,17 +93,28 @@ class CountingAgreement(LeaseAgreement):
         super().consistent()
 
 
-class BareMachine(RuleBasedStateMachine):
+class _Bare(RuleBasedStateMachine):
+    """A machine whose rules do nothing, counting its examples and checks (one per step)."""
+
+    examples: ClassVar[int] = 0
+    checks: ClassVar[int] = 0
+
+    def __init__(self) -> None:
+        super().__init__()
+        type(self).examples += 1
+
+    @invariant()
+    def counted(self) -> None:
+        type(self).checks += 1
+
+
+class BareMachine(_Bare):
     """``LeaseAgreement``'s rules, bundles and argument counts, doing nothing."""
 
     examples: ClassVar[int] = 0
     checks: ClassVar[int] = 0
     tickets = Bundle("tickets")
     housekeeping = Bundle("housekeeping")
-
-    def __init__(self) -> None:
-        super().__init__()
-        BareMachine.examples += 1
 
     @initialize(start=ARG, job=ARG, qty=ARG, ttl_ms=ARG, max_attempts=ARG)
     def enqueue_first(self, **arguments: int) -> None:
@@ -149,10 +160,6 @@ class BareMachine(RuleBasedStateMachine):
     def use_connection(self, index: int) -> Any:
         return multiple()
 
-    @invariant()
-    def consistent(self) -> None:
-        BareMachine.checks += 1
-
 
 class CountingJobs(JobAgreement):
     """The JobQueue agreement machine, counting examples and checks (one per step)."""
@@ -170,17 +177,13 @@ class CountingJobs(JobAgreement):
         super().views_agree()
 
 
-class BareJobs(RuleBasedStateMachine):
+class BareJobs(_Bare):
     """``JobAgreement``'s rules, bundles and argument counts, doing nothing."""
 
     examples: ClassVar[int] = 0
     checks: ClassVar[int] = 0
     leases = Bundle("leases")
     observers = Bundle("observers")
-
-    def __init__(self) -> None:
-        super().__init__()
-        type(self).examples += 1
 
     @initialize(policy=ARG, backlog=ARG)
     def start(self, **arguments: int) -> None:
@@ -222,10 +225,6 @@ class BareJobs(RuleBasedStateMachine):
     def advance_clock(self, **arguments: int) -> Any:
         return multiple()
 
-    @invariant()
-    def views_agree(self) -> None:
-        type(self).checks += 1
-
 
 class PackedJobs(BareJobs):
     """``BareJobs`` with one argument per rule: the least a rule could draw (the rules of
@@ -259,23 +258,15 @@ class PackedJobs(BareJobs):
         return multiple()
 
 
-class OneRule(RuleBasedStateMachine):
+class OneRule(_Bare):
     """One rule of one small integer: what a stateful step costs whatever the rules are."""
 
     examples: ClassVar[int] = 0
     checks: ClassVar[int] = 0
 
-    def __init__(self) -> None:
-        super().__init__()
-        OneRule.examples += 1
-
     @rule(value=ARG)
     def step(self, value: int) -> None:
         pass
-
-    @invariant()
-    def views_agree(self) -> None:
-        OneRule.checks += 1
 
 
 FLOOR = {"jobs bare": BareJobs, "jobs packed": PackedJobs, "one rule": OneRule}
