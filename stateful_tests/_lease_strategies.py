@@ -83,6 +83,11 @@ def bad_values_of(*groups: Iterable[object]) -> st.SearchStrategy[object]:
     return st.one_of(*(st.sampled_from(tuple(group)) for group in groups))
 
 
+_NONE = st.none()
+"""Built once: ``st.none()`` makes a new lazy strategy per call, and drawing from a new one
+(validated first) took about 220 us against 57 us for this one, the same choices."""
+
+
 def maybe_bad(
     **bad_values: Iterable[object] | st.SearchStrategy[object],
 ) -> st.SearchStrategy[Bad | None]:
@@ -98,7 +103,7 @@ def maybe_bad(
     ]
     bad = st.one_of(*per_argument)
     return st.sampled_from((False, False, False, True)).flatmap(
-        lambda wanted: bad if wanted else st.none()
+        lambda wanted: bad if wanted else _NONE
     )
 
 

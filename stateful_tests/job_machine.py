@@ -30,6 +30,7 @@ Arguments of types the spec leaves open (bool or non-int priority, non-str worke
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -102,6 +103,12 @@ POWERS = {attempts: st.integers(0, max(0, attempts - 2)) for attempts in range(1
 attempt k + 1, which a policy has only when k + 1 <= attempts - 1."""
 
 
+@functools.cache
+def _caps(base: int, power: int) -> st.SearchStrategy[int]:
+    """The three caps of ``_policies`` for ``base`` and ``power``, built once per pair."""
+    return st.sampled_from([power, power + max(1, power // 2), base * 2**6])
+
+
 @st.composite
 def _policies(draw: st.DrawFn) -> RetryPolicy:
     """Policies whose cap is exactly base * 2**k (the cap binds at attempt k + 1), lies
@@ -109,11 +116,12 @@ def _policies(draw: st.DrawFn) -> RetryPolicy:
     drawn among the attempts that have a backoff, so the cap binds (the spec's
     ``min(max_backoff, ...)``) before the last attempt of most policies that retry.
     (The strategies are built once: a new ``sampled_from`` of 150 values per example
-    cost more than the rest of the example's start.)"""
+    cost more than the rest of the example's start, and even one of three values is
+    validated before its first draw.)"""
     attempts = draw(ATTEMPTS)
     base = draw(BASES)
     power = base * 2 ** draw(POWERS[attempts])
-    cap = draw(st.sampled_from([power, power + max(1, power // 2), base * 2**6]))
+    cap = draw(_caps(base, power))
     return RetryPolicy(attempts, base, cap)
 
 
