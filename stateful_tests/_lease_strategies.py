@@ -16,6 +16,7 @@ start states near the bounds) come from one table, ``models.edges``.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Iterable
@@ -197,8 +198,10 @@ MALFORMED_KINDS = (  # one ticket key (or the dict itself) first, then its bad v
     tuple(Put(key, bad) for key in ("id", "owner") for bad in edges.OUTSIDE_IDENTIFIERS),
 )
 malformed = st.one_of(*(st.sampled_from(kind) for kind in MALFORMED_KINDS))
+_just = functools.cache(st.just)
+"""``st.just(value)``, built once per value (see ``_NONE``: 137 us a draw against 54 us)."""
 changes = weighted((4, [Keep()]), (1, TOKEN_MISSES), (2, NEAR_MISSES), (1, [None])).flatmap(
-    lambda change: malformed if change is None else st.just(change)
+    lambda change: malformed if change is None else _just(change)
 )
 
 sends = st.sampled_from(tuple(Send(kind) for kind in SEND_KINDS))
