@@ -5,7 +5,8 @@ before any fork. Each suffix runs in a child forked by the crash-harness engine;
 the child opens its own connection, says it is ready (a barrier: nobody starts
 before all have opened), and then stops before every SQL statement until the
 harness lets it go (``channel.trace``). The harness keeps exactly one child
-running: when every live child waits at a statement it lets the last one go on,
+running, from the start (the children start one by one, by name, each until it waits
+at its first statement): when every live child waits at a statement it lets the last one go on,
 or with probability ``switch_percent`` % another one (``random.Random(seed)`` of
 the program); a child that the kernel shows asleep in SQLite's busy handler while
 another child holds a lock on the file is blocked (``_lock_view.next_or_blocked``,
@@ -139,8 +140,9 @@ class _Driver:
             message = child.next("the child to open its connection and say it is ready")
             if message.kind != "ready":
                 raise AssertionError(f"child {child.name} sent {message} before it was ready")
-        for child in self.live:
+        for child in list(self.live):
             child.answer("start")
+            self._to_first_statement(child)
         while self.live:
             running = [child for child in self.live if child not in self.paused]
             got = self._wait(running) if running else None
@@ -152,6 +154,18 @@ class _Driver:
                     continue
             self._handle(*got)
         return self.ops
+
+    def _to_first_statement(self, child: Child) -> None:
+        """Run ``child`` alone until it waits at its first statement (or ends, or is killed).
+
+        Started together, the children would reach their first statements in the order
+        the kernel ran them: that order decided which child ``_release`` picked first and
+        which operations ended before others began, so one program and seed gave two
+        histories (a mutant's verdict flipped between runs). One at a time, by name, the
+        start is the same in every run.
+        """
+        while child in self.live and child not in self.paused:
+            self._handle(*self.engine.wait_any([child], "the child's first statement"))
 
     def _wait(self, running: list[Child]) -> tuple[Child, Message] | None:
         """The next message of a running child; None when every running child is seen
