@@ -5,14 +5,14 @@ before any fork. Each suffix runs in a child forked by the crash-harness engine;
 the child opens its own connection, says it is ready (a barrier: nobody starts
 before all have opened), and then stops before every SQL statement until the
 harness lets it go (``channel.trace``). The harness keeps exactly one child
-running, from the start (the children start one by one, by name, each until it waits
-at its first statement): when every live child waits at a statement it lets the last one go on,
-or with probability ``switch_percent`` % another one (``random.Random(seed)`` of
-the program); a child that the kernel shows asleep in SQLite's busy handler while
-another child holds a lock on the file is blocked (``_lock_view.next_or_blocked``,
-the interleavings engine's test: observed, never guessed from silence), so the
-harness lets another one run. A child is SIGKILLed at the statement named by
-``program.kill``.
+running, from the start (the children start one by one, by name, each until it
+waits at its first statement): when every live child waits at a statement it lets
+the last one go on, or with probability ``switch_percent`` % another one
+(``random.Random(seed)`` of the program); a child that the kernel shows asleep in
+SQLite's busy handler while another child holds a lock on the file is blocked
+(``_lock_view.next_or_blocked``, the interleavings engine's test: observed, never
+guessed from silence), so the harness lets another one run. A child is SIGKILLed at
+the statement named by ``program.kill``.
 """
 
 from __future__ import annotations

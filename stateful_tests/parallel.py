@@ -190,6 +190,7 @@ def _suffixes(
 
 
 def _prefix_command(now: int) -> st.SearchStrategy[LeaseOp]:
+    """A command of the sequential prefix at ``now`` (a function, so ``_timed`` caches it)."""
     return _lease_command(now, PREFIX_KINDS)
 
 
