@@ -113,20 +113,9 @@ def _pick(*values: Any) -> st.SearchStrategy[Any]:
     """``st.sampled_from(values)``, built once. A strategy built inside a draw is new at
     every draw and is validated before it draws, which cost more than the draw itself:
     building these once made generating a history about twice as fast, with the same
-    choices and so the same programs."""
+    choices and so the same programs. (``st.integers`` and ``st.lists`` of hashable
+    arguments need no such cache: Hypothesis keeps one strategy per arguments itself.)"""
     return st.sampled_from(values)
-
-
-@functools.cache
-def _between(low: int, high: int) -> st.SearchStrategy[int]:
-    """``st.integers(low, high)``, built once (see ``_pick``)."""
-    return st.integers(low, high)
-
-
-@functools.cache
-def _some(times: st.SearchStrategy[int], low: int, high: int) -> st.SearchStrategy[list[int]]:
-    """``st.lists(times, min_size=low, max_size=high)``, built once (see ``_pick``)."""
-    return st.lists(times, min_size=low, max_size=high)
 
 
 def _command(name: str, **args: Any) -> LeaseOp:
@@ -151,7 +140,7 @@ def _lease_command(
         return _command("claim", owner=draw(_pick(*OWNERS)), now_ms=now, lease_ms=lease)
     if kind == "finish":
         outcome = draw(_pick("ok", "retry", "permanent"))
-        held = Held(draw(_between(0, 1)))
+        held = Held(draw(st.integers(0, 1)))
         delay = draw(_pick(0, 30))
         return _command("finish", ticket=held, outcome=outcome, now_ms=now, delay_ms=delay)
     job = draw(_pick(*(jobs or JOB_IDS[::-1])))
@@ -166,7 +155,7 @@ def _lease_command(
 @st.composite
 def _timed(draw: st.DrawFn, times: st.SearchStrategy[int], size: tuple[int, int], make: Any) -> Any:
     """A list of commands with nondecreasing times (each process has its own clock)."""
-    nows = sorted(draw(_some(times, *size)))
+    nows = sorted(draw(st.lists(times, min_size=size[0], max_size=size[1])))
     return [draw(make(now)) for now in nows]
 
 
@@ -217,16 +206,16 @@ def lease_programs(
     """Programs for the lease worker: enqueue first, then mostly claims on few jobs."""
     first = [
         _command("enqueue", event={"id": job, "qty": 1}, now_ms=0, ttl_ms=60000, max_attempts=3)
-        for job in JOB_IDS[: draw(_between(1, 2))]
+        for job in JOB_IDS[: draw(st.integers(1, 2))]
     ]
     more = draw(_timed(PREFIX_TIMES, (0, 3), _prefix_command))
-    count = draw(_between(*processes))
+    count = draw(st.integers(*processes))
     suffixes = draw(_suffixes(count, suffix_len, _lease_command, _lease_openings))
     if suffixes[0][0].kind == "claim" and suffixes[-1][0].kind == "finish":  # a reclaim race
         more.append(_command("claim", owner="w1", now_ms=60, lease_ms=30))
     kill = None
-    if draw(_between(0, 9)) == 0:
-        kill = (draw(_between(1, count)), draw(_between(1, 8)))
+    if draw(st.integers(0, 9)) == 0:
+        kill = (draw(st.integers(1, count)), draw(st.integers(1, 8)))
     return ParallelProgram((*first, *more), suffixes, *draw(SCHEDULES), kill)
 
 
@@ -246,7 +235,7 @@ def _job_command(draw: st.DrawFn, now: int, kinds: tuple[str, ...] = JOB_KINDS) 
         return _job("poll", now, worker_id=draw(_pick(*OWNERS)), lease_millis=lease)
     if kind in ("complete", "fail"):
         extra = {"error": draw(_pick(None, "boom"))} if kind == "fail" else {}
-        held = Held(draw(_between(0, 1)))
+        held = Held(draw(st.integers(0, 1)))
         return _job(kind, now, job_id=held, token=held, **extra)
     if kind == "submit":
         return _job(
@@ -254,12 +243,12 @@ def _job_command(draw: st.DrawFn, now: int, kinds: tuple[str, ...] = JOB_KINDS) 
             now,
             type=draw(_pick(*JOB_TYPES)),
             payload="p",
-            priority=draw(_between(0, 2)),
+            priority=draw(st.integers(0, 2)),
             run_at_millis=draw(_pick(0, 120)),
         )
     if kind == "dead_letters":
         return _job("dead_letters", now)
-    return _job(kind, now, job_id=f"J{draw(_between(1, 3))}")
+    return _job(kind, now, job_id=f"J{draw(st.integers(1, 3))}")
 
 
 @functools.cache  # one strategy per arguments (see _pick)
@@ -281,13 +270,13 @@ def job_programs(
             0,
             type="email",
             payload="p",
-            priority=draw(_between(0, 1)),
+            priority=draw(st.integers(0, 1)),
             run_at_millis=0,
         )
-        for _ in range(draw(_between(1, 3)))
+        for _ in range(draw(st.integers(1, 3)))
     ]
     more = draw(_timed(PREFIX_TIMES, (0, 3), _job_command))
-    count = draw(_between(*threads))
+    count = draw(st.integers(*threads))
     suffixes = draw(_suffixes(count, suffix_len, _job_command, _job_openings))
     return ParallelProgram((*first, *more), suffixes, *draw(SCHEDULES))
 
