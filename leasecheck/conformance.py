@@ -8,10 +8,21 @@ point and raises at the chosen one, and the target's result, error kind, hook
 points, stored state and open-transaction flag must equal the model's successor.
 The target sees only the stored rows and the arguments, so transitions that differ
 only in what the dispatchers hold are replayed once.
+
+The replay's one connection first runs in SQLite's exclusive locking mode (``PRAGMA
+locking_mode=EXCLUSIVE``): it keeps its lock on the file between transactions, so a
+transaction neither takes and drops file locks, nor re-reads the file's header, nor
+creates and deletes a journal (about 1.4x faster on tmpfs). No other connection
+touches the file, so no result, error, hook or stored row depends on the lock mode,
+with one exception: a target that opens a second connection to the file inside an
+operation finds it locked, and raises. So a replay that finds any disagreement in that
+mode is run again from the start on a fresh file in the normal mode, and only what that
+run finds is reported.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
 from collections.abc import Hashable
@@ -101,11 +112,37 @@ def replay_lease(
     path: Path,
 ) -> ConformanceReport:
     """Replay every explored lease transition on ``module``, once per distinct (stored
-    queue, operation) (BFS order: the first failure has a shortest path to its source)."""
+    queue, operation) (BFS order: the first failure has a shortest path to its source):
+    first with the connection in exclusive locking mode, and again in the normal mode
+    (on ``path`` with ``-normal`` added to its name) when that finds a disagreement,
+    whose report is then the one returned."""
     started = time.perf_counter()
+    report = _replay(module, system, explored, path, exclusive=True)
+    if report.failure is not None:
+        report = _replay(module, system, explored, _normal_path(path), exclusive=False)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _normal_path(path: Path) -> Path:
+    return path.with_name(f"{path.stem}-normal{path.suffix}")
+
+
+def _replay(
+    module: ModuleType,
+    system: LeaseSystem,
+    explored: ExploreResult[LeaseWorld],
+    path: Path,
+    exclusive: bool,
+) -> ConformanceReport:
     report = ConformanceReport()
     con = module.open_queue(str(path))
     try:
+        if exclusive:
+            # Anything that refuses it (a connection-like object of the target's own)
+            # leaves the normal mode, which the replay is correct in too.
+            with contextlib.suppress(Exception):
+                con.execute("PRAGMA locking_mode=EXCLUSIVE")
         stored: Snapshot | None = None
         sources: set[int] = set()
         for source, move in system.distinct_moves(explored.order):
@@ -133,7 +170,6 @@ def replay_lease(
         if con.in_transaction:
             con.execute("ROLLBACK")
         con.close()
-    report.seconds = time.perf_counter() - started
     return report
 
 

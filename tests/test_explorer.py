@@ -141,6 +141,59 @@ def test_a_boundary_mutant_is_caught_with_a_short_run(scratch: Path) -> None:
     assert "on the target but returned None on the model" in report.failure
 
 
+SECOND_CONNECTION = """
+import sqlite3
+
+from leasecheck.queue_impl import worker as _bundled
+from leasecheck.queue_impl.worker import *  # noqa: F403
+
+
+def claim(con, *args, **kwargs):
+    # Reads the file on a connection of its own first (a target may): in the exclusive
+    # locking mode the replay's connection holds the file, and this raises.
+    (path,) = [row[2] for row in con.execute("PRAGMA database_list") if row[1] == "main"]
+    other = sqlite3.connect(path, timeout=0)
+    try:
+        other.execute("SELECT COUNT(*) FROM jobs").fetchone()
+    finally:
+        other.close()
+    return _bundled.claim(con, *args, **kwargs)
+"""
+
+
+def test_a_target_with_a_second_connection_is_judged_in_the_normal_lock_mode(
+    scratch: Path,
+) -> None:
+    """The replay's exclusive locking mode refuses a second connection; the normal-mode
+    run it falls back to judges the target (here correct: it holds)."""
+    path = scratch / "second_connection.py"
+    path.write_text(SECOND_CONNECTION)
+    system, result = explore_lease(SMALL)
+    report = replay_lease(load_worker(path), system, result, scratch / "q.db")
+    assert report.failure is None
+    assert report.transitions > 1000
+    assert (scratch / "q-normal.db").exists()  # the fallback ran
+
+
+def test_the_exclusive_lock_mode_replay_finds_what_the_normal_one_finds(scratch: Path) -> None:
+    """Same transitions and states on the bundled worker, and the same first failure on a
+    mutant, whichever lock mode the replay's connection is in."""
+    import leasecheck.conformance as conformance
+
+    system, result = explore_lease(SCOPES["ci"][0])
+    worker = load_worker()
+    mutant = load_worker(materialize(by_name("quarantine-deadline-strict"), scratch))
+    for module in (worker, mutant):
+        fast = conformance._replay(module, system, result, scratch / "x.db", exclusive=True)
+        slow = conformance._replay(module, system, result, scratch / "n.db", exclusive=False)
+        assert (fast.transitions, fast.states, fast.failure) == (
+            slow.transitions, slow.states, slow.failure,
+        )  # fmt: skip
+        for name in ("x.db", "n.db"):
+            for end in ("", "-journal"):
+                (scratch / (name + end)).unlink(missing_ok=True)
+
+
 def test_jobs_explorer_and_conformance() -> None:
     cls = load_jobs_target()
     readings = probe_clear_error(cls), probe_expiry_on_error(cls)
