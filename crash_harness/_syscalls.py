@@ -197,15 +197,24 @@ def _join_resumed(raw: str, pending: dict[str, str]) -> str | None:
     return raw
 
 
+_PUNCTUATION = re.compile(r"[{}\[\],]")
+
+
 def _split_args(args: str) -> list[str]:
-    """Top-level comma-separated arguments (strings are hex-escaped: no commas inside)."""
+    """Top-level comma-separated arguments (strings are hex-escaped: no commas or brackets
+    inside). Only the commas and brackets are visited, not every character of a written
+    buffer's escapes (a page written is 16 KB of text)."""
+    if not any(bracket in args for bracket in "{}[]"):
+        return [part.strip() for part in args.split(",")]
     parts, depth, start = [], 0, 0
-    for index, char in enumerate(args):
+    for found in _PUNCTUATION.finditer(args):
+        char = found.group()
         if char in "{[":
             depth += 1
         elif char in "}]":
             depth -= 1
-        elif char == "," and depth == 0:
+        elif depth == 0:
+            index = found.start()
             parts.append(args[start:index].strip())
             start = index + 1
     parts.append(args[start:].strip())
