@@ -191,15 +191,22 @@ _Visible = tuple[list[Any], list[Any]]
 
 class _ModelViews:
     """``model_visible`` of each model state, computed once per replay (a state is the
-    successor of many explored edges)."""
+    successor of many explored edges), found by the state object's id first (the explorer
+    interns its states; each entry keeps its state alive, so no other object takes the id),
+    then by its value."""
 
     def __init__(self) -> None:
         self._known: dict[jm.JobState, _Visible] = {}
+        self._by_id: dict[int, tuple[jm.JobState, _Visible]] = {}
 
     def __call__(self, state: jm.JobState) -> _Visible:
+        seen = self._by_id.get(id(state))
+        if seen is not None and seen[0] is state:
+            return seen[1]
         visible = self._known.get(state)
         if visible is None:
             visible = self._known[state] = model_visible(state)
+        self._by_id[id(state)] = (state, visible)
         return visible
 
 
@@ -300,12 +307,15 @@ def _along_tree(
     worlds that differ only in what the workers hold share their target's bytes (the
     queue never learns who holds a lease), and the call, the model's answer and the
     successor's views are then the same, so a repeat is already judged. The key holds a
-    digest of the copy's bytes (the clock, the queue, the learned tokens), never the bytes.
+    digest of the copy's bytes (the clock, the queue, the learned tokens), never the bytes,
+    and the model state as its object's id (a state's hash walks every job's fields): every
+    source world stays alive in ``explored.order`` for the whole replay, so an id names one
+    state, and the explorer interns its states, so equal states are one object.
     """
     at: dict[int, _Run] = {0: fresh}
     known, parent, index_of = explored.known, explored.parent, explored.move_index
     visible = _ModelViews()
-    judged: set[tuple[bytes, Hashable, jm.JobState, int]] = set()
+    judged: set[tuple[bytes, Hashable, int, int]] = set()
     copies: set[bytes] = set()
     for number, source in enumerate(explored.order):
         base = at.pop(number).frozen()
@@ -319,10 +329,11 @@ def _along_tree(
                     at[after] = run = thaw(base)
                     run.apply(move.op)
                 continue
-            key = (digest, move.op, source.state, source.now)
-            if key in judged and not tree:
+            key = (digest, move.op, id(source.state), source.now)
+            first = key not in judged
+            if not (first or tree):
                 continue
-            if key not in judged:
+            if first:
                 judged.add(key)
                 report.transitions += 1
                 if digest not in copies:
