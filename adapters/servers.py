@@ -293,15 +293,16 @@ def remove_stale_faketime_entries() -> list[str]:
     return removed
 
 
-def die_with_parent() -> None:
-    """In a child, before exec: SIGKILL me when the process that started me dies.
+def die_with_parent(signum: int = signal.SIGKILL) -> None:
+    """In a child, before exec: SIGKILL me (or send ``signum``) when the process that
+    started me dies.
 
     A server runs in its own session (a Ctrl-C aimed at the test run must not reach it
     before the run has stopped it cleanly), so without this a harness that is itself
     SIGKILLed would leave its server running. Linux only (``PR_SET_PDEATHSIG``).
     """
     if sys.platform == "linux":
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signum)
 
 
 _PR_SET_PDEATHSIG = 1

@@ -4,4 +4,5 @@ import sys
 
 from leasecheck.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # not when a spawned process imports this as ``__mp_main__``
+    sys.exit(main())

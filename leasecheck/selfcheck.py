@@ -6,17 +6,27 @@ the run stopped at the first violation. Each starts from an empty example databa
 the table measures what the properties find, not what a past run saved. The kill
 table says, per mutant, whether it was killed, by which property, how long that took
 and how short the counterexample is. Any survivor is a hole in the suite: exit 1.
+
+Mutants checked at once (``-n``) each run in a process of their own: a check is its
+run's child subreaper and, when its test process ends, kills and reaps whatever of the
+process tree is left (``runner.run_check``), so two checks in threads of one process
+took each other's test processes for leftovers and reaped their exit statuses (a
+mutant then read SURVIVED, "the test process ended (exit status 0) before reporting
+its results").
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
+import signal
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from leasecheck.adapters.servers import die_with_parent
 from leasecheck.mutants import CATALOGUE, Mutant, materialize
 from leasecheck.runner import (
     HOLDS,
@@ -29,7 +39,7 @@ from leasecheck.runner import (
 )
 from leasecheck.targets.scratch import scratch_dir
 
-__all__ = ["Kill", "check_mutant", "kill_table", "mutants_command"]
+__all__ = ["Kill", "check_all", "check_mutant", "kill_table", "mutants_command"]
 
 
 @dataclass(frozen=True)
@@ -116,8 +126,7 @@ def mutants_command(args: argparse.Namespace) -> int:
         flush=True,
     )
     started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        kills = list(pool.map(lambda m: check_mutant(m, args.profile, args.seed), chosen))
+    kills = check_all(chosen, args.profile, args.seed, workers)
     print(kill_table(kills))
     survivors = [k.mutant.name for k in kills if not k.killed]
     print(
@@ -140,6 +149,31 @@ def _list_planted_adapters() -> None:
     for control in CONTROLS:
         print(f"planted:{control.name}  [control, holds every property]")
         print(f"    does: {control.behaviour}\n    fine because: {control.why_fine}")
+
+
+def check_all(chosen: list[Mutant], profile: str, seed: int, workers: int) -> list[Kill]:
+    """``check_mutant`` for each of ``chosen``, in order; ``workers`` at once, each in a
+    process of its own (forked, one per worker, reused), never in threads of this one."""
+    if workers == 1 or len(chosen) < 2:
+        return [check_mutant(mutant, profile, seed) for mutant in chosen]
+    context = multiprocessing.get_context("fork")
+    pool = ProcessPoolExecutor(min(workers, len(chosen)), context, initializer=_worker_start)
+    try:
+        return list(pool.map(_check_one, [(mutant, profile, seed) for mutant in chosen]))
+    finally:  # on Ctrl-C the checks under way stop (their runs see SIGINT), none starts
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _worker_start() -> None:
+    """A worker ends its check cleanly (SIGTERM: the run stops, its scratch is removed) when
+    this process dies, and leaves Ctrl-C to the run it is checking (whose handler replaces
+    this one while it runs) and to this process."""
+    die_with_parent(signal.SIGTERM)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _check_one(job: tuple[Mutant, str, int]) -> Kill:
+    return check_mutant(*job)
 
 
 def _parallelism(workers: str) -> int:

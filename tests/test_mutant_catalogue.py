@@ -49,3 +49,21 @@ def test_catalogue_entries_are_documented() -> None:
         assert mutant.bug_class.strip() and mutant.real_world.strip(), mutant.name
         assert mutant.caught_by.startswith(("lease.", "jobs.")), mutant.name
         mutant.source()  # every edit still applies to the bundled file
+
+
+QUICK = ("jobs-ready-boundary", "jobs-expiry-one-early", "quarantine-deadline-strict",
+         "expiry-off-by-one-finish", "jobs-attempts-capped-at-five")  # fmt: skip
+"""Mutants the model checks kill in a few seconds each."""
+
+
+def test_mutants_checked_at_once_do_not_take_each_other_for_leftovers() -> None:
+    """``leasecheck mutants -n 2``: each check in a process of its own. In threads of one
+    process, a check that ended killed and reaped the other's test process as its own
+    leftover, and that mutant read SURVIVED (2 to 5 of 7 such mutants, 3 runs of 3)."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "leasecheck", "mutants", "--profile", "ci", "-n", "2"]
+    done = subprocess.run([*command, "--only", *QUICK], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{len(QUICK)}/{len(QUICK)} killed" in done.stdout, done.stdout
