@@ -18,13 +18,17 @@ its results").
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import os
 import signal
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import psutil
 
 from leasecheck.adapters.servers import die_with_parent
 from leasecheck.mutants import CATALOGUE, Mutant, materialize
@@ -52,6 +56,8 @@ class Kill:
     seconds: float
     steps: int
     note: str = ""
+    stopped: int = 0
+    """The signal (SIGINT, SIGTERM) that stopped this mutant's check, 0 if none."""
 
 
 def run_mutant(mutant: Mutant, profile: str, seed: int = 0) -> tuple[CheckResult, Path]:
@@ -81,6 +87,10 @@ def check_mutant(mutant: Mutant, profile: str, seed: int = 0) -> Kill:
     """Check one mutant as a user's target; killed means some property was violated."""
     started = time.monotonic()
     result, _ = run_mutant(mutant, profile, seed)
+    if result.interrupted:
+        name = signal.Signals(result.interrupted).name
+        seconds = time.monotonic() - started
+        return Kill(mutant, False, "-", seconds, 0, f"stopped by {name}", result.interrupted)
     failed = violations(result)
     if not failed:
         note = result.problem or ("" if result.exit_code == 0 else f"exit {result.exit_code}")
@@ -97,7 +107,7 @@ def kill_table(kills: list[Kill]) -> str:
     width = max([len("mutant"), *(len(kill.mutant.name) for kill in kills)])
     lines = [f"  {'mutant':<{width}} {'verdict':<9} {'killed by':<22} {'time':>7} {'steps':>5}"]
     for kill in kills:
-        verdict = "killed" if kill.killed else "SURVIVED"
+        verdict = "killed" if kill.killed else "stopped" if kill.stopped else "SURVIVED"
         steps = str(kill.steps) if kill.steps else "-"
         lines.append(
             f"  {kill.mutant.name:<{width}} {verdict:<9} {kill.killer:<22} "
@@ -128,12 +138,19 @@ def mutants_command(args: argparse.Namespace) -> int:
     started = time.monotonic()
     kills = check_all(chosen, args.profile, args.seed, workers)
     print(kill_table(kills))
-    survivors = [k.mutant.name for k in kills if not k.killed]
+    stopped = max((k.stopped for k in kills), default=0)
+    survivors = [k.mutant.name for k in kills if not k.killed and not k.stopped]
     print(
         f"\n{len(kills) - len(survivors)}/{len(kills)} killed in {time.monotonic() - started:.0f} s"
+        if not stopped
+        else f"\nstopped by {signal.Signals(stopped).name} after "
+        f"{time.monotonic() - started:.0f} s: {sum(k.killed for k in kills)} killed, "
+        f"{len(survivors)} survived, {len(chosen) - len(kills)} not begun; nothing else concluded"
     )
     if survivors:
         print(f"survived: {', '.join(survivors)}")
+    if stopped:
+        return 128 + stopped
     return 1 if survivors else 0
 
 
@@ -153,27 +170,94 @@ def _list_planted_adapters() -> None:
 
 def check_all(chosen: list[Mutant], profile: str, seed: int, workers: int) -> list[Kill]:
     """``check_mutant`` for each of ``chosen``, in order; ``workers`` at once, each in a
-    process of its own (forked, one per worker, reused), never in threads of this one."""
+    process of its own (forked, one per worker, reused), never in threads of this one.
+
+    SIGINT or SIGTERM stops the checks under way (each run stops as ``leasecheck check``
+    does, its processes and scratch gone; its ``Kill`` says ``stopped``) and begins no
+    other: the list then ends with the mutants checked or stopped, in order."""
     if workers == 1 or len(chosen) < 2:
-        return [check_mutant(mutant, profile, seed) for mutant in chosen]
+        kills = []
+        for mutant in chosen:
+            kills.append(check_mutant(mutant, profile, seed))
+            if kills[-1].stopped:
+                break
+        return kills
     context = multiprocessing.get_context("fork")
     pool = ProcessPoolExecutor(min(workers, len(chosen)), context, initializer=_worker_start)
-    try:
-        return list(pool.map(_check_one, [(mutant, profile, seed) for mutant in chosen]))
-    finally:  # on Ctrl-C the checks under way stop (their runs see SIGINT), none starts
-        pool.shutdown(wait=True, cancel_futures=True)
+    with _Stopping() as stopping:
+        try:
+            futures = [pool.submit(_check_one, (mutant, profile, seed)) for mutant in chosen]
+            while not stopping.received and not all(future.done() for future in futures):
+                wait(futures, timeout=0.1, return_when=FIRST_COMPLETED)
+            if stopping.received:
+                for future in futures:
+                    future.cancel()
+                for worker in psutil.Process().children():
+                    with contextlib.suppress(psutil.Error):
+                        worker.send_signal(stopping.received)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+    kills = [f.result() for f in futures if f.done() and not f.cancelled()]
+    return [kill for kill in kills if kill.note != _NOT_BEGUN]
+
+
+class _Stopping:
+    """SIGINT and SIGTERM, while the workers check: remembered, acted on by the wait loop."""
+
+    def __init__(self) -> None:
+        self.received = 0
+        self.previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _Stopping:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            self.previous[signum] = signal.signal(signum, self._note)
+        return self
+
+    def _note(self, signum: int, frame: object) -> None:
+        self.received = self.received or signum
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+
+
+_OWNER: list[int] = []
+"""In a worker: the pid of the process that started it."""
+_STOPPED: list[int] = []
+"""In a worker: the signal that stopped it (it then begins no other check)."""
+_NOT_BEGUN = "not begun"
 
 
 def _worker_start() -> None:
     """A worker ends its check cleanly (SIGTERM: the run stops, its scratch is removed) when
-    this process dies, and leaves Ctrl-C to the run it is checking (whose handler replaces
-    this one while it runs) and to this process."""
+    this process dies, then exits instead of taking the next mutant. SIGINT or SIGTERM
+    stops the run it is checking (whose handlers replace these while it runs); after
+    one it begins no other check, and an idle orphan exits."""
+    _OWNER[:] = [os.getppid()]
     die_with_parent(signal.SIGTERM)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _worker_signal)
+
+
+def _worker_signal(signum: int, frame: object) -> None:
+    _STOPPED.append(signum)
+    _exit_if_orphaned()
 
 
 def _check_one(job: tuple[Mutant, str, int]) -> Kill:
-    return check_mutant(*job)
+    _exit_if_orphaned()
+    if _STOPPED:
+        return Kill(job[0], False, "-", 0.0, 0, _NOT_BEGUN, _STOPPED[0])
+    kill = check_mutant(*job)
+    if kill.stopped:
+        _STOPPED.append(kill.stopped)
+    _exit_if_orphaned()
+    return kill
+
+
+def _exit_if_orphaned() -> None:
+    if os.getppid() != _OWNER[0]:
+        os._exit(128 + signal.SIGTERM)
 
 
 def _parallelism(workers: str) -> int:

@@ -481,3 +481,51 @@ def test_the_default_hang_budget_stretches_with_the_machines_load() -> None:
     assert stretched(ci, 6.0, 2) == 3 * ci
     assert stretched(ci, 27.0, 2) == MAX_STRETCH * ci  # bounded: a hang is still caught
     assert stretched(ci, 27.0, 0) == MAX_STRETCH * ci  # no core count: one core
+
+
+# --- leasecheck mutants ---------------------------------------------------------------
+
+SLOW_MUTANTS = ("jobs-ids-compared-as-strings", "jobs-poll-window-of-eight",
+                "jobs-backoff-table-of-three")  # fmt: skip
+"""Killed by jobs.model-check after about 9 s each: two are checked when the cancel comes."""
+
+
+def test_a_ci_cancel_of_leasecheck_mutants_stops_its_checks_and_leaves_nothing(
+    tmp_path: Path, own_scratch: Path
+) -> None:
+    """``leasecheck mutants -n 2`` checks two mutants at once, each in a worker process:
+    SIGTERM stops both runs (no mutant is called SURVIVED for it), begins no other, and
+    leaves no process or scratch behind; exit 143."""
+    log = tmp_path / "log"
+    command = [sys.executable, "-m", "leasecheck", "mutants", "--profile", "ci", "-n", "2"]
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [*command, "--only", *SLOW_MUTANTS], stdout=out, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    try:
+
+        def runs() -> list[psutil.Process]:
+            found = []
+            for child in psutil.Process(process.pid).children(recursive=True):
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    if "--leasecheck-first" in child.cmdline():
+                        found.append(child)
+            return found
+
+        wait_for("two mutants' test processes", lambda: len(runs()) >= 2)
+        everything = psutil.Process(process.pid).children(recursive=True)
+        process.terminate()
+        process.wait(timeout=60)
+        _, alive = psutil.wait_procs(everything, timeout=10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    for left in alive:
+        left.kill()
+    text = log.read_text()
+    assert process.returncode == 143, text
+    assert alive == [], f"left running: {alive}"
+    assert "SURVIVED" not in text and "stopped by SIGTERM" in text, text
+    assert list(own_scratch.iterdir()) == [], "the checks left scratch behind"
