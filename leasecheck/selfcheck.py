@@ -26,7 +26,6 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import psutil
 
@@ -39,6 +38,7 @@ from leasecheck.runner import (
     CheckOptions,
     CheckResult,
     PropertyResult,
+    _Signals,
     run_check,
 )
 from leasecheck.targets.scratch import scratch_dir
@@ -184,7 +184,7 @@ def check_all(chosen: list[Mutant], profile: str, seed: int, workers: int) -> li
         return kills
     context = multiprocessing.get_context("fork")
     pool = ProcessPoolExecutor(min(workers, len(chosen)), context, initializer=_worker_start)
-    with _Stopping() as stopping:
+    with _Signals() as stopping:  # the main thread's: SIGINT and SIGTERM remembered
         try:
             futures = [pool.submit(_check_one, (mutant, profile, seed)) for mutant in chosen]
             while not stopping.received and not all(future.done() for future in futures):
@@ -199,26 +199,6 @@ def check_all(chosen: list[Mutant], profile: str, seed: int, workers: int) -> li
             pool.shutdown(wait=True, cancel_futures=True)
     kills = [f.result() for f in futures if f.done() and not f.cancelled()]
     return [kill for kill in kills if kill.note != _NOT_BEGUN]
-
-
-class _Stopping:
-    """SIGINT and SIGTERM, while the workers check: remembered, acted on by the wait loop."""
-
-    def __init__(self) -> None:
-        self.received = 0
-        self.previous: dict[int, Any] = {}
-
-    def __enter__(self) -> _Stopping:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            self.previous[signum] = signal.signal(signum, self._note)
-        return self
-
-    def _note(self, signum: int, frame: object) -> None:
-        self.received = self.received or signum
-
-    def __exit__(self, *exc: object) -> None:
-        for signum, handler in self.previous.items():
-            signal.signal(signum, handler)
 
 
 _OWNER: list[int] = []
