@@ -17,7 +17,9 @@ touches the file, so no result, error, hook or stored row depends on the lock mo
 with one exception: a target that opens a second connection to the file inside an
 operation finds it locked, and raises. So a replay that finds any disagreement in that
 mode is run again from the start on a fresh file in the normal mode, and only what that
-run finds is reported.
+run finds is reported. (A second connection whose busy timeout outlasts the property's
+budget would wait that long on the held lock and read HUNG, not be judged: none of the
+bundled targets, adapters or mutants opens one.)
 """
 
 from __future__ import annotations
