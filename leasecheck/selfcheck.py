@@ -197,15 +197,14 @@ def check_all(chosen: list[Mutant], profile: str, seed: int, workers: int) -> li
                         worker.send_signal(stopping.received)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
-    kills = [f.result() for f in futures if f.done() and not f.cancelled()]
-    return [kill for kill in kills if kill.note != _NOT_BEGUN]
+    checked = [f.result() for f in futures if f.done() and not f.cancelled()]
+    return [kill for kill in checked if kill is not None]
 
 
 _OWNER: list[int] = []
 """In a worker: the pid of the process that started it."""
 _STOPPED: list[int] = []
 """In a worker: the signal that stopped it (it then begins no other check)."""
-_NOT_BEGUN = "not begun"
 
 
 def _worker_start() -> None:
@@ -224,10 +223,11 @@ def _worker_signal(signum: int, frame: object) -> None:
     _exit_if_orphaned()
 
 
-def _check_one(job: tuple[Mutant, str, int]) -> Kill:
+def _check_one(job: tuple[Mutant, str, int]) -> Kill | None:
+    """The mutant's ``Kill``; None if this worker was stopped before it began."""
     _exit_if_orphaned()
     if _STOPPED:
-        return Kill(job[0], False, "-", 0.0, 0, _NOT_BEGUN, _STOPPED[0])
+        return None
     kill = check_mutant(*job)
     if kill.stopped:
         _STOPPED.append(kill.stopped)
