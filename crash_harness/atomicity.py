@@ -15,20 +15,20 @@ reopens the file and checks, against the model:
 - the next ``claim`` on the reopened file (a new process, the target's
   ``open_queue``) returns what the model says and leaves the model's state.
 
-One fork per kill: the process that reopens a killed case's file and claims is the
-one the next case then kills (it never had that file open before the kill). Its
-commands travel with its task (the claim on case *k - 1*'s file, then case *k*'s
-operation on a file built before the fork), and it blocks only at the point it is
-killed in, reporting the points before it as passed: the harness reads the same
-messages and checks the same things as when it answered *go* at every point, with
-one wake-up of the child per kill instead of one per command and point.
+One fork per kill: the process that reopens a killed case's file and claims is the one a
+later case then kills (it never had that file open before the kill). Its commands travel
+with its task (the claim on an earlier case's file, ``LANES``, then its own case's
+operation on a file built before the fork), and it blocks only at the point it is killed
+in, reporting the points before it as passed: the harness reads the same messages and
+checks the same things as when it answered *go* at every point, with one wake-up of the
+child per kill instead of one per command and point.
 """
 
 from __future__ import annotations
 
 import random
 from collections import Counter, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -92,8 +92,12 @@ class KillTable:
 
 LANES: Final = 2
 """Children at work at once: while the harness checks one case, the next case's child
-already runs (both cores busy). The child of case *k* makes the next claim on the file
-of case *k - LANES*, the last one killed and checked when it is forked."""
+already runs (both cores busy). With more than one lane, the child of case *k + lanes*
+is forked while case *k*'s child dies (the kernel tears its memory down before it
+releases its locks, and the harness would only wait), so it makes the next claim on
+the file of case *k - 1*, the last one checked then: the claim lags *lanes + 1* cases.
+With one lane the child of case *k* is forked after case *k - 1* is checked and claims
+on that file (the reference order, one child at a time)."""
 
 
 @dataclass(frozen=True)
@@ -129,11 +133,11 @@ def check_every_point(
     """Run every case of ``POINT_CASES`` from ``states_per_point`` generated states.
 
     ``deadline_s`` bounds every wait for a child (a target that hangs is named after it).
-    One fork per kill: the child that is killed in case *k* first makes the next claim
-    on the file of case *k - lanes*, which it has never opened (``session_body``).
-    ``lanes`` children run at once; the cases, and the order in which a failure is
-    found, are those of one child at a time (``lanes=1``): the same table, the same
-    first failure.
+    One fork per kill: the child that is killed in a case first makes the next claim on
+    the file of an earlier case, which it has never opened (``session_body``; which
+    case: ``LANES``). ``lanes`` children run at once; the cases, and the order in which
+    a failure is found, are those of one child at a time (``lanes=1``): the same table,
+    the same first failure.
     """
     rng = random.Random(f"{PROPERTY}:{seed}")
     table = KillTable()
@@ -142,12 +146,18 @@ def check_every_point(
         files = QueueFiles(engine, module, directory)
         killed: deque[_NextClaim] = deque()  # checked, their next claim not yet sent
         running: deque[_Lane] = deque()
+        ready: list[tuple[_Case, Path]] = []  # the next case and its file, built ahead
+
+        def prepare_next() -> None:
+            """Draw the next case and build its file (done while a killed child dies)."""
+            if not ready and (case := next(cases, None)) is not None:
+                ready.append((case, files.fresh(case.world.state)))
 
         def fork_next() -> None:
-            case = next(cases, None)
-            if case is None:
+            prepare_next()
+            if not ready:
                 return
-            path = files.fresh(case.world.state)
+            case, path = ready.pop()
             run = ("op", str(path), case.op, case.point)  # a str unpickles cheaper in the child
             claim = killed.popleft() if killed else None
             first = [] if claim is None else [_claim_command(claim)]
@@ -155,6 +165,22 @@ def check_every_point(
             child = engine.fork(name, session_body(module), [*first, run])
             running.append(_Lane(child, case, path, claim, run))
 
+        def check_claims_left() -> None:
+            """The next claims not checked yet, in the order one child at a time makes
+            them: those the running children make first, then those no child was sent
+            (one more child makes them)."""
+            for later in running:
+                if later.claim is not None:
+                    _next_claim(engine, files, later.child, later.claim, [later.run])
+            if killed:
+                stop = ("stop", None, None)
+                commands = [*map(_claim_command, killed), stop]
+                last = engine.fork("next-claim", session_body(module), commands)
+                for index, case_left in enumerate(killed, 1):
+                    last = _next_claim(engine, files, last, case_left, commands[index:])
+                last.outcome("the end of the last next-claim child")
+
+        ahead = lanes > 1  # fork the next child while a killed one dies (LANES)
         try:
             for _ in range(lanes):
                 fork_next()
@@ -166,24 +192,20 @@ def check_every_point(
                     child = _next_claim(engine, files, child, lane.claim, [lane.run])
                 try:
                     scenario = Scenario(PROPERTY, seed)
-                    done = _kill_case(lane.path, child, case.world, case.op, case.point, scenario)
+                    meanwhile = fork_next if ahead else prepare_next
+                    done = _kill_case(
+                        lane.path, child, case.world, case.op, case.point, scenario, meanwhile
+                    )
                 except AssertionError:
                     # One child at a time checks the next claims on the files of the cases
                     # before this one first: a failure there is the one to report.
-                    for later in running:
-                        if later.claim is not None:
-                            _next_claim(engine, files, later.child, later.claim, [later.run])
+                    check_claims_left()
                     raise
                 killed.append(done)
                 table.kills[case.label] += 1
-                fork_next()
-            if killed:
-                stop = ("stop", None, None)
-                commands = [*map(_claim_command, killed), stop]
-                last = engine.fork("next-claim", session_body(module), commands)
-                for index, case_left in enumerate(killed, 1):
-                    last = _next_claim(engine, files, last, case_left, commands[index:])
-                last.outcome("the end of the last next-claim child")
+                if not ahead:
+                    fork_next()
+            check_claims_left()
         finally:  # the readers of files whose next claim never came (a failure on the way)
             for left in [*killed, *(lane.claim for lane in running if lane.claim)]:
                 left.reader.close()
@@ -216,10 +238,17 @@ class _NextClaim:
 
 
 def _kill_case(
-    path: Path, child: Child, world: World, op: LeaseOp, point: str, scenario: Scenario
+    path: Path,
+    child: Child,
+    world: World,
+    op: LeaseOp,
+    point: str,
+    scenario: Scenario,
+    meanwhile: Callable[[], None] | None = None,
 ) -> _NextClaim:
     """Check case ``op``@``point`` on ``path`` (holding ``world.state``): ``child`` has
-    been sent the command to run ``op`` there; it is killed at ``point``."""
+    been sent the command to run ``op`` there; it is killed at ``point`` (``meanwhile``
+    runs while it dies)."""
     before = world.state
     expected = expect(op, before)
     assert point in expected.points, f"model: {op.describe()} never passes {point!r}"
@@ -243,7 +272,7 @@ def _kill_case(
                 f"{op.describe()} called the hooks {passed} before {point!r}; "
                 f"lease-worker.md orders them {list(expected.points[: index + 1])}"
             )
-        child.kill()
+        child.kill(meanwhile)
         record.event("kill", owner_of(op), at_of(op), f"SIGKILL in {point} ({_when(committed)})")
         stored, reader = read_stored_open(path, f"after the SIGKILL at {point!r}")
         wanted = expected.state if committed else before

@@ -479,11 +479,17 @@ class Child:
 
     # -- ending --
 
-    def kill(self) -> list[Message]:
-        """SIGKILL the child, reap it, check SIGKILL ended it; the messages it sent before dying."""
+    def kill(self, meanwhile: Callable[[], object] | None = None) -> list[Message]:
+        """SIGKILL the child, reap it, check SIGKILL ended it; the messages it sent before dying.
+
+        ``meanwhile`` runs between the signal and the wait for the death: the kernel tears
+        the child's memory down before it releases its files' locks, and that takes about
+        as long as preparing the next case (docs/processes.md)."""
         if self.reaped:
             raise HarnessError(f"child {self.name!r} (pid {self.pid}) is already reaped")
         self._kill_group()
+        if meanwhile is not None:
+            meanwhile()
         self._reap(time.monotonic() + self.deadline_s, "its death after SIGKILL")
         assert self.status is not None
         if not (os.WIFSIGNALED(self.status) and os.WTERMSIG(self.status) == signal.SIGKILL):

@@ -90,31 +90,38 @@ def test_a_mutant_fails_the_property_through_pytest_impl(scratch: Path) -> None:
 POINT_MUTANTS = [m for m in MUTANTS if m.caught_by == "lease.crash-points"]
 
 
+def _first_failures(module: ModuleType, scratch: Path, states_per_point: int) -> list[str]:
+    """The failure lease.crash-points reports with one, two and three lanes (seed 0)."""
+    messages = []
+    for lanes in (1, 2, 3):
+        (scratch / f"lanes-{lanes}").mkdir()
+        with pytest.raises(AssertionError) as caught:
+            check_every_point(module, scratch / f"lanes-{lanes}", states_per_point, 0, lanes=lanes)
+        messages.append(str(caught.value))
+    return messages
+
+
 @pytest.mark.parametrize("mutant", POINT_MUTANTS, ids=lambda m: m.name)
 def test_two_lanes_report_the_failure_one_lane_finds(
     mutant: Mutant, scratch: Path, no_leaked_children: None
 ) -> None:
-    """lease.crash-points runs two children at once; the failure it reports (message,
-    scenario, replay line) is the one of a single child at a time."""
+    """lease.crash-points runs two children at once (and forks a third while a killed one
+    dies); the failure it reports (message, scenario, replay line) is the one of a single
+    child at a time, with two lanes and with three."""
     module = load_worker(materialize(mutant, scratch))
-    messages = []
-    for lanes in (1, 2):
-        (scratch / f"lanes-{lanes}").mkdir()
-        with pytest.raises(AssertionError) as caught:
-            check_every_point(module, scratch / f"lanes-{lanes}", 2, 0, lanes=lanes)
-        messages.append(str(caught.value))
-    assert messages[0] == messages[1]
+    messages = _first_failures(module, scratch, 2)
+    assert messages[0] == messages[1] == messages[2]
 
 
 def test_two_lanes_kill_what_one_lane_kills(scratch: Path, no_leaked_children: None) -> None:
     module = load_worker()
     tables = []
-    for lanes in (1, 2):
+    for lanes in (1, 2, 3):
         (scratch / f"lanes-{lanes}").mkdir()
         tables.append(check_every_point(module, scratch / f"lanes-{lanes}", 2, 1, lanes=lanes))
-    assert tables[0].kills == tables[1].kills
+    assert tables[0].kills == tables[1].kills == tables[2].kills
     # one fork per kill, one for the template file, one for the last claims
-    assert tables[0].forks == tables[1].forks == tables[0].total + 2
+    assert {table.forks for table in tables} == {tables[0].total + 2}
 
 
 def test_two_lanes_report_a_failed_next_claim_before_a_later_failed_kill(
@@ -133,14 +140,34 @@ def test_two_lanes_report_a_failed_next_claim_before_a_later_failed_kill(
     )
     path.write_text(source.replace(check, planted, 1))
     module = load_worker(path)
-    messages = []
-    for lanes in (1, 2):
-        (scratch / f"lanes-{lanes}").mkdir()
-        with pytest.raises(AssertionError) as caught:
-            check_every_point(module, scratch / f"lanes-{lanes}", 1, 0, lanes=lanes)
-        messages.append(str(caught.value))
+    messages = _first_failures(module, scratch, 1)
     assert "on the reopened file returned None" in messages[0]
-    assert messages[0] == messages[1]
+    assert messages[0] == messages[1] == messages[2]
+
+
+def test_lanes_report_a_waiting_next_claim_before_a_kill_that_fails_before_the_kill(
+    scratch: Path, no_leaked_children: None
+) -> None:
+    """Case 1's file (queue-2.db) fails its next claim; case 2 (finish(ok)@after-finish)
+    fails before its child is killed (a hook out of the spec's order). With more than one
+    lane no child has been sent the claim on case 1's file yet when case 2 fails (the next
+    child is forked only while a killed one dies): one more child must make it, so the
+    failure reported is still the claim's, as one child at a time finds it."""
+    path = scratch / "worker.py"
+    source = (Path(__file__).parents[1] / "queue_impl" / "worker.py").read_text()
+    check = '    _check_identifier("claim", "owner", owner)\n'
+    claim_fails = check + (
+        '    if owner == "next" and con.execute("PRAGMA database_list").fetchone()[2]'
+        '.endswith("queue-2.db"):\n        raise RuntimeError("planted")\n'
+    )
+    hook = '        _hook(fault, "after-finish")\n'
+    early_hook = '        _hook(fault, "after-commit")\n' + hook
+    assert check in source and hook in source
+    path.write_text(source.replace(check, claim_fails, 1).replace(hook, early_hook, 1))
+    module = load_worker(path)
+    messages = _first_failures(module, scratch, 1)
+    assert "on the reopened file raised RuntimeError" in messages[0], messages[0]
+    assert messages[0] == messages[1] == messages[2]
 
 
 def test_a_wal_target_runs_through_every_fault_point(scratch: Path) -> None:
