@@ -181,6 +181,7 @@ def check_every_point(
                 last.outcome("the end of the last next-claim child")
 
         ahead = lanes > 1  # fork the next child while a killed one dies (LANES)
+        meanwhile = fork_next if ahead else prepare_next
         try:
             for _ in range(lanes):
                 fork_next()
@@ -192,7 +193,6 @@ def check_every_point(
                     child = _next_claim(engine, files, child, lane.claim, [lane.run])
                 try:
                     scenario = Scenario(PROPERTY, seed)
-                    meanwhile = fork_next if ahead else prepare_next
                     done = _kill_case(
                         lane.path, child, case.world, case.op, case.point, scenario, meanwhile
                     )

@@ -29,6 +29,7 @@ from leasecheck.models.lease_ops import LeaseOp
 from leasecheck.mutants import Mutant, by_name, materialize
 from leasecheck.mutants.crash_bugs import MUTANTS
 from leasecheck.targets import load_worker
+from leasecheck.targets.loader import BUNDLED_WORKER
 
 Check = Callable[[ModuleType, Path], object]
 
@@ -154,7 +155,7 @@ def test_lanes_report_a_waiting_next_claim_before_a_kill_that_fails_before_the_k
     child is forked only while a killed one dies): one more child must make it, so the
     failure reported is still the claim's, as one child at a time finds it."""
     path = scratch / "worker.py"
-    source = (Path(__file__).parents[1] / "queue_impl" / "worker.py").read_text()
+    source = BUNDLED_WORKER.read_text()
     check = '    _check_identifier("claim", "owner", owner)\n'
     claim_fails = check + (
         '    if owner == "next" and con.execute("PRAGMA database_list").fetchone()[2]'
