@@ -72,12 +72,27 @@ class Tree:
         which ``subprocess.Popen`` waits for): never reaped here."""
 
     def processes(self) -> list[psutil.Process]:
-        found = []
-        for child in self.me.children(recursive=True):
+        # One read of each descendant's parent, not ``Process.parents()`` per process:
+        # that walks up to init through psutil objects, about 2 ms a process, and the
+        # runner asks once a second.
+        descendants = self.me.children(recursive=True)
+        parent: dict[int, int] = {}
+        for child in descendants:
             with contextlib.suppress(psutil.NoSuchProcess):
-                if not any(p.pid in self.before for p in [child, *child.parents()]):
-                    found.append(child)
-        return found
+                parent[child.pid] = child.ppid()
+        return [
+            child for child in descendants if child.pid in parent and self._ours(child.pid, parent)
+        ]
+
+    def _ours(self, pid: int, parent: Mapping[int, int]) -> bool:
+        """Neither ``pid`` nor a process between it and this one was running before the run."""
+        for _ in range(len(parent)):  # each process on the way up is a descendant, once
+            if pid in self.before:
+                return False
+            pid = parent[pid]
+            if pid not in parent:  # this process
+                return True
+        return True
 
     def left_by(self, finished: Mapping[str, float], grace: float) -> list[Leftover]:
         """Live processes started by a test that finished more than ``grace`` s ago."""

@@ -286,6 +286,36 @@ def test_processes_a_target_leaves_in_a_new_session_are_found_named_and_killed(
     assert list(own_scratch.iterdir()) == []
 
 
+def test_the_run_s_processes_leave_out_those_running_before_it_and_below_them() -> None:
+    """A test that calls ``run_check`` may have servers of its own (with children of their
+    own): the run's processes are only those it started, at any depth."""
+    nest = "import subprocess, time\nsubprocess.Popen(['sleep', '30'])\ntime.sleep(30)\n"
+    earlier = subprocess.Popen([sys.executable, "-c", nest])
+    run: subprocess.Popen[bytes] | None = None
+    try:
+        _wait_for_children(earlier.pid, 1)
+        tree = Tree()
+        run = subprocess.Popen([sys.executable, "-c", nest])
+        _wait_for_children(run.pid, 1)
+        later = {run.pid, *(c.pid for c in psutil.Process(run.pid).children())}
+        found = {process.pid for process in tree.processes()}
+        assert found == later, (found, later, tree.before)
+    finally:
+        for process in (earlier, run):
+            if process is not None:
+                for child in psutil.Process(process.pid).children(recursive=True):
+                    child.kill()
+                process.kill()
+                process.wait(timeout=10)
+
+
+def _wait_for_children(pid: int, count: int) -> None:
+    deadline = time.monotonic() + 10
+    while len(psutil.Process(pid).children()) < count:
+        assert time.monotonic() < deadline, f"pid {pid} did not start {count} children"
+        time.sleep(0.01)
+
+
 def test_the_run_collects_orphaned_zombies_but_never_its_test_process_status() -> None:
     """The runner is the subreaper: orphans of the run (a broker's helper processes) land
     on it and must be reaped as they die; the test process's exit status stays
