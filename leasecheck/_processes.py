@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import psutil
 
-__all__ = ["NODEID_ENV", "Leftover", "Tree", "subreaper"]
+__all__ = ["NODEID_ENV", "Leftover", "Tree", "started_since", "subreaper"]
 
 NODEID_ENV = "LEASECHECK_NODEID"
 """Set in a test process while a property's test body runs: its node id."""
@@ -31,6 +31,37 @@ def subreaper(on: bool) -> None:
     """Make this process the subreaper of its descendants (or stop being it)."""
     if sys.platform == "linux":
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)
+
+
+def started_since(me: psutil.Process, before: set[int]) -> list[psutil.Process]:
+    """The descendants of ``me`` that were not running at ``before`` (the pids alive then)
+    and sit below no process that was: what a run or a test started, at any depth (a
+    server running before it may fork children of its own meanwhile).
+
+    Each descendant's parent is read once, not ``Process.parents()`` per process: that
+    walks up to init through psutil objects, about 2 ms a process, and the runner asks
+    once a second."""
+    descendants = me.children(recursive=True)
+    parent: dict[int, int] = {}
+    for child in descendants:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            parent[child.pid] = child.ppid()
+    return [
+        child
+        for child in descendants
+        if child.pid in parent and not _below(child.pid, parent, before)
+    ]
+
+
+def _below(pid: int, parent: Mapping[int, int], before: set[int]) -> bool:
+    """``pid``, or a process between it and the top of ``parent``'s chains, is in ``before``."""
+    for _ in range(len(parent)):  # each process on the way up is a descendant, once
+        if pid in before:
+            return True
+        pid = parent[pid]
+        if pid not in parent:  # the process whose descendants these are
+            return False
+    return False
 
 
 @dataclass(frozen=True)
@@ -72,27 +103,7 @@ class Tree:
         which ``subprocess.Popen`` waits for): never reaped here."""
 
     def processes(self) -> list[psutil.Process]:
-        # One read of each descendant's parent, not ``Process.parents()`` per process:
-        # that walks up to init through psutil objects, about 2 ms a process, and the
-        # runner asks once a second.
-        descendants = self.me.children(recursive=True)
-        parent: dict[int, int] = {}
-        for child in descendants:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                parent[child.pid] = child.ppid()
-        return [
-            child for child in descendants if child.pid in parent and self._ours(child.pid, parent)
-        ]
-
-    def _ours(self, pid: int, parent: Mapping[int, int]) -> bool:
-        """Neither ``pid`` nor a process between it and this one was running before the run."""
-        for _ in range(len(parent)):  # each process on the way up is a descendant, once
-            if pid in self.before:
-                return False
-            pid = parent[pid]
-            if pid not in parent:  # this process
-                return True
-        return True
+        return started_since(self.me, self.before)
 
     def left_by(self, finished: Mapping[str, float], grace: float) -> list[Leftover]:
         """Live processes started by a test that finished more than ``grace`` s ago."""

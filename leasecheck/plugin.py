@@ -32,6 +32,7 @@ from hypothesis import settings
 from hypothesis.internal.conjecture import engine as shrinking_engine
 
 from leasecheck import constants_pool, profiles
+from leasecheck._processes import started_since
 from leasecheck._wire import (
     ADAPTER,
     CHECKED_KEY,
@@ -350,28 +351,15 @@ def scratch() -> Iterator[Path]:
 def no_leaked_children() -> Iterator[None]:
     """Fails the test if it leaves a child process of this one alive (one it started:
     a server started for the whole run, ``queue_server``, is not the test's)."""
-    before = {child.pid for child in psutil.Process().children(recursive=True)}
+    me = psutil.Process()
+    before = {child.pid for child in me.children(recursive=True)}
     yield
     helpers = zygote.helper_pids()  # the fork engine's zygote and its spare: the run's
-    left = [
-        c
-        for c in psutil.Process().children(recursive=True)
-        if _started_by_test(c, before) and c.pid not in helpers
-    ]
+    left = [c for c in started_since(me, before) if c.pid not in helpers]
     for child in left:
         child.kill()
     psutil.wait_procs(left, timeout=5)
     assert not left, f"the test left child processes running: {[c.pid for c in left]}"
-
-
-def _started_by_test(child: psutil.Process, before: set[int]) -> bool:
-    """Neither ``child`` nor any process above it was running before the test (so a
-    connection's backend process forked by a run-long PostgreSQL is not the test's)."""
-    try:
-        chain = [child, *child.parents()]
-    except psutil.NoSuchProcess:
-        return False
-    return not any(process.pid in before for process in chain)
 
 
 class Checked(Protocol):

@@ -286,17 +286,27 @@ def test_processes_a_target_leaves_in_a_new_session_are_found_named_and_killed(
     assert list(own_scratch.iterdir()) == []
 
 
-def test_the_run_s_processes_leave_out_those_running_before_it_and_below_them() -> None:
-    """A test that calls ``run_check`` may have servers of its own (with children of their
-    own): the run's processes are only those it started, at any depth."""
-    nest = "import subprocess, time\nsubprocess.Popen(['sleep', '30'])\ntime.sleep(30)\n"
-    earlier = subprocess.Popen([sys.executable, "-c", nest])
+def test_the_run_s_processes_leave_out_those_running_before_it_and_below_them(
+    tmp_path: Path,
+) -> None:
+    """A test that calls ``run_check`` may have servers of its own, which fork children
+    during the run (a PostgreSQL backend per connection): the run's processes are only
+    those it started, at any depth."""
+    go = tmp_path / "go"
+    server = (
+        "import os, subprocess, sys, time\n"
+        "while not os.path.exists(sys.argv[1]):\n    time.sleep(0.01)\n"
+        "subprocess.Popen(['sleep', '30'])\ntime.sleep(30)\n"
+    )
+    earlier = subprocess.Popen([sys.executable, "-c", server, str(go)])
     run: subprocess.Popen[bytes] | None = None
     try:
-        _wait_for_children(earlier.pid, 1)
         tree = Tree()
-        run = subprocess.Popen([sys.executable, "-c", nest])
-        _wait_for_children(run.pid, 1)
+        go.touch()  # the server forks its child only now, during the run
+        wait_for("the server's child", lambda: psutil.Process(earlier.pid).children())
+        run = subprocess.Popen([sys.executable, "-c", server, str(go)])
+        started = run.pid
+        wait_for("the run's process's child", lambda: psutil.Process(started).children())
         later = {run.pid, *(c.pid for c in psutil.Process(run.pid).children())}
         found = {process.pid for process in tree.processes()}
         assert found == later, (found, later, tree.before)
@@ -307,13 +317,6 @@ def test_the_run_s_processes_leave_out_those_running_before_it_and_below_them() 
                     child.kill()
                 process.kill()
                 process.wait(timeout=10)
-
-
-def _wait_for_children(pid: int, count: int) -> None:
-    deadline = time.monotonic() + 10
-    while len(psutil.Process(pid).children()) < count:
-        assert time.monotonic() < deadline, f"pid {pid} did not start {count} children"
-        time.sleep(0.01)
 
 
 def test_the_run_collects_orphaned_zombies_but_never_its_test_process_status() -> None:
