@@ -67,7 +67,7 @@ from hypothesis.stateful import (
 )
 
 from leasecheck.profiles import PROFILES
-from leasecheck.stateful_tests.job_machine import JobAgreement
+from leasecheck.stateful_tests.job_machine import JobAgreement, agreement_budget
 from leasecheck.stateful_tests.lease_machine import LeaseAgreement
 from leasecheck.targets.loader import load_jobs_target, load_worker
 from leasecheck.targets.scratch import scratch_dir
@@ -275,7 +275,7 @@ FLOOR = {"jobs bare": BareJobs, "jobs packed": PackedJobs, "one rule": OneRule}
 
 MACHINES: dict[str, tuple[Any, Any, int, int]] = {
     "lease": (CountingAgreement, BareMachine, CI.max_examples, CI.step_count),
-    "jobs": (CountingJobs, BareJobs, CI.max_examples * 6 // 5, max(CI.step_count, 40)),
+    "jobs": (CountingJobs, BareJobs, *agreement_budget(CI.max_examples, CI.step_count)),
 }
 """name -> (machine, its bare twin, examples and steps of its ci property)."""
 

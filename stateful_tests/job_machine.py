@@ -55,12 +55,25 @@ from leasecheck.queue_impl.jobs import JobStatus, JobView, Lease, RetryPolicy
 from leasecheck.stateful_tests.program import check
 from leasecheck.targets.job_compare import SPEC_ERRORS, brief, error_kind, lease_differences, said
 
-__all__ = ["MAX_ATTEMPTS", "MAX_JOBS", "Backlog", "JobAgreement", "ManualTime", "RetryPolicy"]
+__all__ = [
+    "MAX_ATTEMPTS", "MAX_JOBS", "MIN_STEPS", "Backlog", "JobAgreement", "ManualTime", "RetryPolicy",
+    "agreement_budget",
+]  # fmt: skip
 
 START_MILLIS = 0
 DEFAULT_POLICY = RetryPolicy(max_attempts=2, base_backoff_millis=10, max_backoff_millis=40)
 MAX_JOBS = 12
 """Enough for ids past J9 (J10, J12) and for tie-breaks among a dozen ready jobs."""
+MIN_STEPS = 40
+"""The shortest step budget jobs.agreement runs: JobQueue is in memory, so a step costs
+microseconds, and the deeper bugs (a capped backoff after a job's second failure, two
+dead letters in order) need programs that long to be reached on every seed."""
+
+
+def agreement_budget(max_examples: int, step_count: int) -> tuple[int, int]:
+    """(programs, steps) jobs.agreement runs for a profile's examples and steps: 6/5 of
+    the examples, at least ``MIN_STEPS`` steps (ci: 1,200 programs of up to 40 steps)."""
+    return max_examples * 6 // 5, max(step_count, MIN_STEPS)
 
 
 def _weighted(common: Sequence[Any], rare: Sequence[Any]) -> st.SearchStrategy[Any]:

@@ -26,10 +26,12 @@ from leasecheck.queue_impl.job_queue import JobQueue
 from leasecheck.queue_impl.jobs import Lease, RetryPolicy
 from leasecheck.stateful_tests.job_machine import (
     BACKLOGS,
+    MIN_STEPS,
     NO_BACKLOG,
     POLICIES,
     Backlog,
     JobAgreement,
+    agreement_budget,
 )
 from leasecheck.stateful_tests.job_threads import hammer
 from leasecheck.targets import BUNDLED_JOBS, load_jobs_target
@@ -222,6 +224,19 @@ def test_mutant_is_caught_with_a_short_program(
     record_property("shrunk_steps", len(result.steps))
     print(f"\n{mutant.name}: {result.detection_seconds:.2f}s, {len(result.steps)} steps")
     assert 1 <= len(result.steps) <= MAX_STEPS, result.notes
+
+
+@pytest.mark.parametrize(
+    ("profile", "programs", "steps"),
+    [("quick", 120, 40), ("ci", 1200, 40), ("deep", 2400, 80)],
+)
+def test_the_property_runs_six_fifths_of_the_profile_s_examples_and_at_least_min_steps(
+    profile: str, programs: int, steps: int
+) -> None:
+    chosen = PROFILES[profile]
+    assert agreement_budget(chosen.max_examples, chosen.step_count) == (programs, steps)
+    assert agreement_budget(5, MIN_STEPS + 1) == (6, MIN_STEPS + 1), "more steps are kept"
+    assert agreement_budget(4, MIN_STEPS - 1) == (4, MIN_STEPS), "6/5 rounds down"
 
 
 def test_catalogue_covers_the_spec_and_applies_to_the_bundled_queue() -> None:

@@ -3,14 +3,13 @@
 Runs ``stateful_tests.job_machine.JobAgreement`` against the class chosen by
 ``--jobs-impl`` (default: the bundled ``queue_impl/job_queue.py``) with the
 Hypothesis settings of the active profile, scaled from it: 1.2 times its example
-count, with at least ``MIN_STEPS`` steps each (ci: 1200 programs of up to 40 steps,
-the longest property of the gate: about 45 s of one core on a slow 2-core machine, two
-thirds of it Hypothesis' own generation, see ``benchmarks/bench_lease_machine.py``).
-JobQueue is in memory, so a step of the target costs microseconds, and the deeper
-bugs (a capped backoff after a job's second failure, two dead letters in order)
-need programs that long to be reached on every seed. A disagreement fails with the
-shrunk program and a message naming the comparison that failed, both sides side
-by side.
+count, with at least ``MIN_STEPS`` steps each (``job_machine.agreement_budget``, which
+says why; ci: 1200 programs of up to 40 steps, the longest property of the gate: about
+45 s of one core on a slow 2-core machine, two thirds of it Hypothesis' own generation,
+see ``benchmarks/bench_lease_machine.py``; how much of that budget the mutant catalogue
+needs: ``benchmarks/bench_margin.py``).
+A disagreement fails with the shrunk program and a message naming the comparison
+that failed, both sides side by side.
 
 The property is a ``TestCase`` (``leasecheck.machine_property``) so that
 ``leasecheck hunt`` fuzzes it under HypoFuzz with the example-database key that
@@ -26,12 +25,15 @@ from hypothesis import settings
 
 from leasecheck.machine_property import machine_test_case
 from leasecheck.plugin import Checked, active_run
-from leasecheck.stateful_tests.job_machine import MAX_ATTEMPTS, MAX_JOBS, JobAgreement
+from leasecheck.stateful_tests.job_machine import (
+    MAX_ATTEMPTS,
+    MAX_JOBS,
+    JobAgreement,
+    agreement_budget,
+)
 
-MIN_STEPS = 40
 PROFILE = active_run().profile  # the plugin chose it before pytest imports this module
-EXAMPLES = PROFILE.max_examples * 6 // 5
-STEPS = max(PROFILE.step_count, MIN_STEPS)
+EXAMPLES, STEPS = agreement_budget(PROFILE.max_examples, PROFILE.step_count)
 
 
 @pytest.fixture(autouse=True)
