@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import signal
 import statistics
 import subprocess
 import sys
@@ -187,6 +188,9 @@ def main() -> int:
 
 if __name__ == "__main__":
     if len(sys.argv) == 5 and sys.argv[1] == "--probe":
+        # A SIGTERM (say, from pkill) unwinds like Ctrl-C, which Hypothesis lets through:
+        # the scratch directories go too.
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
         print(json.dumps(probe(sys.argv[2], sys.argv[3], int(sys.argv[4]))))
         raise SystemExit(0)
     raise SystemExit(main())
