@@ -30,7 +30,6 @@ profile's examples are N; ``jobs.agreement`` runs 6/5 of them).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import signal
 import statistics
@@ -109,8 +108,11 @@ def probe(machine: str, mutant_name: str, seed: int) -> dict[str, Any]:
         else:
             bound = LeaseAgreement.bind(load_worker(path))
         started = time.process_time()
-        with contextlib.suppress(Exception):  # the mutant's failure: counted above
+        try:
             run_state_machine_as_test(bound, settings=config)
+        except Exception:
+            if found_at is None:  # not a failing program the count saw: the probe broke
+                raise
         seconds = time.process_time() - started
     return {"machine": machine, "mutant": mutant_name, "seed": seed, "budget": examples,
             "found_at": found_at, "valid": valid, "other": other,
