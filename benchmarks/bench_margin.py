@@ -63,13 +63,12 @@ def budget(machine: str) -> tuple[int, int]:
 def probe(machine: str, mutant_name: str, seed: int) -> dict[str, Any]:
     """Run in a fresh process: programs to the first failure of ``mutant_name``."""
     from hypothesis import Phase, settings
-    from hypothesis import core as hypothesis_core
     from hypothesis.internal.conjecture.data import ConjectureData, Status
     from hypothesis.internal.conjecture.engine import ConjectureRunner
     from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
-    from leasecheck import constants_pool
     from leasecheck.mutants import by_name, materialize
+    from leasecheck.plugin import pin_draws
     from leasecheck.profiles import PROFILES, hypothesis_settings
     from leasecheck.stateful_tests.job_machine import JobAgreement
     from leasecheck.stateful_tests.lease_machine import LeaseAgreement
@@ -80,8 +79,7 @@ def probe(machine: str, mutant_name: str, seed: int) -> dict[str, Any]:
         hypothesis_settings(PROFILES["ci"]), max_examples=examples, stateful_step_count=steps,
         database=None, phases=[Phase.generate],
     )  # fmt: skip
-    hypothesis_core.global_force_seed = seed  # type: ignore[assignment]  # what check does
-    constants_pool.pin()  # and the literals its draws mix in, as the plugin pins them
+    pin_draws(seed)  # the seed and the pool of literals ``check`` draws with
     valid = other = 0
     found_at: int | None = None
     original = ConjectureRunner.test_function

@@ -175,15 +175,23 @@ def activate(config: pytest.Config) -> RunSettings:
     config.stash[RUN_SETTINGS] = _ACTIVE["run"] = run
     settings.register_profile("leasecheck", chosen)
     settings.load_profile("leasecheck")
-    constants_pool.pin()  # draws stop depending on what else this process imported
     # Hypothesis reads this bound when shrinking starts; the default is 300 s.
     shrinking_engine.MAX_SHRINKING_SECONDS = run.profile.shrink_seconds
     forced = (run.profile.name == "ci" or run.seeded) and not profiles.hunting()  # HypoFuzz
-    if forced and hypothesis_core.global_force_seed is None:
-        # What Hypothesis' own --hypothesis-seed does: every test draws from this seed,
-        # so the ci verdict depends only on the target, the seed and the example database.
-        hypothesis_core.global_force_seed = run.seed  # type: ignore[assignment]
+    pin_draws(run.seed if forced else None)
     return run
+
+
+def pin_draws(seed: int | None) -> None:
+    """Make this process's Hypothesis draws those of ``leasecheck check``: one pool of
+    literals (``constants_pool``), so draws stop depending on what else the process
+    imported, and, given ``seed`` and no seed forced yet, Hypothesis' forced seed. What
+    Hypothesis' own --hypothesis-seed does: every test draws from this seed, so the ci
+    verdict depends only on the target, the seed and the example database.
+    ``benchmarks/bench_margin.py`` calls it too, to run a machine as ``check`` does."""
+    constants_pool.pin()
+    if seed is not None and hypothesis_core.global_force_seed is None:
+        hypothesis_core.global_force_seed = seed  # type: ignore[assignment]
 
 
 def property_name(item: pytest.Item) -> str | None:
