@@ -38,7 +38,8 @@ def _wheel(tmp_path: Path) -> zipfile.ZipFile:
 
 
 def test_the_wheel_installs_one_namespace_and_the_compatibility_name(tmp_path: Path) -> None:
-    names = _wheel(tmp_path).namelist()
+    wheel = _wheel(tmp_path)
+    names = wheel.namelist()
     top = {
         name.split("/", 1)[0] for name in names if not name.split("/", 1)[0].endswith(".dist-info")
     }
@@ -48,6 +49,12 @@ def test_the_wheel_installs_one_namespace_and_the_compatibility_name(tmp_path: P
     assert sorted(n for n in names if n.startswith("queue_impl/")) == [
         "queue_impl/__init__.py", "queue_impl/jobs.py", "queue_impl/py.typed",
     ]  # fmt: skip
+    # The data files a check and `leasecheck adapters new` read, packaged as packages'
+    # data (setuptools stops shipping data of a folder missing from `packages`).
+    for data in ("check.ini", "templates/adapter.py.txt", "templates/test_adapter.py.txt"):
+        assert f"leasecheck/{data}" in names, f"leasecheck/{data} is not packaged"
+    (metadata,) = (name for name in names if name.endswith(".dist-info/METADATA"))
+    assert "License-Expression: MIT" in wheel.read(metadata).decode().splitlines()
 
 
 def test_the_card_folders_stay_at_the_top_of_the_repository() -> None:
