@@ -23,7 +23,7 @@ programs (docs/ci.md), so their budgets are what a faster gate would have to giv
 The counts are estimates for a smaller budget: Hypothesis spends its first programs
 differently when ``max_examples`` is smaller (``small_example_cap``), so a mutant found
 at program k of 1,200 may be found a little earlier or later with a budget of 600.
-``LEASECHECK_EXAMPLES=N leasecheck mutants --only NAME --seed S`` checks one exactly (the
+``LEASECHECK_MAX_EXAMPLES=N leasecheck mutants --only NAME --seed S`` checks one exactly (the
 profile's examples are N; ``jobs.agreement`` runs 6/5 of them).
 """
 
