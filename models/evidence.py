@@ -245,7 +245,8 @@ class Recorder:
         return self.steps[-1].index if self.steps else None
 
     def actor(self, name: str, kind: str = "worker") -> str:
-        self.actors.setdefault(name, Actor(name, kind))
+        if name not in self.actors:  # the first kind named stays (every step names one)
+            self.actors[name] = Actor(name, kind)
         return name
 
     def step(

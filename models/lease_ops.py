@@ -23,6 +23,7 @@ JSON form and ``describe`` read the table.
 
 from __future__ import annotations
 
+import copy
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -106,6 +107,10 @@ _MODEL: Mapping[str, Callable[..., lm.Step]] = {
 }
 
 
+_OWN_COPY: frozenset[type] = frozenset({int, float, bool, str, bytes, type(None)})
+"""Types whose values ``copy.deepcopy`` returns as they are (immutable, no contents)."""
+
+
 @dataclass(frozen=True, slots=True)
 class LeaseOp:
     """One call of lease-worker.md as data: ``kind(**args)``, the hook raising at ``fault``.
@@ -128,6 +133,17 @@ class LeaseOp:
     @property
     def spec(self) -> Kind:
         return LEASE_KINDS[self.kind]
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> LeaseOp:
+        """A copy whose argument values share nothing with this one's: what
+        ``copy.deepcopy`` makes, without its generic route through ``__reduce_ex__`` (the
+        lease machine copies every call twice). Values of the immutable built-in types
+        are their own copy; any other type, a look-alike subclass too, is deep-copied."""
+        args = tuple(
+            (name, value if type(value) in _OWN_COPY else copy.deepcopy(value, memo))
+            for name, value in self.args
+        )
+        return LeaseOp(self.kind, args, self.fault)
 
     def arguments(self) -> dict[str, Any]:
         """The given arguments by name."""

@@ -5,6 +5,7 @@ Every test forks real children and checks, with psutil, that none is left behind
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import signal
@@ -27,6 +28,8 @@ from leasecheck.crash_harness.engine import (
     HarnessTimeout,
     Message,
     PointNotReached,
+    _groups_empty,
+    _sweep,
     describe_status,
 )
 from leasecheck.crash_harness.zygote import Task
@@ -336,3 +339,47 @@ def test_a_misbehaving_target_gets_a_named_verdict_not_a_hang(
         check_every_point(load_worker(path), scratch, 1, 0, deadline_s=0.5)
     assert time.monotonic() - started < 10
     assert "replay with --leasecheck-seed 0 (property lease.crash-points)" in str(caught.value)
+
+
+def _group_leader() -> int:
+    """A child of this process sleeping as the leader of its own process group."""
+    pid = os.fork()
+    if pid == 0:
+        os.setpgid(0, 0)
+        signal.pause()
+        os._exit(0)
+    with contextlib.suppress(PermissionError):  # the child may have done it already
+        os.setpgid(pid, pid)
+    return pid
+
+
+def test_groups_empty_asks_the_kernel_for_live_zombie_and_gone_groups(
+    no_leaked_children: None,
+) -> None:
+    pid = _group_leader()
+    try:
+        assert _groups_empty(set())
+        assert not _groups_empty({pid})
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+            assert time.monotonic() < deadline, "the killed child never became a zombie"
+            time.sleep(0.005)
+        assert not _groups_empty({pid})  # a zombie is still in its group: the walk decides
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    assert _groups_empty({pid})
+
+
+def test_sweep_kills_a_process_left_in_a_group_and_names_it(no_leaked_children: None) -> None:
+    pid = _group_leader()
+    try:
+        assert _sweep({pid}) == [pid]  # killed and waited for (psutil reaps its own child)
+        assert not psutil.pid_exists(pid)
+    finally:
+        with contextlib.suppress(ProcessLookupError, ChildProcessError):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    assert _sweep({pid}) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import inspect
 import json
 import math
@@ -229,3 +230,21 @@ def test_crash_evidence_steps_carry_the_record() -> None:
     [step] = evidence.steps
     assert step.call is not None and LeaseOp.from_json(step.call) == op
     assert step.operation == op.describe()
+
+
+def test_a_deep_copy_is_equal_and_shares_no_value_that_can_change() -> None:
+    class Name(str):  # a look-alike: a str subclass that carries a mutable attribute
+        tags: list[str]
+
+    owner = Name("w1")
+    owner.tags = ["a"]
+    ticket = {"id": "j1", "token": 3, "owner": "w1", "extra": [1, 2]}
+    op = LeaseOp.of("finish", ticket, "ok", 5, 0, fault="after-finish")
+    copied = copy.deepcopy(op)
+    assert copied == op and copied.fault == "after-finish"
+    assert copied.args[0][1] is not ticket and copied.args[0][1]["extra"] is not ticket["extra"]
+    claim = copy.deepcopy(LeaseOp.of("claim", owner, 5))
+    assert claim.args[0][1] == "w1" and claim.args[0][1] is not owner
+    copied_owner = claim.args[0][1]
+    assert isinstance(copied_owner, Name)
+    assert copied_owner.tags == ["a"] and copied_owner.tags is not owner.tags
