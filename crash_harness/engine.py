@@ -605,7 +605,7 @@ def _sweep(groups: set[int]) -> list[int]:
 
     The groups are first asked of the kernel (``_groups_empty``): psutil's walk reads
     every process of the machine, 1 ms with 65 processes and 2.7 ms during a gate
-    (2-core AMD EPYC), 249 times in a gate; it runs only when a group still has one.
+    (2-core AMD EPYC), 249 times in a gate; it runs only when a group still has a process.
     """
     if _groups_empty(groups):
         return []
