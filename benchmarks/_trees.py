@@ -2,13 +2,15 @@
 
 ``export(base, prefix)`` writes ``git archive base`` into a fresh temporary directory
 (the repository is not touched; the caller removes it); ``merge_base()`` is the commit
-this checkout shares with ``main``, every benchmark's default base.
+this checkout shares with ``main``, every benchmark's default base; ``byte_compile(tree)``
+writes the bytecode of a tree's modules next to them, as ``pip install`` does.
 """
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -38,3 +40,21 @@ def merge_base() -> str:
         capture_output=True, text=True, check=True, timeout=60,
     )  # fmt: skip
     return done.stdout.strip()
+
+
+def byte_compile(tree: Path) -> None:
+    """Write the bytecode of every module under ``tree``'s top-level folders (not the
+    hidden ones: a virtual environment) into their ``__pycache__``, as ``pip install``
+    does for an installed package. Without it, an environment with
+    ``PYTHONDONTWRITEBYTECODE=1`` (some CI images and sandboxes set it) makes every
+    process of every timed run compile the tree's modules from source again, which an
+    installed leasecheck never does; ``compileall`` writes the files whatever that
+    variable says, and Python reads them whatever it says."""
+    folders = sorted(
+        str(path) for path in tree.iterdir()
+        if path.is_dir() and not path.is_symlink() and not path.name.startswith(".")
+    )  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", "-j", "0", *folders],
+        capture_output=True, check=True, timeout=600,
+    )  # fmt: skip

@@ -12,13 +12,19 @@ every round:
   imported before it times anything;
 - *new* is this checkout (or ``--new REV``, exported the same way).
 
-Each run gets its own empty working directory (no example database carried over)
-and the same seed. Reported per round: wall seconds from start to exit, the CPU of
-the run's whole process tree (``resource.RUSAGE_CHILDREN``, every worker and child
-reaped), the exit code and the verdict of every property; then the median wall time
-of each side and their ratio (old / new: 1.5 means the new gate takes two thirds of
-the old one's time), and each property's median seconds on each side (from the
-``--json`` records: where the time moved). The bench fails if a side's verdicts differ
+Both trees are byte-compiled first (``_trees.byte_compile``), as ``pip install`` does
+for an installed leasecheck, so every process of every run reads its modules' bytecode
+whatever ``PYTHONDONTWRITEBYTECODE`` says; ``--no-compile`` leaves them as they are (in
+an environment with that variable set, as the runs before 6 Dec 2026's fifth session
+were: each process compiled the tree's modules from source). Each run gets its own
+empty working directory (no example database carried over) and the same seed.
+
+Reported per round: wall seconds from start to exit, the CPU of the run's whole
+process tree (``resource.RUSAGE_CHILDREN``, every worker and child reaped), the exit
+code and the verdict of every property; then the median wall time of each side and
+their ratio (old / new: 1.5 means the new gate takes two thirds of the old one's
+time), and each property's median seconds on each side (from the ``--json`` records:
+where the time moved). The bench fails if a side's verdicts differ
 between its rounds or from the other side's on a property both run. Timings on a
 shared machine are noisy: read the medians and the load average printed at the start
 and the end.
@@ -62,7 +68,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _trees import export, merge_base
+from _trees import byte_compile, export, merge_base
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -192,6 +198,10 @@ def main() -> int:
         "--same-work", action="store_true",
         help="time only the properties whose checked figures are the same on both sides",
     )  # fmt: skip
+    parser.add_argument(
+        "--no-compile", action="store_true",
+        help="do not byte-compile the two trees first (see the docstring)",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.same_work and args.new_property:
         parser.error("--same-work chooses the properties itself: drop --new-property")
@@ -206,8 +216,16 @@ def main() -> int:
             landed = imported_from(tree, old_extra if tree == old_tree else None)
             if landed != (tree / "leasecheck").resolve():
                 raise SystemExit(f"with {tree} first on PYTHONPATH, leasecheck came from {landed}")
+        if not args.no_compile:
+            for tree in (old_tree, new_tree):
+                byte_compile(tree)
         newer = args.new or f"this checkout {REPO}"
         print(f"old = {base} ({old_tree}), new = {newer}")
+        compiled = "not byte-compiled first" if args.no_compile else "both byte-compiled first"
+        print(
+            f"the trees: {compiled}; PYTHONDONTWRITEBYTECODE="
+            f"{os.environ.get('PYTHONDONTWRITEBYTECODE', '(unset)')}"
+        )
         print(f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f} at the start")
         old_json = knows_json(old_tree, old_extra)
         if not old_json:

@@ -117,7 +117,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    _schedule.order(items, property_name)
+    # Every xdist worker sorts alike (the controller checks that their collections agree).
+    workers = getattr(config, "workerinput", {}).get("workercount", 1)
+    _schedule.order(items, property_name, workers)
     first = config.getoption(FIRST_OPTION)
     if first:
         items.sort(key=lambda item: property_name(item) != first)

@@ -11,7 +11,11 @@ left waiting behind the longest.
 
 Some properties mostly wait (children that block on a lock, a crash child's death,
 a server's reply), so ``auto`` starts ``WAITING_WORKERS`` more workers than there are
-cores: a waiting property then does not hold a core's worth of work back. One, not
+cores: a waiting property then does not hold a core's worth of work back. Where a
+waiting property runs matters as much: at the end of a run, with only waiting
+properties left, the cores idle. So the workers beyond the cores start with the
+properties that wait most (``WAITS``), next to the longest ones (which then have the
+cores to themselves), and the end of the run is left to short properties that compute. One, not
 more: every worker beyond the cores also makes the others slower (a worker's start-up,
 and the Hypothesis machines' CPU grows when they share a core with other work). Only
 ``leasecheck check`` loads this (through ``leasecheck._events``); a plain ``pytest -n
@@ -28,7 +32,15 @@ import pytest
 from xdist.scheduler import LoadScheduling
 from xdist.workermanage import WorkerController
 
-__all__ = ["COSTS", "DEFAULT_COST", "WAITING_WORKERS", "LongestFirst", "auto_workers", "order"]
+__all__ = [
+    "COSTS",
+    "DEFAULT_COST",
+    "WAITING_WORKERS",
+    "WAITS",
+    "LongestFirst",
+    "auto_workers",
+    "order",
+]
 
 COSTS: Final[dict[str, float]] = {
     "jobs.agreement": 40.5,
@@ -56,6 +68,16 @@ matters. A property not listed counts ``DEFAULT_COST``. One ``leasecheck check -
 ci -n 1`` on a slow 2-core machine (2026-12-05, main at 06dae0c), each property alone on
 its worker: the model checks had grown past the schedule, interleavings and
 linearizability properties the previous table (1d3ed9f) put before them."""
+WAITS: Final[dict[str, float]] = {
+    "lease.single-winner": 2.0,
+    "jobs.threads": 1.2,
+    "lease.configuration": 1.1,
+}
+"""Seconds a property waits (its wall time alone minus the CPU of it and its children),
+where that is a second or more: B waiting out the target's busy timeout, a server's or a
+thread's reply. One ``leasecheck check -n 1 --property P`` per property on a 2-core
+machine (2026-12-06, main at f84f483), less the run's start-up. The other properties
+compute at least three quarters of their time."""
 DEFAULT_COST: Final = 3.0
 """A new property's guess: the middle of the table, neither first nor last."""
 WAITING_WORKERS: Final = 1
@@ -68,9 +90,25 @@ def cost(name: str | None) -> float:
     return COSTS.get(name or "", DEFAULT_COST)
 
 
-def order(items: list[pytest.Item], name_of: Callable[[pytest.Item], str | None]) -> None:
-    """Sort ``items`` in place, longest recorded cost first (stable among equals)."""
+def order(
+    items: list[pytest.Item], name_of: Callable[[pytest.Item], str | None], workers: int = 1
+) -> None:
+    """Sort ``items`` in place for ``workers`` test processes: longest recorded cost first
+    (stable among equals), except that with more workers than ``WAITING_WORKERS`` the
+    waiting properties (``WAITS``, most waiting first) come right after the first
+    ``workers - WAITING_WORKERS`` tests. ``LongestFirst`` hands the first ``workers``
+    tests one to each worker, so the longest run on the cores' workers and the extra
+    workers begin with the waits; each worker then takes the next test in this order."""
     items.sort(key=lambda item: -cost(name_of(item)))
+    computing = workers - WAITING_WORKERS
+    if computing < 1:
+        return
+    waiting = sorted(
+        (item for item in items[computing:] if name_of(item) in WAITS),
+        key=lambda item: -WAITS[name_of(item) or ""],
+    )
+    rest = [item for item in items[computing:] if name_of(item) not in WAITS]
+    items[computing:] = waiting + rest
 
 
 def auto_workers() -> int:

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 from leasecheck import _schedule
@@ -96,3 +101,93 @@ def test_more_workers_than_tests_are_shut_down_at_once() -> None:
 
 def test_auto_gives_the_waiting_properties_workers_of_their_own() -> None:
     assert _schedule.auto_workers() >= 1 + _schedule.WAITING_WORKERS
+
+
+class Item:
+    """A collected test as ``order`` sees it: its property name."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def ordered(workers: int) -> list[str]:
+    items: list[Any] = [Item(name) for name in sorted(_schedule.COSTS)]
+    _schedule.order(items, lambda item: item.name, workers)
+    return [item.name for item in items]
+
+
+def by_cost(names: list[str]) -> list[str]:
+    return sorted(names, key=lambda name: -_schedule.COSTS[name])
+
+
+def test_every_waiting_property_is_a_shipped_one() -> None:
+    assert set(_schedule.WAITS) <= set(_schedule.COSTS)
+
+
+def test_the_extra_workers_begin_with_the_properties_that_wait() -> None:
+    """On 2 cores (3 workers): the two longest first, one to each core's worker, then
+    the waits, most first, for the third worker; the end of the run computes."""
+    got = ordered(2 + _schedule.WAITING_WORKERS)
+    waits = sorted(_schedule.WAITS, key=lambda name: -_schedule.WAITS[name])
+    longest = by_cost(list(_schedule.COSTS))
+    assert got[:2] == longest[:2] == ["jobs.agreement", "lease.agreement"]
+    assert got[2 : 2 + len(waits)] == waits
+    rest = [name for name in longest[2:] if name not in _schedule.WAITS]
+    assert got[2 + len(waits) :] == rest
+    assert not set(got[-5:]) & set(_schedule.WAITS)
+
+
+def test_one_worker_and_no_spare_worker_keep_the_longest_first() -> None:
+    longest = by_cost(list(_schedule.COSTS))
+    assert ordered(1) == longest
+    assert ordered(_schedule.WAITING_WORKERS) == longest
+
+
+def test_a_longest_property_that_waits_keeps_its_place() -> None:
+    """The waits move behind the longest only: on 2 workers (one computing) the
+    longest stays first, and a wait among the first ``workers - spare`` is not moved."""
+    items: list[Any] = [Item(name) for name in ("lease.single-winner", "jobs.edges")]
+    _schedule.order(items, lambda item: item.name, 2)
+    assert [item.name for item in items] == ["lease.single-winner", "jobs.edges"]
+    assert ordered(2)[0] == "jobs.agreement"
+    assert ordered(2)[1] == max(_schedule.WAITS, key=lambda name: _schedule.WAITS[name])
+
+
+RECORDER = """
+import json, os
+import pytest
+
+def _ran(name: str) -> None:
+    with open(os.environ["RAN_OUT"], "a") as out:
+        out.write(json.dumps([os.environ["PYTEST_XDIST_WORKER"], name]) + "\\n")
+"""
+
+
+def test_three_real_workers_start_the_third_with_a_wait(tmp_path: Path) -> None:
+    """A real ``pytest -n 3`` with the check's plugin: each xdist worker sorts by its
+    ``workercount``, and the third worker's first test is the one that waits most, not
+    the third longest (lease.power-loss)."""
+    names = ["jobs.edges", "lease.configuration", "lease.single-winner", "lease.power-loss",
+             "lease.agreement", "jobs.agreement"]  # fmt: skip
+    tests = "".join(
+        f"\n@pytest.mark.leasecheck({name!r})\ndef test_{n}() -> None:\n    _ran({name!r})\n"
+        for n, name in enumerate(names)
+    )
+    (tmp_path / "test_order.py").write_text(RECORDER + tests)
+    out = tmp_path / "ran.jsonl"
+    env = {**os.environ, "RAN_OUT": str(out), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n", "3", "-p", "xdist.plugin",
+         "-p", "leasecheck._events", "-p", "no:cacheprovider", "-W", "ignore",
+         "--rootdir", str(tmp_path), "-c", os.devnull, str(tmp_path / "test_order.py")],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    first: dict[str, str] = {}
+    for line in out.read_text().splitlines():
+        worker, name = json.loads(line)
+        first.setdefault(worker, name)
+    assert sorted(first.values()) == ["jobs.agreement", "lease.agreement", "lease.single-winner"]
