@@ -11,14 +11,16 @@ left waiting behind the longest.
 
 Some properties mostly wait (children that block on a lock, a crash child's death,
 a server's reply), so ``auto`` starts ``WAITING_WORKERS`` more workers than there are
-cores: a waiting property then does not hold a core's worth of work back. Where a
-waiting property runs matters as much: at the end of a run, with only waiting
+cores: a waiting property then does not hold a core's worth of work back. One, not
+more: every worker beyond the cores also makes the others slower (a worker's start-up,
+and the Hypothesis machines' CPU grows when they share a core with other work).
+
+Where a waiting property runs matters as much: at the end of a run, with only waiting
 properties left, the cores idle. So the workers beyond the cores start with the
 properties that wait most (``WAITS``), next to the longest ones (which then have the
-cores to themselves), and the end of the run is left to short properties that compute. One, not
-more: every worker beyond the cores also makes the others slower (a worker's start-up,
-and the Hypothesis machines' CPU grows when they share a core with other work). Only
-``leasecheck check`` loads this (through ``leasecheck._events``); a plain ``pytest -n
+cores to themselves), and the end of the run is left to short properties that compute.
+
+Only ``leasecheck check`` loads this (through ``leasecheck._events``); a plain ``pytest -n
 auto`` keeps xdist's own scheduling.
 """
 
@@ -74,10 +76,11 @@ WAITS: Final[dict[str, float]] = {
     "lease.configuration": 1.1,
 }
 """Seconds a property waits (its wall time alone minus the CPU of it and its children),
-where that is a second or more: B waiting out the target's busy timeout, a server's or a
-thread's reply. One ``leasecheck check -n 1 --property P`` per property on a 2-core
-machine (2026-12-06, main at f84f483), less the run's start-up. The other properties
-compute at least three quarters of their time."""
+where that is a second or more: the target's busy timeout of 1 s waited out
+(lease.single-winner's held schedules) or timed (lease.configuration), the threads of
+jobs.threads waiting for each other. One ``leasecheck check -n 1 --property P`` per
+property on a 2-core machine (2026-12-06, main at f84f483), less the run's start-up.
+The other properties compute at least three quarters of their time."""
 DEFAULT_COST: Final = 3.0
 """A new property's guess: the middle of the table, neither first nor last."""
 WAITING_WORKERS: Final = 1
