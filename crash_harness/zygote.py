@@ -90,10 +90,13 @@ _PACKET: Final = 1 << 20
 _PR_SET_PDEATHSIG: Final = 1
 _EXIT_CODE_FIELD: Final = 52
 """``exit_code`` in proc(5)'s ``/proc/PID/stat`` (Linux >= 3.5): the status ``waitpid`` gives."""
-_LEAN_ZYGOTE: Final = ("threading", "subprocess", "psutil")
+_LEAN_ZYGOTE: Final = ("threading", "subprocess", "psutil", "hypothesis")
 """Modules the zygote must not import (this module and the engine import them only on the
 harness's side): ``threading`` registers an at-fork handler that runs in every child,
-about 0.5 ms and 120 copied pages each; the other two import it."""
+about 0.5 ms and 120 copied pages each; the others import it. Hypothesis also makes the
+zygote half again as large (21 to 31 MB), and every fork and exit from it costs that
+much more: a task body's module imports only what the child runs (types of the
+generating side under ``TYPE_CHECKING``)."""
 
 
 class ZygoteError(engine.HarnessError):

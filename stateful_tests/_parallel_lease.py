@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from leasecheck.crash_harness import _lock_view
 from leasecheck.crash_harness.engine import Channel, Child, Engine, Message
@@ -37,9 +37,14 @@ from leasecheck.models.linearizability import (
     HarnessStep,
     Operation,
 )
-from leasecheck.stateful_tests.parallel import ParallelProgram, ProgramOp
 from leasecheck.targets.lease_compare import error_kind
 from leasecheck.targets.lease_target import read_snapshot
+
+if TYPE_CHECKING:
+    # Types only: ``parallel`` imports Hypothesis, and the zygote imports this module to
+    # fork the children (a process that forks after importing Hypothesis is about half
+    # again as large, and every fork and exit from it costs that much more).
+    from leasecheck.stateful_tests.parallel import ParallelProgram, ProgramOp
 
 __all__ = ["run_lease_program"]
 

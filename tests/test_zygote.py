@@ -15,10 +15,14 @@ import psutil
 import pytest
 from _lean_bodies import imported
 
+import leasecheck
 from leasecheck.crash_harness import zygote
 from leasecheck.crash_harness._queue_files import _open_only
 from leasecheck.crash_harness.engine import Channel, Engine
 from leasecheck.crash_harness.zygote import _LEAN_ZYGOTE, Task
+from leasecheck.models.lease_ops import LeaseOp
+from leasecheck.stateful_tests._parallel_lease import run_lease_program
+from leasecheck.stateful_tests.parallel import ParallelProgram
 from leasecheck.targets.loader import load_worker
 
 
@@ -63,6 +67,56 @@ def test_the_zygote_runs_a_crash_task_without_threading(engine: Engine, tmp_path
     assert child.outcome("its modules").value == []
     local = engine.fork("closure", lambda channel: imported(_LEAN_ZYGOTE, channel))
     assert "threading" in local.outcome("its modules").value  # the test process has it
+
+
+def test_the_zygote_stays_lean_after_a_parallel_history(engine: Engine, tmp_path: Path) -> None:
+    """lease.linearizable's children are tasks too: after the zygote has forked one
+    history's processes, it still has none of ``_LEAN_ZYGOTE`` (its module once brought
+    Hypothesis, and with it ``threading``, into the zygote, for every later child)."""
+    zygote.stop()  # a fresh one: the tasks of this file's other tests import this file there
+    enqueue = LeaseOp.of("enqueue", event={"id": "a", "qty": 1}, now_ms=0, ttl_ms=60000,
+                         max_attempts=3)  # fmt: skip
+    claim = LeaseOp.of("claim", owner="w1", now_ms=100, lease_ms=1000)
+    program = ParallelProgram((enqueue,), ((claim,), (claim,)), seed=0, switch_percent=50)
+    history = run_lease_program(load_worker(), tmp_path, program)
+    assert [op.process for op in history].count("P1") == 1, "the program did not run"
+    child = engine.fork("modules", Task(imported, (_LEAN_ZYGOTE,)))
+    assert child.outcome("its modules").value == []
+
+
+def _task_modules() -> list[str]:
+    """The modules of leasecheck that make ``Task``s (the zygote imports each to run them)."""
+    root = Path(leasecheck.__file__).parent
+    found = []
+    for folder, _, files in os.walk(root, followlinks=True):  # the folders are symlinks
+        for path in (Path(folder) / name for name in files if name.endswith(".py")):
+            if "Task(" in path.read_text() and path.name != "zygote.py":
+                relative = path.relative_to(root).with_suffix("")
+                found.append(".".join(("leasecheck", *relative.parts)))
+    return sorted(found)
+
+
+def test_every_module_that_makes_tasks_imports_none_of_the_lean_list() -> None:
+    """What the zygote imports to run a task is its module: none of them may bring a
+    module of ``_LEAN_ZYGOTE`` with it (in a fresh interpreter, as the zygote's)."""
+    modules = _task_modules()
+    assert "leasecheck.stateful_tests._parallel_lease" in modules, modules
+    script = textwrap.dedent(f"""
+        import importlib, json, sys
+        importlib.import_module("leasecheck.crash_harness.zygote")
+        importlib.import_module(sys.argv[1])
+        print(json.dumps([name for name in {list(_LEAN_ZYGOTE)!r} if name in sys.modules]))
+    """)  # fmt: skip
+    env = {**os.environ, "HYPOTHESIS_NO_PLUGINS": "1"}
+    brought = {}
+    for name in modules:
+        done = subprocess.run(
+            [sys.executable, "-c", script, name], capture_output=True, text=True, env=env,
+            timeout=60, check=True,
+        )  # fmt: skip
+        if done.stdout.strip() != "[]":
+            brought[name] = done.stdout.strip()
+    assert not brought, f"task modules that bring what the zygote must not import: {brought}"
 
 
 def test_a_zygote_child_is_sigkilled_and_reaped_with_its_status(engine: Engine) -> None:
