@@ -31,7 +31,7 @@ from hypothesis import core as hypothesis_core
 from hypothesis import settings
 from hypothesis.internal.conjecture import engine as shrinking_engine
 
-from leasecheck import constants_pool, profiles
+from leasecheck import _hunt_worker, constants_pool, profiles
 from leasecheck._processes import started_since
 from leasecheck._wire import (
     ADAPTER,
@@ -179,6 +179,8 @@ def activate(config: pytest.Config) -> RunSettings:
     shrinking_engine.MAX_SHRINKING_SECONDS = run.profile.shrink_seconds
     forced = (run.profile.name == "ci" or run.seeded) and not profiles.hunting()  # HypoFuzz
     pin_draws(run.seed if forced else None)
+    if profiles.hunting():
+        _hunt_worker.keep_finds()  # HypoFuzz's replay would move finds out of reach
     return run
 
 

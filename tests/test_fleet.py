@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -114,6 +115,78 @@ def test_two_hunts_share_a_counterexample_that_check_replays(mutant: Path) -> No
     assert replay.returncode == 1, replay.stdout + replay.stderr
     assert verdict(replay.stdout, "jobs.agreement") == "VIOLATED", replay.stdout
     assert f"--db {shared}" in replay.stdout  # the replay command names the database
+
+
+def _failure_keys(url: str) -> dict[str, set[bytes]]:
+    """The machine's failure entries by state: '' (shrunk), '.secondary', '.fixed'."""
+    key = database_key(get_state_machine_test(JobAgreement, settings=settings()))
+    prefix = b"hypothesis-example:" + key
+    names = ("", ".secondary", ".fixed")
+    with Redis.from_url(url) as client:
+        return {name: client.smembers(prefix + name.encode()) for name in names}
+
+
+@pytest.mark.usefixtures("no_leaked_children")
+def test_a_later_hunt_keeps_the_finds_it_inherits(mutant: Path) -> None:
+    """HypoFuzz replays a saved failure without its forced draws (a state machine forces
+    the rule index when three picks fail their preconditions), so the replay passes and
+    it moves the find to ``.fixed``, where no check reads it (``leasecheck._hunt_worker``).
+    A hunt started after another must leave the finds it inherited where check replays
+    them. Decided by observing: the second hunt runs until it saves a find of its own or
+    moves one (it replays inherited failures before it searches)."""
+    with servers.redis() as server:
+        first = _hunt(mutant, server.url)
+        try:
+            deadline = time.monotonic() + FIND_TIMEOUT
+            while not _db_holds_a_find(server.url):
+                assert first.poll() is None, "the first hunt ended before any find"
+                assert time.monotonic() < deadline, f"no find within {FIND_TIMEOUT:.0f} s"
+                time.sleep(0.5)
+        finally:
+            _stop([first])
+        inherited = _failure_keys(server.url)
+        found = inherited[""] | inherited[".secondary"]
+        assert found and not inherited[".fixed"], inherited
+        second = _hunt(mutant, server.url)
+        try:
+            deadline = time.monotonic() + FIND_TIMEOUT
+            while True:
+                now = _failure_keys(server.url)
+                if now[".fixed"] or (now[""] | now[".secondary"]) - found:
+                    break
+                assert second.poll() is None, "the second hunt ended before it saved anything"
+                assert time.monotonic() < deadline, f"nothing saved within {FIND_TIMEOUT:.0f} s"
+                time.sleep(0.5)
+        finally:
+            ended = _stop([second])
+        now = _failure_keys(server.url)
+        assert not now[".fixed"] & found, f"the second hunt moved an inherited find: {now}"
+        assert found <= now[""] | now[".secondary"], now
+        assert ended[0][0] == 1 and "FOUND  jobs.agreement" in ended[0][1], ended
+
+
+def test_keep_finds_skips_only_the_downgrade_of_shrunk_and_unshrunk_failures(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from hypofuzz.database import FailureState
+    from hypofuzz.provider import HypofuzzProvider
+
+    from leasecheck._hunt_worker import keep_finds
+
+    original = HypofuzzProvider.downgrade_failure
+    monkeypatch.setattr(HypofuzzProvider, "downgrade_failure", original)  # restored after
+    assert keep_finds() and keep_finds()  # in place, and once only
+    patched: Any = HypofuzzProvider.downgrade_failure  # called on a stand-in below
+    assert patched is not original
+
+    class Untouchable:
+        def __getattr__(self, name: str) -> None:
+            raise AssertionError(f"the downgrade touched {name}")
+
+    for state in (FailureState.SHRUNK, FailureState.UNSHRUNK):
+        patched(Untouchable(), (1, 2), None, state=state)  # kept: nothing touched
+    with pytest.raises(AssertionError, match="the downgrade touched"):
+        patched(Untouchable(), (1, 2), None, state=FailureState.FIXED)  # HypoFuzz's own
 
 
 @pytest.mark.parametrize(
