@@ -1,61 +1,115 @@
-"""What ``leasecheck hunt`` changes in HypoFuzz's worker processes: finds stay found.
+"""What ``leasecheck hunt`` changes in HypoFuzz's worker processes: replays that replay.
 
-HypoFuzz saves a failure's choice sequence to the shared database, every choice the
-test made, forced ones included (``observation.metadata.choice_nodes``). A worker that
-starts, or hears of another worker's find, replays that sequence through its own
-provider, which Hypothesis asks only for the choices that are *not* forced
-(``ConjectureData._draw``: a forced draw never reaches the provider). So from the first
-forced draw on, every value is given to the wrong draw. A state machine forces draws
-all the time: Hypothesis chooses each step's rule with a filtered ``sampled_from``, and
-after three rules whose preconditions fail it forces the index of one that holds. The
-replay then runs some other program, passes, and HypoFuzz *downgrades* the failure
-(``HypofuzzProvider.downgrade_failure``): it deletes it from the keys ``check`` replays
-(the primary and ``.secondary`` keys) and keeps it only under ``.fixed``, which no
-``check`` reads.
+HypoFuzz saves a test case as every choice the test made, forced ones included
+(``observation.metadata.choice_nodes``), and replays a saved one through its provider
+(``HypofuzzProvider._pop_choice``, one saved choice per draw). But Hypothesis asks the
+provider only for the choices it does not force (``ConjectureData._draw``: a forced
+draw never reaches it). So from the first forced draw on, every saved value went to
+the wrong draw. A state machine forces draws all the time: Hypothesis chooses each
+step's rule with a filtered ``sampled_from``, and after three picks whose preconditions
+fail it forces the index of a rule that holds. The replay then ran some other program
+and passed, and HypoFuzz *downgraded* the failure (``downgrade_failure``): it deleted
+it from the keys ``check`` replays (the primary and ``.secondary`` keys) and kept it
+only under ``.fixed``, which no ``check`` reads.
 
 Seen in a fleet: a second hunt on the same Redis moved the first hunt's find to
-``.fixed`` within seconds, and no ``check`` replayed it; one hunt started after another
+``.fixed`` within seconds, and no ``check`` replayed it; a hunt started after another
 did the same to the finds it inherited. Hypothesis' own replay of the same entry
 (``reproduce_failure``, and ``check --db``) reproduces it exactly.
 
-So a hunt keeps failures where they are: ``keep_finds`` makes HypoFuzz's downgrade of a
-shrunk or unshrunk failure do nothing in the hunt's own worker processes. A failure
-that was really fixed is still cleaned up: ``check --db`` replays it with Hypothesis,
-which deletes an entry that no longer fails. Only the hunt's processes are touched (the
-plugin calls this when ``LEASECHECK_HUNT`` is set); with a HypoFuzz that has no such
-method nothing is changed, and ``tests/test_fleet.py`` shows what is lost then.
+``align_replays`` makes a forced draw also pass over its saved choice while HypoFuzz
+replays, as Hypothesis' own replay does (``ConjectureData._draw`` pops the prefix for
+a forced draw too). A replay is then the test case that was saved: a failure that
+still fails is kept, and one that no longer does is downgraded as HypoFuzz intends.
+Only the hunt's processes are touched (the plugin calls this when ``LEASECHECK_HUNT``
+is set). It checks first that this HypoFuzz replays misaligned (a replay of three saved
+choices with a forced one in the middle), and changes nothing where it does not, or
+where the internals it relies on differ.
 """
 
 from __future__ import annotations
 
+import inspect
+import random
 from typing import Any
 
-__all__ = ["keep_finds"]
+__all__ = ["align_replays", "finish_shrinks", "prepare"]
 
-_MARK = "_leasecheck_keeps_finds"
+_MARK = "_leasecheck_aligns_replays"
 
 
-def keep_finds() -> bool:
-    """Make HypoFuzz's provider keep shrunk and unshrunk failures it could not replay;
-    True if it is in place (also when it already was), False without HypoFuzz or its
-    ``downgrade_failure``."""
+def prepare() -> dict[str, bool]:
+    """Everything a hunt's worker needs here; which of them are in place."""
+    return {"align_replays": align_replays(), "finish_shrinks": finish_shrinks()}
+
+
+def finish_shrinks() -> bool:
+    """Let HypoFuzz finish a shrink: after shrinking a failure it copies the explain
+    phase's comments from the shrinker's result (``shrink_target.slice_comments``), an
+    attribute Hypothesis' ``ConjectureResult`` no longer has (6.170): the worker died
+    with an AttributeError at every shrink, before it saved the shrunk failure, and the
+    hunt ended at its first find. Gives the result class an empty ``slice_comments``
+    where it has none; True if it has one now."""
     try:
-        from hypofuzz.database import FailureState
-        from hypofuzz.provider import HypofuzzProvider
+        from hypothesis.internal.conjecture.data import ConjectureResult
     except ImportError:
         return False
-    original = getattr(HypofuzzProvider, "downgrade_failure", None)
-    if original is None:
+    if not hasattr(ConjectureResult, "slice_comments"):
+        ConjectureResult.slice_comments = property(lambda self: {})  # type: ignore[attr-defined]
+    return True
+
+
+def align_replays() -> bool:
+    """Make HypoFuzz's replay of a saved choice sequence skip the choices Hypothesis
+    forces; True if in place (also when it already was). False where HypoFuzz or the
+    internals this relies on are missing, or where HypoFuzz's replay is already aligned
+    (``_misaligned`` asks it): nothing is changed then."""
+    try:
+        from hypofuzz.provider import HypofuzzProvider
+        from hypothesis.internal.conjecture.data import ConjectureData
+    except ImportError:
         return False
+    original = ConjectureData._draw
     if getattr(original, _MARK, False):
         return True
-    kept = (FailureState.SHRUNK, FailureState.UNSHRUNK)
+    if not {"observe", "forced"} <= set(inspect.signature(original).parameters):
+        return False
+    if _misaligned() is not True:
+        return False
 
-    def downgrade_failure(self: Any, choices: Any, observation: Any, *, state: Any) -> None:
-        if state in kept:
-            return  # HypoFuzz's replay misses forced draws: its pass proves nothing
-        original(self, choices, observation, state=state)
+    def _draw(self: Any, choice_type: Any, constraints: Any, *, observe: bool = True,
+              forced: Any = None) -> Any:  # fmt: skip
+        if forced is not None and observe and isinstance(self.provider, HypofuzzProvider):
+            state = getattr(self.provider, "_state", None)
+            if state is not None and state.choice_index < len(state.choices):
+                state.choice_index += 1  # the saved sequence holds this forced choice
+        return original(self, choice_type, constraints, observe=observe, forced=forced)
 
-    setattr(downgrade_failure, _MARK, True)
-    HypofuzzProvider.downgrade_failure = downgrade_failure  # type: ignore[method-assign]
+    setattr(_draw, _MARK, True)
+    ConjectureData._draw = _draw  # type: ignore[method-assign]
+    if _misaligned() is not False:
+        ConjectureData._draw = original  # type: ignore[method-assign]
+        return False
     return True
+
+
+def _misaligned() -> bool | None:
+    """Replay the saved choices (7, 3, 9) where the second draw is forced to 3: True if
+    the third draw gets 3 (HypoFuzz's misaligned replay), False if it gets 9, None if
+    the probe cannot run with this HypoFuzz."""
+    try:
+        from hypofuzz.provider import HypofuzzProvider, State
+        from hypothesis.internal.conjecture.data import ConjectureData
+
+        data = ConjectureData(provider=HypofuzzProvider, random=random.Random(0))
+        data.provider._state = State(  # type: ignore[attr-defined]
+            choices=(7, 3, 9), priority=None, start_time=0.0,
+            save_rolling_observation=False, rolling_observation_stability=False,
+        )  # fmt: skip
+        drawn = (data.draw_integer(0, 10), data.draw_integer(0, 10, forced=3))
+        last = data.draw_integer(0, 10)
+    except Exception:
+        return None
+    if drawn != (7, 3) or last not in (3, 9):
+        return None
+    return last == 3

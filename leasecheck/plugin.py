@@ -180,7 +180,7 @@ def activate(config: pytest.Config) -> RunSettings:
     forced = (run.profile.name == "ci" or run.seeded) and not profiles.hunting()  # HypoFuzz
     pin_draws(run.seed if forced else None)
     if profiles.hunting():
-        _hunt_worker.keep_finds()  # HypoFuzz's replay would move finds out of reach
+        _hunt_worker.prepare()  # HypoFuzz's replays and shrinks, fixed for this process
     return run
 
 

@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from random import Random
 from typing import Any
 
 import pytest
@@ -83,8 +84,9 @@ def _stop(hunts: list[subprocess.Popen[str]]) -> list[tuple[int, str]]:
     return results
 
 
-def _hunt(mutant: Path, url: str) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "leasecheck", "hunt", "--jobs-impl", str(mutant)]
+def _hunt(mutant: Path | None, url: str) -> subprocess.Popen[str]:
+    command = [sys.executable, "-m", "leasecheck", "hunt"]
+    command += ["--jobs-impl", str(mutant)] if mutant else []
     command += ["--db", url, "--minutes", HUNT_MINUTES, "-n", "1"]
     return subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -126,67 +128,84 @@ def _failure_keys(url: str) -> dict[str, set[bytes]]:
         return {name: client.smembers(prefix + name.encode()) for name in names}
 
 
+def _wait_for(url: str, hunt: subprocess.Popen[str], done: Any, what: str) -> None:
+    """Poll the database until ``done(failure keys)``; bounded, and the hunt must run."""
+    deadline = time.monotonic() + FIND_TIMEOUT
+    while not done(_failure_keys(url)):
+        assert hunt.poll() is None, f"the hunt ended before {what}"
+        assert time.monotonic() < deadline, f"not within {FIND_TIMEOUT:.0f} s: {what}"
+        time.sleep(0.5)
+
+
+def _found(keys: dict[str, set[bytes]]) -> set[bytes]:
+    return keys[""] | keys[".secondary"]
+
+
 @pytest.mark.usefixtures("no_leaked_children")
-def test_a_later_hunt_keeps_the_finds_it_inherits(mutant: Path) -> None:
-    """HypoFuzz replays a saved failure without its forced draws (a state machine forces
-    the rule index when three picks fail their preconditions), so the replay passes and
-    it moves the find to ``.fixed``, where no check reads it (``leasecheck._hunt_worker``).
-    A hunt started after another must leave the finds it inherited where check replays
-    them. Decided by observing: the second hunt runs until it saves a find of its own or
-    moves one (it replays inherited failures before it searches)."""
+def test_a_later_hunt_keeps_a_find_that_fails_and_retires_one_that_does_not(
+    mutant: Path,
+) -> None:
+    """A hunt replays the failures it inherits (HypoFuzz does, before it searches). On
+    the same bug each must still fail and stay where check replays it (shrunk, if the
+    hunt shrinks it); on fixed code none does, and each moves to ``.fixed``. Without
+    ``_hunt_worker.align_replays`` HypoFuzz replayed them misaligned and moved them
+    (3 runs in 3 red here); without ``finish_shrinks`` its worker died in the shrink
+    of the replayed failure, before it saved anything (2 in 2 red)."""
     with servers.redis() as server:
         first = _hunt(mutant, server.url)
         try:
-            deadline = time.monotonic() + FIND_TIMEOUT
-            while not _db_holds_a_find(server.url):
-                assert first.poll() is None, "the first hunt ended before any find"
-                assert time.monotonic() < deadline, f"no find within {FIND_TIMEOUT:.0f} s"
-                time.sleep(0.5)
+            _wait_for(server.url, first, _found, "a find")
         finally:
             _stop([first])
         inherited = _failure_keys(server.url)
-        found = inherited[""] | inherited[".secondary"]
+        found = _found(inherited)
         assert found and not inherited[".fixed"], inherited
-        second = _hunt(mutant, server.url)
-        try:
-            deadline = time.monotonic() + FIND_TIMEOUT
-            while True:
-                now = _failure_keys(server.url)
-                if now[".fixed"] or (now[""] | now[".secondary"]) - found:
-                    break
-                assert second.poll() is None, "the second hunt ended before it saved anything"
-                assert time.monotonic() < deadline, f"nothing saved within {FIND_TIMEOUT:.0f} s"
-                time.sleep(0.5)
+        second = _hunt(mutant, server.url)  # the same bug
+        try:  # until it saves a find of its own, or moves one
+            _wait_for(server.url, second, lambda k: k[".fixed"] or _found(k) - found, "a save")
         finally:
             ended = _stop([second])
-        now = _failure_keys(server.url)
-        assert not now[".fixed"] & found, f"the second hunt moved an inherited find: {now}"
-        assert found <= now[""] | now[".secondary"], now
+        kept = _failure_keys(server.url)
+        assert not kept[".fixed"], f"the hunt of the same bug moved a find: {kept}"
         assert ended[0][0] == 1 and "FOUND  jobs.agreement" in ended[0][1], ended
+        third = _hunt(None, server.url)  # the bundled JobQueue: the bug is fixed
+        try:
+            _wait_for(server.url, third, lambda k: not _found(k), "every find retired")
+        finally:
+            ended = _stop([third])
+        retired = _failure_keys(server.url)
+        assert _found(kept) <= retired[".fixed"], retired
+        assert ended[0][0] == 0 and "no failure found" in ended[0][1], ended
 
 
-def test_keep_finds_skips_only_the_downgrade_of_shrunk_and_unshrunk_failures(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from hypofuzz.database import FailureState
-    from hypofuzz.provider import HypofuzzProvider
+def test_align_replays_gives_each_saved_choice_to_its_draw(monkeypatch: pytest.MonkeyPatch) -> None:
+    """HypoFuzz's provider replays saved choices only for the draws Hypothesis does not
+    force: after a forced draw, every value goes to the wrong draw, unless aligned."""
+    from hypofuzz.provider import HypofuzzProvider, State
+    from hypothesis.internal.conjecture.data import ConjectureData
 
-    from leasecheck._hunt_worker import keep_finds
+    from leasecheck._hunt_worker import _misaligned, align_replays
 
-    original = HypofuzzProvider.downgrade_failure
-    monkeypatch.setattr(HypofuzzProvider, "downgrade_failure", original)  # restored after
-    assert keep_finds() and keep_finds()  # in place, and once only
-    patched: Any = HypofuzzProvider.downgrade_failure  # called on a stand-in below
-    assert patched is not original
+    monkeypatch.setattr(ConjectureData, "_draw", ConjectureData._draw)  # restored after
 
-    class Untouchable:
-        def __getattr__(self, name: str) -> None:
-            raise AssertionError(f"the downgrade touched {name}")
+    def replay() -> tuple[int, int, int]:
+        data = ConjectureData(provider=HypofuzzProvider, random=Random(0))
+        data.provider._state = State(  # type: ignore[attr-defined]
+            choices=(7, 3, 9), priority=None, start_time=0.0,
+            save_rolling_observation=False, rolling_observation_stability=False,
+        )  # fmt: skip
+        return (
+            data.draw_integer(0, 10),
+            data.draw_integer(0, 10, forced=3),
+            data.draw_integer(0, 10),
+        )
 
-    for state in (FailureState.SHRUNK, FailureState.UNSHRUNK):
-        patched(Untouchable(), (1, 2), None, state=state)  # kept: nothing touched
-    with pytest.raises(AssertionError, match="the downgrade touched"):
-        patched(Untouchable(), (1, 2), None, state=FailureState.FIXED)  # HypoFuzz's own
+    assert replay() == (7, 3, 3) and _misaligned() is True  # HypoFuzz 25.11 as it is
+    assert align_replays() and align_replays()  # in place, and once only
+    assert replay() == (7, 3, 9) and _misaligned() is False
+    fresh = ConjectureData(provider=HypofuzzProvider, random=Random(0))
+    fresh.provider._state = None  # type: ignore[attr-defined]  # not replaying: no state
+    assert fresh.draw_integer(0, 10, forced=4) == 4
 
 
 @pytest.mark.parametrize(
