@@ -1,4 +1,4 @@
-"""What ``leasecheck hunt`` changes in HypoFuzz's worker processes: replays that replay.
+"""What ``leasecheck hunt`` changes in HypoFuzz's worker processes: exact replays, whole shrinks.
 
 HypoFuzz saves a test case as every choice the test made, forced ones included
 (``observation.metadata.choice_nodes``), and replays a saved one through its provider
@@ -25,6 +25,11 @@ Only the hunt's processes are touched (the plugin calls this when ``LEASECHECK_H
 is set). It checks first that this HypoFuzz replays misaligned (a replay of three saved
 choices with a forced one in the middle), and changes nothing where it does not, or
 where the internals it relies on differ.
+
+``finish_shrinks`` works around a second mismatch of versions, which exact replays
+brought out (a replayed failure is shrunk at once): HypoFuzz 25.11 reads an attribute
+that Hypothesis 6.170 removed at the end of every shrink (``tests/test_fleet.py``
+shows both).
 """
 
 from __future__ import annotations
@@ -47,9 +52,9 @@ def finish_shrinks() -> bool:
     """Let HypoFuzz finish a shrink: after shrinking a failure it copies the explain
     phase's comments from the shrinker's result (``shrink_target.slice_comments``), an
     attribute Hypothesis' ``ConjectureResult`` no longer has (6.170): the worker died
-    with an AttributeError at every shrink, before it saved the shrunk failure, and the
-    hunt ended at its first find. Gives the result class an empty ``slice_comments``
-    where it has none; True if it has one now."""
+    with an AttributeError at every shrink, before it saved the shrunk failure. Gives the
+    result class an empty ``slice_comments`` where it has none (HypoFuzz only copies it
+    onto the data it runs once more); True if it has one now."""
     try:
         from hypothesis.internal.conjecture.data import ConjectureResult
     except ImportError:
