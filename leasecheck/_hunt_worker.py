@@ -38,7 +38,7 @@ import inspect
 import random
 from typing import Any
 
-__all__ = ["align_replays", "finish_shrinks", "prepare"]
+__all__ = ["align_replays", "finish_shrinks", "prepare", "replay_probe"]
 
 _MARK = "_leasecheck_aligns_replays"
 
@@ -99,9 +99,18 @@ def align_replays() -> bool:
 
 
 def _misaligned() -> bool | None:
-    """Replay the saved choices (7, 3, 9) where the second draw is forced to 3: True if
-    the third draw gets 3 (HypoFuzz's misaligned replay), False if it gets 9, None if
-    the probe cannot run with this HypoFuzz."""
+    """True if HypoFuzz's replay gives a forced draw's saved choice to the next draw
+    (``replay_probe`` draws (7, 3, 3)), False if it is aligned ((7, 3, 9)), None if the
+    probe cannot run with this HypoFuzz."""
+    drawn = replay_probe()
+    if drawn is None or drawn[:2] != (7, 3) or drawn[2] not in (3, 9):
+        return None
+    return drawn[2] == 3
+
+
+def replay_probe() -> tuple[int, int, int] | None:
+    """What HypoFuzz's provider draws replaying the saved choices (7, 3, 9) when the
+    second draw is forced to 3; None if the probe cannot run with this HypoFuzz."""
     try:
         from hypofuzz.provider import HypofuzzProvider, State
         from hypothesis.internal.conjecture.data import ConjectureData
@@ -111,10 +120,7 @@ def _misaligned() -> bool | None:
             choices=(7, 3, 9), priority=None, start_time=0.0,
             save_rolling_observation=False, rolling_observation_stability=False,
         )  # fmt: skip
-        drawn = (data.draw_integer(0, 10), data.draw_integer(0, 10, forced=3))
-        last = data.draw_integer(0, 10)
+        first, forced = data.draw_integer(0, 10), data.draw_integer(0, 10, forced=3)
+        return first, forced, data.draw_integer(0, 10)
     except Exception:
         return None
-    if drawn != (7, 3) or last not in (3, 9):
-        return None
-    return last == 3

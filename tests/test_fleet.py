@@ -62,10 +62,7 @@ def mutant() -> Iterator[Path]:
 
 
 def _db_holds_a_find(url: str) -> bool:
-    key = database_key(get_state_machine_test(JobAgreement, settings=settings()))
-    prefix = b"hypothesis-example:"  # RedisExampleDatabase's default key prefix
-    with Redis.from_url(url) as client:
-        return bool(client.scard(prefix + key) or client.scard(prefix + key + b".secondary"))
+    return bool(_found(_failure_keys(url)))
 
 
 def _stop(hunts: list[subprocess.Popen[str]]) -> list[tuple[int, str]]:
@@ -122,7 +119,7 @@ def test_two_hunts_share_a_counterexample_that_check_replays(mutant: Path) -> No
 def _failure_keys(url: str) -> dict[str, set[bytes]]:
     """The machine's failure entries by state: '' (shrunk), '.secondary', '.fixed'."""
     key = database_key(get_state_machine_test(JobAgreement, settings=settings()))
-    prefix = b"hypothesis-example:" + key
+    prefix = b"hypothesis-example:" + key  # RedisExampleDatabase's default key prefix
     names = ("", ".secondary", ".fixed")
     with Redis.from_url(url) as client:
         return {name: client.smembers(prefix + name.encode()) for name in names}
@@ -190,33 +187,20 @@ def test_a_later_hunt_keeps_a_find_that_fails_and_retires_one_that_does_not(
 def test_align_replays_gives_each_saved_choice_to_its_draw(monkeypatch: pytest.MonkeyPatch) -> None:
     """HypoFuzz's provider replays saved choices only for the draws Hypothesis does not
     force: after a forced draw, every value goes to the wrong draw, unless aligned."""
-    from hypofuzz.provider import HypofuzzProvider, State
+    from hypofuzz.provider import HypofuzzProvider
     from hypothesis.internal.conjecture.data import ConjectureData
 
-    from leasecheck._hunt_worker import _misaligned, align_replays
+    from leasecheck._hunt_worker import _misaligned, align_replays, replay_probe
 
     monkeypatch.setattr(ConjectureData, "_draw", ConjectureData._draw)  # restored after
-
-    def replay() -> tuple[int, int, int]:
-        data = ConjectureData(provider=HypofuzzProvider, random=Random(0))
-        data.provider._state = State(  # type: ignore[attr-defined]
-            choices=(7, 3, 9), priority=None, start_time=0.0,
-            save_rolling_observation=False, rolling_observation_stability=False,
-        )  # fmt: skip
-        return (
-            data.draw_integer(0, 10),
-            data.draw_integer(0, 10, forced=3),
-            data.draw_integer(0, 10),
-        )
-
-    before = replay()
+    before = replay_probe()
     if _misaligned():  # HypoFuzz 25.11 as it is
         assert before == (7, 3, 3)
         assert align_replays() and align_replays()  # in place, and once only
-        assert replay() == (7, 3, 9) and _misaligned() is False
+        assert replay_probe() == (7, 3, 9) and _misaligned() is False
     else:  # a HypoFuzz that replays forced draws itself: nothing may change
         assert before == (7, 3, 9) and not align_replays()
-        assert replay() == (7, 3, 9)
+        assert replay_probe() == (7, 3, 9)
     fresh = ConjectureData(provider=HypofuzzProvider, random=Random(0))
     fresh.provider._state = None  # type: ignore[attr-defined]  # not replaying: no state
     assert fresh.draw_integer(0, 10, forced=4) == 4
