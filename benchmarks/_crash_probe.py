@@ -21,6 +21,7 @@ import sqlite3
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 
@@ -60,24 +61,34 @@ def raw_cycles(directory: Path, kills: int) -> dict[str, Any]:
 
 
 def harness_cycles(directory: Path, kills: int, with_zygote: bool) -> dict[str, Any]:
-    """Kill cycles of lease.crash-points on the bundled worker (after a warm-up pass)."""
-    from leasecheck.crash_harness import zygote
+    """Kill cycles of lease.crash-points on the bundled worker (after a warm-up pass). A
+    tree from before the zygote (no ``crash_harness.zygote``) has only the second loop:
+    asked for the zygote, it reports ``"zygote": false`` and measures nothing."""
     from leasecheck.crash_harness.atomicity import POINT_CASES, check_every_point
     from leasecheck.targets.loader import load_worker
 
-    os.environ[zygote.DISABLE_ENV] = "1" if with_zygote else "0"
+    zygote: ModuleType | None
+    try:
+        from leasecheck.crash_harness import zygote
+    except ImportError:
+        if with_zygote:
+            return {"kills": 0, "seconds": 0.0, "forks": 0, "cpu": 0.0, "zygote": False}
+        zygote = None
+    if zygote is not None:
+        os.environ[zygote.DISABLE_ENV] = "1" if with_zygote else "0"
     module = load_worker()
     try:
         check_every_point(module, directory / "warm-up", 1, seed=0)
         (directory / "timed").mkdir()
-        helper = zygote._STATE.get("zygote")
+        helper = zygote._STATE.get("zygote") if zygote is not None else None
         helper_pid = helper.pid if helper is not None else None
         cpu, started = cpu_seconds(helper_pid), time.perf_counter()
         table = check_every_point(module, directory / "timed", max(1, kills // len(POINT_CASES)), 0)
         seconds = time.perf_counter() - started
         cpu = cpu_seconds(helper_pid) - cpu
     finally:
-        zygote.stop()
+        if zygote is not None:
+            zygote.stop()
     return {"kills": table.total, "seconds": seconds, "forks": table.forks, "cpu": cpu}
 
 

@@ -14,7 +14,9 @@ tmpfs, in rounds that alternate the loops:
   (``crash_harness.zygote``) and without it (``LEASECHECK_ZYGOTE=0``, every child
   forked from the measuring process), each from this checkout (*new*) and from an
   older commit (*old*: the merge-base with ``main``, or ``--base REV``, exported with
-  ``git archive`` into a temporary directory; the repository is not touched).
+  ``git archive`` into a temporary directory; the repository is not touched). A tree
+  from before the zygote (0aa91dc, say: issue 25's base) has only the loop without it,
+  which forked every child from the measuring process; its zygote row says so.
 
 It prints each loop's median rate over the rounds and its share of the raw loop's
 median (how much of a raw cycle's speed the checks keep), and the median CPU time per
@@ -89,6 +91,8 @@ def _run(args: argparse.Namespace, base: str, trees: dict[str, Path]) -> int:
         for row, tree, mode in LOOPS:
             figures = probe(trees[tree], mode, args.kills, args.ballast)
             assert Path(figures["imported_from"]) == trees[tree].resolve(), figures
+            if figures.get("zygote") is False:
+                continue  # an older tree without a zygote: this row stays empty
             rates[row].append(figures["kills"] / figures["seconds"])
             cpu[row].append(1000 * figures["cpu"] / figures["kills"])
             forks[row] = figures["forks"] * 100 // figures["kills"]
@@ -98,6 +102,9 @@ def _run(args: argparse.Namespace, base: str, trees: dict[str, Path]) -> int:
         f"{'forks/100 kills':>16}   (rates of the rounds)"
     )
     for row, _, _ in LOOPS:
+        if not rates[row]:
+            print(f"{row:<16} {'(no zygote in that tree)':>28}")
+            continue
         rate = statistics.median(rates[row])
         spread = ", ".join(f"{r:.1f}" for r in rates[row])
         used = statistics.median(cpu[row])

@@ -1,6 +1,7 @@
 """Steps per second of the agreement machines, next to bare Hypothesis machines.
 
-Run as ``python benchmarks/bench_lease_machine.py [--machines lease jobs] [--rounds N]``.
+Run as ``python benchmarks/bench_lease_machine.py [--machines lease jobs] [--rounds N]
+[--base REV]``.
 For each machine (``LeaseAgreement`` on the bundled worker, scratch storage on tmpfs;
 ``JobAgreement`` on the bundled JobQueue), figures from the same run:
 
@@ -40,18 +41,32 @@ class's source (``function_digest``), so an edit to ``LeaseAgreement`` or
 tables in tests/test_lease_machine.py and tests/test_job_machine.py) and re-keys their
 saved examples, even when the digest here is unchanged. ``leasecheck check`` forces a
 seed, so its programs depend only on the strategies and preconditions.
+
+``--base REV`` puts an older commit's machines beside this checkout's (a before/after of
+the ratio to bare Hypothesis): ``REV`` is exported with ``git archive`` into a temporary
+directory (the repository is not touched), and every measurement, the older machine,
+this checkout's and the bare twin alike, runs in a fresh process (``_machine_probe.py``),
+in rounds that alternate them, each with this checkout's ci budget. The older machine
+may have other rules, so it runs other programs of that budget: its rate is per step it
+ran, the way the issue that asked for these figures measured it.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
+import shutil
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, ClassVar
 
+from _trees import REPO, export
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.internal.conjecture.data import ConjectureData
@@ -346,6 +361,47 @@ def raw_rate(jobs: int) -> tuple[float, int, float]:
     return 3 * jobs / seconds, 3 * jobs, seconds
 
 
+PROBE = Path(__file__).with_name("_machine_probe.py")
+
+
+def probe(tree: Path, kind: str, machine: str, examples: int, steps: int) -> float:
+    """Steps per CPU second of ``kind`` (``machine`` or ``bare``) in a fresh process."""
+    command = [sys.executable, str(PROBE), str(tree), kind, machine, str(examples), str(steps)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise RuntimeError(f"probe {kind} {machine} failed on {tree}:\n{done.stderr[-2000:]}")
+    figures = json.loads(done.stdout)
+    assert Path(figures["imported_from"]) == tree.resolve(), figures
+    return float(figures["steps"]) / float(figures["cpu"])
+
+
+def against_base(
+    base: str, machines: list[str], rounds: int, budget: dict[str, tuple[int, int]]
+) -> None:
+    """``--base``: the older commit's machines, this checkout's and the bare twins."""
+    old_tree = export(base, "bench-machine-")
+    try:
+        rates: dict[tuple[str, str], list[float]] = {}
+        for _ in range(rounds):
+            for name in machines:
+                examples, steps = budget[name]
+                for row, tree, kind in (("old", old_tree, "machine"), ("new", REPO, "machine"),
+                                        ("bare", REPO, "bare")):  # fmt: skip
+                    rate = probe(tree, kind, name, examples, steps)
+                    rates.setdefault((name, row), []).append(rate)
+    finally:
+        shutil.rmtree(old_tree, ignore_errors=True)
+    print(f"old = {base[:10]}, new = this checkout; medians of {rounds} rounds, fresh processes")
+    for name in machines:
+        old, new, bare = (statistics.median(rates[name, row]) for row in ("old", "new", "bare"))
+        examples, steps = budget[name]
+        print(f"{name}: {examples} examples x {steps} steps")
+        print(f"  old machine:  {old:10.0f} steps/s   / bare {old / bare:5.2f}")
+        print(f"  new machine:  {new:10.0f} steps/s   / bare {new / bare:5.2f}")
+        print(f"  bare:         {bare:10.0f} steps/s")
+        print(f"  new / old:    {new / old:10.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -366,7 +422,17 @@ def main() -> None:
         "--floor", action="store_true",
         help="print the rates of the jobs bare twin, a one-argument twin and a one-rule machine",
     )  # fmt: skip
+    parser.add_argument(
+        "--base", help="an older commit whose machines to measure beside these (fresh processes)"
+    )
     args = parser.parse_args()
+    if args.base:
+        budget = {
+            name: (args.examples or MACHINES[name][2], args.steps or MACHINES[name][3])
+            for name in args.machines
+        }
+        against_base(args.base, args.machines, args.rounds, budget)
+        return
     if args.floor:
         _, _, examples, steps = MACHINES["jobs"]
         examples, steps = args.examples or examples, args.steps or steps
