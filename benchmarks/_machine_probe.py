@@ -6,13 +6,14 @@ or ``bare``; MACHINE: ``lease`` or ``jobs``). It imports leasecheck from the sou
 example database and the given budget:
 
 - ``machine``: that tree's ``LeaseAgreement`` (bound to its bundled worker) or
-  ``JobAgreement`` (bound to its bundled JobQueue), counting examples and steps the way
-  ``bench_lease_machine.py``'s counting machines do (its invariant, called once before
-  the first step and once after each);
+  ``JobAgreement`` (bound to its bundled JobQueue), counting examples and steps
+  (``counting``, the classes ``bench_lease_machine.py`` measures in its own process);
 - ``bare``: ``bench_lease_machine.py``'s bare twin of this checkout's machine (``TREE``
   must be this checkout).
 
-It prints one JSON object: the steps, the examples, the CPU seconds of the run
+This module imports no leasecheck at the top, so that ``bench_lease_machine.py`` can
+take ``counting`` and ``config`` from it whichever tree is on ``sys.path``. It prints
+one JSON object: the steps, the examples, the CPU seconds of the run
 (``time.process_time``) and the tree leasecheck was imported from.
 """
 
@@ -24,62 +25,13 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-
-def counting(machine: str) -> Any:
-    """The tree's agreement machine ``machine``, bound to its bundled target, counting."""
-    from hypothesis.stateful import invariant
-
-    from leasecheck.targets.loader import load_jobs_target, load_worker
-
-    if machine == "lease":
-        from leasecheck.stateful_tests.lease_machine import LeaseAgreement
-
-        class CountingAgreement(LeaseAgreement):
-            examples: ClassVar[int] = 0
-            checks: ClassVar[int] = 0
-
-            def __init__(self) -> None:
-                super().__init__()
-                CountingAgreement.examples += 1
-
-            @invariant()
-            def consistent(self) -> None:
-                CountingAgreement.checks += 1
-                super().consistent()
-
-        CountingAgreement.bind(load_worker())
-        return CountingAgreement
-    from leasecheck.stateful_tests.job_machine import JobAgreement
-
-    class CountingJobs(JobAgreement):
-        examples: ClassVar[int] = 0
-        checks: ClassVar[int] = 0
-
-        def __init__(self) -> None:
-            super().__init__()
-            CountingJobs.examples += 1
-
-        @invariant()
-        def views_agree(self) -> None:
-            CountingJobs.checks += 1
-            super().views_agree()
-
-    CountingJobs.bind(load_jobs_target())
-    return CountingJobs
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import invariant, run_state_machine_as_test
 
 
-def main(kind: str, machine: str, examples: int, steps: int) -> dict[str, Any]:
-    from hypothesis import HealthCheck, settings
-    from hypothesis.stateful import run_state_machine_as_test
-
-    if kind == "bare":
-        sys.path.insert(0, str(Path(__file__).parent))
-        import bench_lease_machine
-
-        subject = bench_lease_machine.MACHINES[machine][1]
-    else:
-        subject = counting(machine)
-    config = settings(
+def config(examples: int, steps: int) -> settings:
+    """Every measurement's settings: derandomized, no example database, no deadline."""
+    return settings(
         max_examples=examples,
         stateful_step_count=steps,
         deadline=None,
@@ -87,8 +39,50 @@ def main(kind: str, machine: str, examples: int, steps: int) -> dict[str, Any]:
         derandomize=True,
         suppress_health_check=list(HealthCheck),
     )
+
+
+def counting(machine: str) -> Any:
+    """The imported tree's agreement machine ``machine`` (``lease``: ``LeaseAgreement``,
+    ``jobs``: ``JobAgreement``), subclassed to count its examples and its invariant's
+    checks (one before the first step and one after each). Unbound: ``bind`` it to a
+    target. Its source does not change with the machine's, so neither does the seed
+    Hypothesis derives from it for a derandomized run."""
+    from leasecheck.stateful_tests.job_machine import JobAgreement
+    from leasecheck.stateful_tests.lease_machine import LeaseAgreement
+
+    base: Any = LeaseAgreement if machine == "lease" else JobAgreement
+    checked = "consistent" if machine == "lease" else "views_agree"
+
+    class Counting(base):  # type: ignore[misc]
+        examples: ClassVar[int] = 0
+        checks: ClassVar[int] = 0
+
+        def __init__(self) -> None:
+            super().__init__()
+            Counting.examples += 1
+
+    def check(self: Any) -> None:
+        Counting.checks += 1
+        getattr(super(Counting, self), checked)()
+
+    setattr(Counting, checked, invariant()(check))
+    Counting.__name__ = Counting.__qualname__ = f"Counting{base.__name__}"
+    return Counting
+
+
+def main(kind: str, machine: str, examples: int, steps: int) -> dict[str, Any]:
+    if kind == "bare":
+        sys.path.insert(0, str(Path(__file__).parent))
+        import bench_lease_machine
+
+        subject = bench_lease_machine.MACHINES[machine][1]
+    else:
+        from leasecheck.targets.loader import load_jobs_target, load_worker
+
+        subject = counting(machine)
+        subject.bind(load_worker() if machine == "lease" else load_jobs_target())
     started = time.process_time()
-    run_state_machine_as_test(subject, settings=config)
+    run_state_machine_as_test(subject, settings=config(examples, steps))
     cpu = time.process_time() - started
     import leasecheck
 

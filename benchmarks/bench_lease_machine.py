@@ -34,7 +34,8 @@ simplest machine still costs about a third of a millisecond.
 ``--fingerprint`` prints, instead of rates, a digest of every choice sequence Hypothesis
 made for each machine (derandomized, no database): the same digest before and after a
 change to a machine means the change generated the same programs. The digest is taken
-on the counting subclasses above, whose source does not change with the machine's:
+on the counting subclasses (``_machine_probe.counting``), whose source does not change
+with the machine's:
 Hypothesis seeds a derandomized run, and keys the example database, from the machine
 class's source (``function_digest``), so an edit to ``LeaseAgreement`` or
 ``JobAgreement`` themselves re-seeds every derandomized test of them (the mutant kill
@@ -66,8 +67,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
+from _machine_probe import config, counting
 from _trees import REPO, export
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.internal.conjecture.data import ConjectureData
 from hypothesis.internal.conjecture.engine import ConjectureRunner
@@ -82,8 +83,7 @@ from hypothesis.stateful import (
 )
 
 from leasecheck.profiles import PROFILES
-from leasecheck.stateful_tests.job_machine import JobAgreement, agreement_budget
-from leasecheck.stateful_tests.lease_machine import LeaseAgreement
+from leasecheck.stateful_tests.job_machine import agreement_budget
 from leasecheck.targets.loader import load_jobs_target, load_worker
 from leasecheck.targets.scratch import scratch_dir
 
@@ -92,20 +92,10 @@ ARG = st.integers(0, 3)
 """One small integer: the cheapest argument Hypothesis draws."""
 
 
-class CountingAgreement(LeaseAgreement):
-    """The agreement machine, counting examples and invariant checks (one per step)."""
-
-    examples: ClassVar[int] = 0
-    checks: ClassVar[int] = 0
-
-    def __init__(self) -> None:
-        super().__init__()
-        CountingAgreement.examples += 1
-
-    @invariant()
-    def consistent(self) -> None:
-        CountingAgreement.checks += 1
-        super().consistent()
+CountingAgreement = counting("lease")
+"""``LeaseAgreement``, counting examples and invariant checks (one per step)."""
+CountingJobs = counting("jobs")
+"""``JobAgreement``, counting likewise."""
 
 
 class _Bare(RuleBasedStateMachine):
@@ -174,22 +164,6 @@ class BareMachine(_Bare):
     @rule(target=housekeeping, index=ARG)
     def use_connection(self, index: int) -> Any:
         return multiple()
-
-
-class CountingJobs(JobAgreement):
-    """The JobQueue agreement machine, counting examples and checks (one per step)."""
-
-    examples: ClassVar[int] = 0
-    checks: ClassVar[int] = 0
-
-    def __init__(self) -> None:
-        super().__init__()
-        CountingJobs.examples += 1
-
-    @invariant()
-    def views_agree(self) -> None:
-        CountingJobs.checks += 1
-        super().views_agree()
 
 
 class BareJobs(_Bare):
@@ -295,22 +269,11 @@ MACHINES: dict[str, tuple[Any, Any, int, int]] = {
 """name -> (machine, its bare twin, examples and steps of its ci property)."""
 
 
-def _config(examples: int, steps: int) -> settings:
-    return settings(
-        max_examples=examples,
-        stateful_step_count=steps,
-        deadline=None,
-        database=None,
-        derandomize=True,
-        suppress_health_check=list(HealthCheck),
-    )
-
-
 def machine_rate(machine: Any, examples: int, steps: int) -> tuple[float, int, float]:
     """(steps per CPU second, steps, CPU seconds) of ``machine`` (a counting machine class)."""
     machine.examples = machine.checks = 0
     started = time.process_time()
-    run_state_machine_as_test(machine, settings=_config(examples, steps))
+    run_state_machine_as_test(machine, settings=config(examples, steps))
     seconds = time.process_time() - started
     ran = machine.checks - machine.examples  # one check before step 1
     return ran / seconds, ran, seconds
@@ -340,7 +303,7 @@ def fingerprint(machine: Any, examples: int, steps: int) -> tuple[str, int]:
     same digest before and after a change means the change generated the same programs."""
     machine.examples = machine.checks = 0
     with _choices_hashed() as digest:
-        run_state_machine_as_test(machine, settings=_config(examples, steps))
+        run_state_machine_as_test(machine, settings=config(examples, steps))
     return digest.hexdigest()[:16], machine.checks - machine.examples
 
 
