@@ -3,16 +3,20 @@
 ``export(base, prefix)`` writes ``git archive base`` into a fresh temporary directory
 (the repository is not touched; the caller removes it); ``merge_base()`` is the commit
 this checkout shares with ``main``, every benchmark's default base; ``byte_compile(tree)``
-writes the bytecode of a tree's modules next to them, as ``pip install`` does.
+writes the bytecode of a tree's modules next to them, as ``pip install`` does;
+``run_probe(script, tree, ...)`` runs a benchmark's probe script on a tree in a fresh
+process and returns its figures.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -58,3 +62,23 @@ def byte_compile(tree: Path) -> None:
         [sys.executable, "-m", "compileall", "-q", "-j", "0", *folders],
         capture_output=True, check=True, timeout=600,
     )  # fmt: skip
+
+
+def run_probe(
+    script: Path, tree: Path, *args: str, timeout: float = 1800, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Run ``python script tree *args`` and return the JSON object it prints: a probe's
+    figures. Raises when the probe fails, or when it did not import leasecheck from
+    ``tree`` (its ``imported_from``): an editable install's import finder can otherwise
+    load this checkout on both sides."""
+    command = [sys.executable, str(script), str(tree), *args]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout)
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"{script.name} {' '.join(args)} failed on {tree}:\n{done.stderr[-2000:]}"
+        )
+    figures: dict[str, Any] = json.loads(done.stdout)
+    loaded = Path(figures["imported_from"])
+    if loaded != tree.resolve():
+        raise RuntimeError(f"{script.name} was given {tree} but imported {loaded}")
+    return figures

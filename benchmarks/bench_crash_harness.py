@@ -31,16 +31,14 @@ and the load average printed at the start and the end.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from _trees import export, merge_base
+from _trees import export, merge_base, run_probe
 
 REPO = Path(__file__).resolve().parents[1]
 PROBE = Path(__file__).with_name("_crash_probe.py")
@@ -55,12 +53,7 @@ LOOPS = (
 
 
 def probe(tree: Path, mode: str, kills: int, ballast: int) -> dict[str, Any]:
-    command = [sys.executable, str(PROBE), str(tree), mode, str(kills), str(ballast)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
-    if done.returncode != 0:
-        raise RuntimeError(f"probe {mode} failed on {tree}:\n{done.stderr[-2000:]}")
-    figures: dict[str, Any] = json.loads(done.stdout)
-    return figures
+    return run_probe(PROBE, tree, mode, str(kills), str(ballast))
 
 
 def main() -> int:
@@ -90,7 +83,6 @@ def _run(args: argparse.Namespace, base: str, trees: dict[str, Path]) -> int:
     for _ in range(args.repeat):
         for row, tree, mode in LOOPS:
             figures = probe(trees[tree], mode, args.kills, args.ballast)
-            assert Path(figures["imported_from"]) == trees[tree].resolve(), figures
             if figures.get("zygote") is False:
                 continue  # an older tree without a zygote: this row stays empty
             rates[row].append(figures["kills"] / figures["seconds"])

@@ -36,12 +36,11 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from _trees import export, merge_base
+from _trees import export, merge_base, run_probe
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -96,15 +95,8 @@ SAME = ("states", "transitions", "depth", "exhausted", "ok", "violation", "missi
 
 def probe(tree: Path, system: str, scope: LeaseScope | JobScope, mode: str) -> dict[str, Any]:
     fields = json.dumps(dataclasses.asdict(scope))
-    command = [sys.executable, str(PROBE), str(tree), system, fields, mode]
     env = {**os.environ, "PYTHONHASHSEED": "0"}
-    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=3600)
-    if done.returncode != 0:
-        raise RuntimeError(f"probe failed on {tree} {scope.name}:\n{done.stderr[-2000:]}")
-    figures: dict[str, Any] = json.loads(done.stdout)
-    loaded = Path(figures["imported_from"])
-    if loaded != tree.resolve():
-        raise RuntimeError(f"the probe of {tree} ran the explorer of {loaded}")
+    figures = run_probe(PROBE, tree, system, fields, mode, timeout=3600, env=env)
     cpu = f", {figures['cpu_seconds']:.1f} s of CPU" if "cpu_seconds" in figures else ""
     print(f"  {scope.name} {mode} in {tree.name}: {figures['states']} states in"
           f" {figures['seconds']:.1f} s{cpu}", flush=True)  # fmt: skip

@@ -56,11 +56,8 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import shutil
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -68,7 +65,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from _machine_probe import config, counting
-from _trees import REPO, export
+from _trees import REPO, export, run_probe
 from hypothesis import strategies as st
 from hypothesis.internal.conjecture.data import ConjectureData
 from hypothesis.internal.conjecture.engine import ConjectureRunner
@@ -329,12 +326,7 @@ PROBE = Path(__file__).with_name("_machine_probe.py")
 
 def probe(tree: Path, kind: str, machine: str, examples: int, steps: int) -> float:
     """Steps per CPU second of ``kind`` (``machine`` or ``bare``) in a fresh process."""
-    command = [sys.executable, str(PROBE), str(tree), kind, machine, str(examples), str(steps)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
-    if done.returncode != 0:
-        raise RuntimeError(f"probe {kind} {machine} failed on {tree}:\n{done.stderr[-2000:]}")
-    figures = json.loads(done.stdout)
-    assert Path(figures["imported_from"]) == tree.resolve(), figures
+    figures = run_probe(PROBE, tree, kind, machine, str(examples), str(steps))
     return float(figures["steps"]) / float(figures["cpu"])
 
 
