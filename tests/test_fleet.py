@@ -14,10 +14,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from random import Random
-from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -116,8 +115,12 @@ def test_two_hunts_share_a_counterexample_that_check_replays(mutant: Path) -> No
     assert f"--db {shared}" in replay.stdout  # the replay command names the database
 
 
-def _failure_keys(url: str) -> dict[str, set[bytes]]:
-    """The machine's failure entries by state: '' (shrunk), '.secondary', '.fixed'."""
+FailureKeys = dict[str, set[bytes]]
+"""The machine's failure entries by state: '' (shrunk), '.secondary', '.fixed'."""
+
+
+def _failure_keys(url: str) -> FailureKeys:
+    """``JobAgreement``'s failure entries in the Redis database at ``url``."""
     key = database_key(get_state_machine_test(JobAgreement, settings=settings()))
     prefix = b"hypothesis-example:" + key  # RedisExampleDatabase's default key prefix
     names = ("", ".secondary", ".fixed")
@@ -126,7 +129,11 @@ def _failure_keys(url: str) -> dict[str, set[bytes]]:
 
 
 def _wait_for(
-    url: str, hunt: subprocess.Popen[str], done: Any, what: str, may_end: bool = False
+    url: str,
+    hunt: subprocess.Popen[str],
+    done: Callable[[FailureKeys], object],
+    what: str,
+    may_end: bool = False,
 ) -> None:
     """Poll the database until ``done(failure keys)``, or until the hunt ends where it
     ``may_end`` (HypoFuzz stops once every test it fuzzes has failed); bounded."""
@@ -139,7 +146,7 @@ def _wait_for(
         time.sleep(0.5)
 
 
-def _found(keys: dict[str, set[bytes]]) -> set[bytes]:
+def _found(keys: FailureKeys) -> set[bytes]:
     return keys[""] | keys[".secondary"]
 
 
