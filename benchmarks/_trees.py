@@ -5,7 +5,8 @@
 this checkout shares with ``main``, every benchmark's default base; ``byte_compile(tree)``
 writes the bytecode of a tree's modules next to them, as ``pip install`` does;
 ``run_probe(script, tree, ...)`` runs a benchmark's probe script on a tree in a fresh
-process and returns its figures.
+process and returns its figures; ``save_json(path, figures)`` writes a benchmark's
+summary for ``--json`` (``bench_speed.py`` reads them: figures cross processes as data).
 """
 
 from __future__ import annotations
@@ -82,3 +83,9 @@ def run_probe(
     if loaded != tree.resolve():
         raise RuntimeError(f"{script.name} was given {tree} but imported {loaded}")
     return figures
+
+
+def save_json(path: Path | None, figures: dict[str, Any]) -> None:
+    """Write a benchmark's summary ``figures`` to ``path`` (its ``--json``), if given."""
+    if path is not None:
+        path.write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n", encoding="utf-8")

@@ -15,7 +15,8 @@ totals, their ratio, and whether every file got the same verdicts both ways (it
 exits 1 if not). Timings on a shared machine are noisy: quote medians and ratios.
 ``--alone K`` runs only K of the files alone (a loaded machine may not have the time
 for 20 ci runs) and extrapolates the sequential total; ``--batch-json FILE
---batch-seconds S`` reuses an earlier batch of the same files.
+--batch-seconds S`` reuses an earlier batch of the same files. ``--json FILE`` also
+writes the figures as data (``bench_speed.py`` reads it).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from _trees import save_json
 
 from leasecheck.mutants import by_name, materialize
 from leasecheck.targets.loader import BUNDLED_WORKER
@@ -76,6 +79,7 @@ def main() -> int:
     parser.add_argument("--alone", type=int, help=HELP_ALONE)
     parser.add_argument("--batch-json", type=Path, help=HELP_BATCH_JSON)
     parser.add_argument("--batch-seconds", type=float, help="with --batch-json: its wall time")
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
     options = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="batch-bench-", dir="/tmp"))
     try:
@@ -133,12 +137,12 @@ def _run(options: argparse.Namespace, work: Path) -> int:
     print(f"\n{len(paths)} files, profile {options.profile}, -n {options.workers}, "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")  # fmt: skip
     median = statistics.median(seconds for seconds, _, _ in alone.values())
-    print(f"  alone, per file:        median {median:6.1f} s"
-          f"  (bundled copies {statistics.median(alone[p][0] for p in copies):.1f} s)")  # fmt: skip
+    alone_copies = _median_text([alone[p][0] for p in copies], "bundled copies")
+    print(f"  alone, per file:        median {median:6.1f} s{alone_copies}")
     in_pool = [float(r["seconds"]) for r in batch.values()]
+    pool_copies = _median_text([float(batch[p]["seconds"]) for p in copies], "copies")
     print(f"  in the batch, per file: median {statistics.median(in_pool):6.1f} s of its own"
-          f" (copies {statistics.median(float(batch[p]['seconds']) for p in copies):.1f} s),"
-          f" {total / len(paths):.1f} s of the batch's wall time each")  # fmt: skip
+          f"{pool_copies}, {total / len(paths):.1f} s of the batch's wall time each")  # fmt: skip
     print(f"  sequential total {sequential:7.1f} s{estimate};  batch {total:7.1f} s "
           f"(exit {batch_code});  ratio {sequential / total:.2f}x")  # fmt: skip
     print(f"  same verdicts alone and in the batch: {len(same)} of {len(alone)} files")
@@ -147,7 +151,21 @@ def _run(options: argparse.Namespace, work: Path) -> int:
         differ = {p: (theirs.get(p), mine.get(p)) for p in {*mine, *theirs}
                   if mine.get(p) != theirs.get(p)}  # fmt: skip
         print(f"    {name}: (alone, batch) {differ}")
+    save_json(options.json, {
+        "bench": "batch", "files": len(paths), "profile": options.profile,
+        "workers": options.workers, "batch_seconds": total, "batch_exit": batch_code,
+        "alone": {name: seconds for name, (seconds, _, _) in alone.items()},
+        "alone_median": median, "sequential_seconds": sequential,
+        "sequential_estimated": len(alone) != len(paths), "ratio": sequential / total,
+        "per_file": total / len(paths), "same_verdicts": len(same), "compared": len(alone),
+    })  # fmt: skip
     return 0 if len(same) == len(alone) else 1
+
+
+def _median_text(seconds: list[float], label: str) -> str:
+    """`` (label M s)``, the median of ``seconds``; nothing when no such file was timed
+    (``--alone 1`` times one mutant and no copy)."""
+    return f"  ({label} {statistics.median(seconds):.1f} s)" if seconds else ""
 
 
 if __name__ == "__main__":

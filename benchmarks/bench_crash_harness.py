@@ -25,7 +25,8 @@ loaded machine moves less than the rates. ``--ballast MB`` first grows
 every measuring process by that many MB of small Python objects, the way an xdist
 worker grows after the Hypothesis machines (278 MB in the gate): the raw loop and the
 harness without the zygote fork from it. The machine may be shared: read the ratios,
-and the load average printed at the start and the end.
+and the load average printed at the start and the end. ``--json FILE`` also writes the
+figures as data (each row's rates, share of raw, CPU per kill, each round's own share).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from _trees import export, merge_base, run_probe
+from _trees import export, merge_base, run_probe, save_json
 
 REPO = Path(__file__).resolve().parents[1]
 PROBE = Path(__file__).with_name("_crash_probe.py")
@@ -62,6 +63,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="rounds (median taken)")
     parser.add_argument("--ballast", type=int, default=0, help="MB to grow each process by")
     parser.add_argument("--base", help="older commit (default: merge-base with main)")
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args()
     base = args.base or merge_base()
     old_tree = export(base, "bench-crash-")
@@ -89,6 +91,10 @@ def _run(args: argparse.Namespace, base: str, trees: dict[str, Path]) -> int:
             cpu[row].append(1000 * figures["cpu"] / figures["kills"])
             forks[row] = figures["forks"] * 100 // figures["kills"]
     raw = statistics.median(rates["raw"])
+    summary: dict[str, Any] = {
+        "bench": "crash-harness", "base": base, "kills": args.kills, "rounds": args.repeat,
+        "ballast_mb": args.ballast, "rows": {},
+    }  # fmt: skip
     print(
         f"{'loop':<16} {'kill cycles/s':>14} {'share of raw':>13} {'CPU ms/kill':>12} "
         f"{'forks/100 kills':>16}   (rates of the rounds)"
@@ -103,7 +109,13 @@ def _run(args: argparse.Namespace, base: str, trees: dict[str, Path]) -> int:
         print(
             f"{row:<16} {rate:14.1f} {rate / raw:13.2f} {used:12.1f} {forks[row]:16}   ({spread})"
         )
+        summary["rows"][row] = {
+            "rates": rates[row], "rate": rate, "share": rate / raw, "cpu_ms": used,
+            "cpu_ms_rounds": cpu[row], "forks_per_100": forks[row],
+            "round_shares": [r / w for r, w in zip(rates[row], rates["raw"], strict=True)],
+        }  # fmt: skip
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
+    save_json(args.json, summary)
     return 0
 
 

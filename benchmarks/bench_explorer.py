@@ -25,7 +25,8 @@ the same depth, coverage and verdict, and the same digests of the state set and 
 edge multiset (source, operation, target, result, error, hooks); with ``--replay`` also
 the same conformance verdict on the bundled targets, and each side's replay time and
 count of target calls (a side that asks each distinct question once makes fewer).
-Timings on a shared machine are noisy: read the ratios.
+Timings on a shared machine are noisy: read the ratios. ``--json FILE`` also writes the
+figures as data (per part its size and each side's rates per round and their medians).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from _trees import export, merge_base, run_probe
+from _trees import export, merge_base, run_probe, save_json
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -119,6 +120,7 @@ def main() -> int:
     parser.add_argument(
         "--max-states", type=int, help="cut every part off here (the same on both sides)"
     )
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args()
     base = args.base or merge_base()
     old_tree = export(base, "bench-explorer-")
@@ -139,6 +141,7 @@ def _run(args: argparse.Namespace, base: str, old_tree: Path, new_tree: Path) ->
     if args.max_states:
         parts = [(s, dataclasses.replace(p, max_states=args.max_states)) for s, p in parts]
     rows = []
+    figures: list[dict[str, Any]] = []
     for system, scope in parts:
         mode = "digest" if args.replay else "digest-explore"
         old, new = probe(old_tree, system, scope, mode), probe(new_tree, system, scope, mode)
@@ -151,6 +154,7 @@ def _run(args: argparse.Namespace, base: str, old_tree: Path, new_tree: Path) ->
         for _ in range(args.rounds - 1):
             for side, tree in (("old", old_tree), ("new", new_tree)):
                 runs[side].append(probe(tree, system, scope, "time"))
+        figures.append(_figures(scope.name, new, runs))
         row = f"{scope.name}: {new['states']} states, {new['transitions']} transitions, same"
         row += f" states/edges/verdict; medians of {args.rounds} alternating runs:"
         for label, clock in (("states per CPU second", "cpu_seconds"), ("states/s", "seconds")):
@@ -173,7 +177,29 @@ def _run(args: argparse.Namespace, base: str, old_tree: Path, new_tree: Path) ->
         print(row, flush=True)
         rows.append(row)
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
+    summary = {"bench": "explorer", "base": base, "new": args.new, "scope": args.scope,
+               "rounds": args.rounds, "parts": figures}  # fmt: skip
+    save_json(args.json, summary)
     return 0
+
+
+def _figures(
+    name: str, first: dict[str, Any], runs: dict[str, list[dict[str, Any]]]
+) -> dict[str, Any]:
+    """A part's figures for ``--json``: its size, and per side the states per CPU second
+    and per wall second of every round and their medians (the digests matched)."""
+    part: dict[str, Any] = {"part": name, "states": first["states"],
+                            "transitions": first["transitions"], "same": True}  # fmt: skip
+    for side, side_runs in runs.items():
+        cpu = [r["states"] / r["cpu_seconds"] for r in side_runs if "cpu_seconds" in r]
+        wall = [r["states"] / r["seconds"] for r in side_runs]
+        part[side] = {"cpu_rates": cpu, "wall_rates": wall,
+                      "cpu_rate": statistics.median(cpu) if cpu else None,
+                      "wall_rate": statistics.median(wall)}  # fmt: skip
+    clock = "cpu_rate" if part["old"]["cpu_rate"] and part["new"]["cpu_rate"] else "wall_rate"
+    part["ratio"] = part["new"][clock] / part["old"][clock]
+    part["ratio_of"] = clock  # an older probe may not report its CPU seconds
+    return part
 
 
 if __name__ == "__main__":

@@ -19,6 +19,10 @@ an environment with that variable set, as the runs before 6 Dec 2026's fifth ses
 were: each process compiled the tree's modules from source). Each run gets its own
 empty working directory (no example database carried over) and the same seed.
 
+``--json FILE`` also writes the figures as data (each round's wall and CPU seconds, the
+medians, their ratio and each round's own, the verdicts, and each property's median
+seconds): ``bench_speed.py`` reads it.
+
 Reported per round: wall seconds from start to exit, the CPU of the run's whole
 process tree (``resource.RUSAGE_CHILDREN``, every worker and child reaped), the exit
 code and the verdict of every property; then the median wall time of each side and
@@ -68,7 +72,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _trees import byte_compile, export, merge_base
+from _trees import byte_compile, export, merge_base, save_json
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -175,6 +179,34 @@ def calibrate(
     return alike
 
 
+def summary(
+    base: str, args: argparse.Namespace, runs: dict[str, list[dict[str, Any]]]
+) -> dict[str, Any]:
+    """The figures ``--json`` writes: each side's rounds (wall, CPU), medians, the ratio of
+    the medians and each round's own ratio, and the new side's verdicts (the bench has
+    checked they are the same in every round and on both sides)."""
+    sides = {
+        side: {"wall": [r["wall"] for r in rs], "cpu": [r["cpu"] for r in rs],
+               "median_wall": statistics.median(r["wall"] for r in rs),
+               "median_cpu": statistics.median(r["cpu"] for r in rs)}
+        for side, rs in runs.items()
+    }  # fmt: skip
+    pairs = zip(runs["old"], runs["new"], strict=True)
+    return {
+        "bench": "gate", "base": base, "new": args.new, "profile": args.profile, "n": args.n,
+        "rounds": args.rounds, "properties": args.property, **sides,
+        "ratio": sides["old"]["median_wall"] / sides["new"]["median_wall"],
+        "round_ratios": [old["wall"] / new["wall"] for old, new in pairs],
+        "verdicts": runs["new"][0]["verdicts"], "old_verdicts": runs["old"][0]["verdicts"],
+        "property_seconds": {
+            side: {name: statistics.median(r["seconds"][name] for r in rs)
+                   for name in rs[0]["seconds"]}
+            for side, rs in runs.items()
+        },
+        "cores": os.cpu_count(),
+    }  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", help="older commit (default: merge-base with main)")
@@ -202,6 +234,7 @@ def main() -> int:
         "--no-compile", action="store_true",
         help="do not byte-compile the two trees first (see the docstring)",
     )  # fmt: skip
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args()
     if args.same_work and args.new_property:
         parser.error("--same-work chooses the properties itself: drop --new-property")
@@ -276,6 +309,7 @@ def main() -> int:
             cell = {side: f"{statistics.median(v):.1f}" if v else "-" for side, v in each.items()}
             print(f"  {name:22} {cell['old']:>7} -> {cell['new']:>7}")
         print(f"load average {os.getloadavg()[0]:.1f} at the end")
+        save_json(args.json, summary(base, args, runs))
         return 0
     finally:
         shutil.rmtree(old_tree, ignore_errors=True)

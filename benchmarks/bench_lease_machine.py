@@ -49,7 +49,9 @@ directory (the repository is not touched), and every measurement, the older mach
 this checkout's and the bare twin alike, runs in a fresh process (``_machine_probe.py``),
 in rounds that alternate them, each with this checkout's ci budget. The older machine
 may have other rules, so it runs other programs of that budget: its rate is per step it
-ran, the way the issue that asked for these figures measured it.
+ran, the way the issue that asked for these figures measured it. With ``--base``,
+``--json FILE`` also writes the figures as data (per machine the three rates of every
+round, their medians and the shares of the bare twin's).
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from _machine_probe import config, counting
-from _trees import REPO, export, run_probe
+from _trees import REPO, export, run_probe, save_json
 from hypothesis import strategies as st
 from hypothesis.internal.conjecture.data import ConjectureData
 from hypothesis.internal.conjecture.engine import ConjectureRunner
@@ -331,7 +333,11 @@ def probe(tree: Path, kind: str, machine: str, examples: int, steps: int) -> flo
 
 
 def against_base(
-    base: str, machines: list[str], rounds: int, budget: dict[str, tuple[int, int]]
+    base: str,
+    machines: list[str],
+    rounds: int,
+    budget: dict[str, tuple[int, int]],
+    json_path: Path | None = None,
 ) -> None:
     """``--base``: the older commit's machines, this checkout's and the bare twins."""
     old_tree = export(base, "bench-machine-")
@@ -347,14 +353,21 @@ def against_base(
     finally:
         shutil.rmtree(old_tree, ignore_errors=True)
     print(f"old = {base[:10]}, new = this checkout; medians of {rounds} rounds, fresh processes")
+    summary: dict[str, Any] = {"bench": "machines", "base": base, "rounds": rounds, "machines": {}}
     for name in machines:
         old, new, bare = (statistics.median(rates[name, row]) for row in ("old", "new", "bare"))
         examples, steps = budget[name]
+        summary["machines"][name] = {
+            "examples": examples, "steps": steps, "old": old, "new": new, "bare": bare,
+            "old_share": old / bare, "new_share": new / bare, "ratio": new / old,
+            "rounds": {row: rates[name, row] for row in ("old", "new", "bare")},
+        }  # fmt: skip
         print(f"{name}: {examples} examples x {steps} steps")
         print(f"  old machine:  {old:10.0f} steps/s   / bare {old / bare:5.2f}")
         print(f"  new machine:  {new:10.0f} steps/s   / bare {new / bare:5.2f}")
         print(f"  bare:         {bare:10.0f} steps/s")
         print(f"  new / old:    {new / old:10.2f}")
+    save_json(json_path, summary)
 
 
 def main() -> None:
@@ -380,13 +393,16 @@ def main() -> None:
     parser.add_argument(
         "--base", help="an older commit whose machines to measure beside these (fresh processes)"
     )
+    parser.add_argument("--json", type=Path, help="with --base: also write the figures here")
     args = parser.parse_args()
+    if args.json and not args.base:
+        parser.error("--json goes with --base")
     if args.base:
         budget = {
             name: (args.examples or MACHINES[name][2], args.steps or MACHINES[name][3])
             for name in args.machines
         }
-        against_base(args.base, args.machines, args.rounds, budget)
+        against_base(args.base, args.machines, args.rounds, budget, args.json)
         return
     if args.floor:
         _, _, examples, steps = MACHINES["jobs"]
