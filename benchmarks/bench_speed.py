@@ -45,6 +45,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,8 @@ HARNESS_TARGET = 0.5
 EXPLORER_TARGET = 5.0
 BALLAST_MB = 278
 """How large an xdist worker grows after the Hypothesis machines (issue 25's profile)."""
+FAMILIES = ("gate", "student", "batch", "harness", "explorer", "machines")
+"""The benchmarks (``--only``), in the table's order."""
 WAITED = ("lease.schedules", "jobs.linearizable")
 """The properties that decided "blocked" after a timed silence (50 ms and 2 ms) in the base."""
 
@@ -134,14 +137,15 @@ class Row:
     met: bool | None  # None: no target
 
 
-def rows(figures: dict[str, dict[str, Any]]) -> list[Row]:
-    """The table, from whatever benchmarks' figures there are."""
-    table: list[Row] = []
+def rows(figures: dict[str, dict[str, Any]], judged_explorer: str) -> list[Row]:
+    """The table, from whatever benchmarks' figures there are; the explorer's target is
+    judged against the base ``judged_explorer``."""
+    makers: dict[str, Callable[[dict[str, dict[str, Any]]], list[Row]]] = {
+        "gate": _gate, "student": _student, "batch": _batch, "harness": _harness,
+        "explorer": partial(_explorer, judged_base=judged_explorer), "machines": _machines,
+    }  # fmt: skip
     have = {_family(name) for name in figures}
-    for name, make in _ROWS:
-        if name in have:
-            table.extend(make(figures))
-    return table
+    return [row for name in FAMILIES if name in have for row in makers[name](figures)]
 
 
 def _gate(figures: dict[str, dict[str, Any]]) -> list[Row]:
@@ -262,11 +266,13 @@ def _harness_rows(harness: dict[str, Any]) -> list[Row]:
     ]  # fmt: skip
 
 
-def _explorer(figures: dict[str, dict[str, Any]]) -> list[Row]:
+def _explorer(figures: dict[str, dict[str, Any]], judged_base: str) -> list[Row]:
     table: list[Row] = []
-    bases = [name for name in figures if name.startswith("explorer-")]
-    for number, name in enumerate(bases):
-        judged = number == 0
+    judged_name = f"explorer-{judged_base}"
+    bases = sorted((name for name in figures if name.startswith("explorer-")),
+                   key=lambda name: name != judged_name)  # fmt: skip
+    for name in bases:
+        judged = name == judged_name
         for part in figures[name]["parts"]:
             ratio = part["ratio"]
             table.append(
@@ -317,16 +323,6 @@ def _batch(figures: dict[str, dict[str, Any]]) -> list[Row]:
     return table
 
 
-_ROWS: list[tuple[str, Callable[[dict[str, dict[str, Any]]], list[Row]]]] = [
-    ("gate", _gate),
-    ("student", _student),
-    ("batch", _batch),
-    ("harness", _harness),
-    ("explorer", _explorer),
-    ("machines", _machines),
-]
-
-
 def show(table: list[Row]) -> None:
     print("\n| figure | base | now | ratio | target | met |")
     print("|---|---|---|---|---|---|")
@@ -347,11 +343,12 @@ def main() -> int:
         help="the explorer's base (repeatable; the first is judged; default 1c300b1, 0aa91dc)",
     )  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="half the rounds: a look only")
-    parser.add_argument(
-        "--only", nargs="+", choices=[name for name, _ in _ROWS], help="run only these"
-    )
+    parser.add_argument("--only", nargs="+", choices=FAMILIES, help="run only these")
     parser.add_argument("--out", type=Path, help="keep each benchmark's JSON in this directory")
-    parser.add_argument("--table-from", type=Path, help="print the table from a kept --out")
+    parser.add_argument(
+        "--table-from", type=Path,
+        help="print the table from a kept --out (the explorer judged against --explorer-base)",
+    )  # fmt: skip
     parser.add_argument("--json", type=Path, help="write the table to this file")
     args = parser.parse_args()
     args.explorer_base = args.explorer_base or ["1c300b1", "0aa91dc"]
@@ -362,7 +359,7 @@ def main() -> int:
             path.stem: json.loads(path.read_text(encoding="utf-8"))
             for path in sorted(args.table_from.glob("*.json"))
         }
-        table = rows(kept)
+        table = rows(kept, args.explorer_base[0])
         show(table)
         return 0 if all(row.met is not False for row in table) else 1
     out = args.out or Path(tempfile.mkdtemp(prefix="bench-speed-"))
@@ -383,14 +380,14 @@ def main() -> int:
             figures[bench.name] = run(bench, out)
     except (RuntimeError, subprocess.TimeoutExpired) as error:
         print(f"bench_speed: {error}", file=sys.stderr)
-        show(rows(figures))
+        show(rows(figures, args.explorer_base[0]))
         return 2
     finally:
         if args.out is None:
             shutil.rmtree(out, ignore_errors=True)
     minutes = (time.perf_counter() - started) / 60
     print(f"\nall in {minutes:.0f} min; load average {os.getloadavg()[0]:.1f} at the end")
-    table = rows(figures)
+    table = rows(figures, args.explorer_base[0])
     show(table)
     save_json(args.json, {"rows": [asdict(row) for row in table], "benches": figures})
     return 0 if all(row.met is not False for row in table) else 1
