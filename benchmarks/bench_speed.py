@@ -129,12 +129,14 @@ def run(bench: Bench, out: Path) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Row:
+    """One line of the table (``met`` None: the issue set no target for it)."""
+
     figure: str
     before: str
     now: str
     ratio: str
     target: str
-    met: bool | None  # None: no target
+    met: bool | None
 
 
 def rows(figures: dict[str, dict[str, Any]], judged_explorer: str) -> list[Row]:
@@ -231,8 +233,8 @@ def _harness(figures: dict[str, dict[str, Any]]) -> list[Row]:
     if "harness" in figures:
         table.extend(_harness_rows(figures["harness"]["rows"]))
     if "harness-ballast" in figures:
-        rows = figures["harness-ballast"]["rows"]
-        new, old = rows["new, zygote"], rows.get("old, zygote") or rows["old, no zygote"]
+        loops = figures["harness-ballast"]["rows"]
+        new, old = loops["new, zygote"], loops.get("old, zygote") or loops["old, no zygote"]
         table.append(
             Row(
                 f"CPU per kill, every measuring process grown by {BALLAST_MB} MB (as an "
@@ -361,6 +363,7 @@ def main() -> int:
         }
         table = rows(kept, args.explorer_base[0])
         show(table)
+        save_json(args.json, {"rows": [asdict(row) for row in table], "benches": kept})
         return 0 if all(row.met is not False for row in table) else 1
     out = args.out or Path(tempfile.mkdtemp(prefix="bench-speed-"))
     out.mkdir(parents=True, exist_ok=True)
