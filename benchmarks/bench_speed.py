@@ -207,11 +207,12 @@ def _verdict_rows(gate: dict[str, Any]) -> list[Row]:
     changed = [name for name in common if old_v[name] != new_v[name]]
     holds = sum(new_v[name] == "holds" for name in new_v)
     others = ", ".join(f"{n} {v}" for n, v in sorted(new_v.items()) if v != "holds")
+    compared = f"{len(changed)} changed" if common else "the base wrote none (no --json)"
     table.append(
         Row(
             f"the gate's verdicts, every round, both sides ({len(common)} properties)",
             "", f"{holds} hold; {others or 'nothing else'}",
-            f"{len(changed)} changed", "none changes", not changed,
+            compared, "none changes", not changed if common else None,
         )
     )  # fmt: skip
     return table
