@@ -154,14 +154,14 @@ def _run(args: argparse.Namespace, base: str, old_tree: Path, new_tree: Path) ->
         for _ in range(args.rounds - 1):
             for side, tree in (("old", old_tree), ("new", new_tree)):
                 runs[side].append(probe(tree, system, scope, "time"))
-        figures.append(_figures(scope.name, new, runs))
+        part = _figures(scope.name, new, runs)
+        figures.append(part)
         row = f"{scope.name}: {new['states']} states, {new['transitions']} transitions, same"
         row += f" states/edges/verdict; medians of {args.rounds} alternating runs:"
-        for label, clock in (("states per CPU second", "cpu_seconds"), ("states/s", "seconds")):
-            if not all(clock in run for side in runs.values() for run in side):
+        for label, rate in (("states per CPU second", "cpu_rate"), ("states/s", "wall_rate")):
+            before, after = part["old"][rate], part["new"][rate]
+            if before is None or after is None:
                 continue  # an older probe's figures
-            before, after = (statistics.median(r["states"] / r[clock] for r in runs[side])
-                             for side in ("old", "new"))  # fmt: skip
             row += f" {label} old {before:,.0f}, new {after:,.0f}, ratio {after / before:.1f}x;"
         if args.replay:
             before, after = old["replay_seconds"], new["replay_seconds"]
@@ -186,12 +186,15 @@ def _run(args: argparse.Namespace, base: str, old_tree: Path, new_tree: Path) ->
 def _figures(
     name: str, first: dict[str, Any], runs: dict[str, list[dict[str, Any]]]
 ) -> dict[str, Any]:
-    """A part's figures for ``--json``: its size, and per side the states per CPU second
-    and per wall second of every round and their medians (the digests matched)."""
+    """A part's figures (printed, and written by ``--json``): its size, and per side the
+    states per CPU second and per wall second of every round and their medians (the
+    digests matched). An older probe that did not report its CPU seconds in every round
+    has no CPU rates."""
     part: dict[str, Any] = {"part": name, "states": first["states"],
                             "transitions": first["transitions"], "same": True}  # fmt: skip
+    timed = all("cpu_seconds" in r for side_runs in runs.values() for r in side_runs)
     for side, side_runs in runs.items():
-        cpu = [r["states"] / r["cpu_seconds"] for r in side_runs if "cpu_seconds" in r]
+        cpu = [r["states"] / r["cpu_seconds"] for r in side_runs] if timed else []
         wall = [r["states"] / r["seconds"] for r in side_runs]
         part[side] = {"cpu_rates": cpu, "wall_rates": wall,
                       "cpu_rate": statistics.median(cpu) if cpu else None,

@@ -294,22 +294,22 @@ def main() -> int:
             raise SystemExit(f"verdicts differ between the sides on {sorted(differ)}")
         if not old_json and runs["old"][0]["exit"] != runs["new"][0]["exit"]:
             raise SystemExit("the exit codes differ between the sides")
-        medians = {side: statistics.median(r["wall"] for r in rs) for side, rs in runs.items()}
-        cpus = {side: statistics.median(r["cpu"] for r in rs) for side, rs in runs.items()}
-        print(f"median wall: old {medians['old']:.1f} s, new {medians['new']:.1f} s,"
-              f" ratio {medians['old'] / medians['new']:.2f}x; median CPU: old {cpus['old']:.1f} s,"
-              f" new {cpus['new']:.1f} s")  # fmt: skip
+        figures = summary(base, args, runs)
+        old, new = figures["old"], figures["new"]
+        print(f"median wall: old {old['median_wall']:.1f} s, new {new['median_wall']:.1f} s,"
+              f" ratio {figures['ratio']:.2f}x; median CPU: old {old['median_cpu']:.1f} s,"
+              f" new {new['median_cpu']:.1f} s")  # fmt: skip
         if old_json:
             print(f"only old: {sorted(set(old_v) - set(new_v))},"
                   f" only new: {sorted(set(new_v) - set(old_v))}")  # fmt: skip
         print("median seconds of each property (its own wall time in the run), old -> new:")
+        seconds = figures["property_seconds"]
         for name in sorted(set(old_v) | set(new_v)):
-            each = {side: [r["seconds"][name] for r in rs if name in r["seconds"]]
-                    for side, rs in runs.items()}  # fmt: skip
-            cell = {side: f"{statistics.median(v):.1f}" if v else "-" for side, v in each.items()}
+            cell = {side: f"{seconds[side][name]:.1f}" if name in seconds[side] else "-"
+                    for side in ("old", "new")}  # fmt: skip
             print(f"  {name:22} {cell['old']:>7} -> {cell['new']:>7}")
         print(f"load average {os.getloadavg()[0]:.1f} at the end")
-        save_json(args.json, summary(base, args, runs))
+        save_json(args.json, figures)
         return 0
     finally:
         shutil.rmtree(old_tree, ignore_errors=True)

@@ -74,24 +74,15 @@ class Bench:
     args: tuple[str, ...]
 
 
-def plan(args: argparse.Namespace, lease_properties: list[str]) -> list[Bench]:
-    """The benchmarks to run, in order (``student`` needs the gate's property names)."""
+def plan(args: argparse.Namespace) -> list[Bench]:
+    """The benchmarks to run, in order. ``student`` gets its properties from the gate's
+    verdicts once the gate has run (``with_properties``)."""
     scale = 2 if args.quick else 1
     base = args.base
     benches = [
         Bench("gate", "bench_gate.py", ("--base", base, "--rounds", str(5 // scale))),
         Bench("gate-n4", "bench_gate.py", ("--base", base, "-n", "4", "--rounds", str(3 // scale))),
-        Bench(
-            "student",
-            "bench_gate.py",
-            (
-                "--base",
-                base,
-                "--rounds",
-                str(max(1, 3 // scale)),
-                *(word for name in lease_properties for word in ("--property", name)),
-            ),
-        ),
+        Bench("student", "bench_gate.py", ("--base", base, "--rounds", str(max(1, 3 // scale)))),
         Bench("harness", "bench_crash_harness.py", ("--base", base, "--repeat", str(5 // scale))),
         Bench(
             "harness-ballast",
@@ -110,6 +101,12 @@ def plan(args: argparse.Namespace, lease_properties: list[str]) -> list[Bench]:
         Bench("batch", "bench_batch.py", ("--files", str(20 // scale), "--alone", str(4 // scale))),
     ]
     return [bench for bench in benches if not args.only or _family(bench.name) in args.only]
+
+
+def with_properties(bench: Bench, names: list[str]) -> Bench:
+    """``bench`` limited to the properties ``names`` (``--property`` each)."""
+    chosen = tuple(word for name in names for word in ("--property", name))
+    return Bench(bench.name, bench.script, bench.args + chosen)
 
 
 def _family(name: str) -> str:
@@ -240,8 +237,7 @@ def _harness(figures: dict[str, dict[str, Any]]) -> list[Row]:
     if "harness" in figures:
         table.extend(_harness_rows(figures["harness"]["rows"]))
     if "harness-ballast" in figures:
-        loops = figures["harness-ballast"]["rows"]
-        new, old = loops["new, zygote"], loops.get("old, zygote") or loops["old, no zygote"]
+        old, new = _sides(figures["harness-ballast"]["rows"])
         table.append(
             Row(
                 f"CPU per kill, every measuring process grown by {BALLAST_MB} MB (as an "
@@ -253,9 +249,14 @@ def _harness(figures: dict[str, dict[str, Any]]) -> list[Row]:
     return table
 
 
+def _sides(loops: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the base's loop, this checkout's with the zygote): a base without a zygote has
+    only the loop that forks from the measuring process."""
+    return loops.get("old, zygote") or loops["old, no zygote"], loops["new, zygote"]
+
+
 def _harness_rows(harness: dict[str, Any]) -> list[Row]:
-    new = harness["new, zygote"]
-    old = harness.get("old, zygote") or harness["old, no zygote"]
+    old, new = _sides(harness)
     shares = new["round_shares"]
     return [
         Row(
@@ -382,15 +383,13 @@ def main() -> int:
     started = time.perf_counter()
     figures: dict[str, dict[str, Any]] = {}
     try:
-        benches = plan(args, [])
-        for index in range(len(benches)):
-            bench = benches[index]
+        for bench in plan(args):
             if bench.name == "student":
                 names = sorted(p for p in figures.get("gate", {}).get("verdicts", {})
                                if p.startswith("lease."))  # fmt: skip
                 if not names:
                     raise RuntimeError("the student figure needs the gate's lease.* properties")
-                bench = plan(args, names)[index]
+                bench = with_properties(bench, names)
             figures[bench.name] = run(bench, out)
     except (RuntimeError, subprocess.TimeoutExpired) as error:
         print(f"bench_speed: {error}", file=sys.stderr)
