@@ -1,7 +1,7 @@
 """One measurement in a fresh process, for ``bench_crash_harness.py``: kill cycles per second.
 
 Run as ``python _crash_probe.py TREE MODE KILLS BALLAST_MB`` (MODE: ``raw``,
-``zygote`` or ``local``): it imports leasecheck from the source tree ``TREE`` (this
+``target``, ``zygote`` or ``local``): it imports leasecheck from the source tree ``TREE`` (this
 checkout or an exported older commit), grows itself by ``BALLAST_MB`` MB of small
 Python objects (the way an xdist worker grows after the Hypothesis machines), and
 prints one JSON object: the kills, the seconds, the forks and the CPU seconds of the
@@ -9,11 +9,13 @@ timed loop (this process, its children and the zygote with its children: on a lo
 machine the figure that moves least). ``zygote`` and ``local``
 time ``check_every_point`` (``lease.crash-points``' loop on the bundled worker, seed 0)
 with the zygote on or off (``LEASECHECK_ZYGOTE``), after one untimed warm-up pass (11
-kills: the zygote has started and the target is imported); ``raw`` times the bare loop.
+kills: the zygote has started and the target is imported); ``raw`` times the bare loop,
+``target`` the bare loop with the target's work of each harness kill (``target_cycles``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -58,6 +60,75 @@ def raw_cycles(directory: Path, kills: int) -> dict[str, Any]:
         assert rows == 0, "the killed transaction must have been rolled back"
     seconds = time.perf_counter() - started
     return {"kills": kills, "seconds": seconds, "forks": kills, "cpu": cpu_seconds() - cpu}
+
+
+def target_cycles(directory: Path, kills: int) -> dict[str, Any]:
+    """The raw loop with the target's work of a harness kill and none of its checks: the
+    cases ``check_every_point`` would run (seed 0), each case's file built before the
+    timed loop; per kill, fork a child that (as the harness's child does) opens the last
+    killed case's file with the target's ``open_queue`` and claims on it, then opens its
+    own case's file and runs the case's operation up to its fault point, where it says so
+    and waits; SIGKILL it, reap it, reopen the file and count the rows (as the raw loop
+    does). No model, no integrity check, no state compared, no report from the child: what
+    is left of the harness's cost is its checks and its protocol."""
+    import random
+
+    from leasecheck.crash_harness._queue_files import QueueFiles
+    from leasecheck.crash_harness.atomicity import POINT_CASES, PROPERTY, _cases
+    from leasecheck.crash_harness.engine import Engine
+    from leasecheck.models.lease_ops import LeaseOp
+    from leasecheck.targets.loader import load_worker
+
+    module = load_worker()
+    per_point = max(1, kills // len(POINT_CASES))
+    with Engine() as engine:
+        files = QueueFiles(engine, module, directory)
+        warm = [(case, files.fresh(case.world.state)) for case in _cases(random.Random(1), 1)]
+        cases = [(case, files.fresh(case.world.state)) for case in _cases(
+            random.Random(f"{PROPERTY}:0"), per_point
+        )]  # fmt: skip
+    previous: tuple[Path, int] | None = None
+
+    def cycle(case: Any, path: Path) -> None:
+        nonlocal previous
+        ready_r, ready_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                if previous is not None:
+                    con = module.open_queue(str(previous[0]))
+                    with contextlib.suppress(Exception):
+                        LeaseOp.of("claim", "next", previous[1], 1000).apply(module, con, None)
+                    con.close()
+                con = module.open_queue(str(path))
+
+                def hook(point: str) -> None:
+                    if point == case.point:
+                        os.write(ready_w, b"k")
+                        signal.pause()  # until the SIGKILL
+
+                case.op.apply(module, con, hook)
+            finally:
+                os._exit(70)
+        os.close(ready_w)
+        assert os.read(ready_r, 1) == b"k", f"{case.label}: the child never reached its point"
+        os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+        os.close(ready_r)
+        reopened = sqlite3.connect(path, isolation_level=None)
+        rows = reopened.execute("SELECT COUNT(*) FROM jobs").fetchone()[0]
+        reopened.close()
+        assert rows >= len(case.world.state.jobs), f"{case.label}: jobs lost"
+        previous = (path, case.world.now)
+
+    for case, path in warm:
+        cycle(case, path)
+    cpu, started = cpu_seconds(), time.perf_counter()
+    for case, path in cases:
+        cycle(case, path)
+    seconds, cpu = time.perf_counter() - started, cpu_seconds() - cpu
+    return {"kills": len(cases), "seconds": seconds, "forks": len(cases), "cpu": cpu}
 
 
 def harness_cycles(directory: Path, kills: int, with_zygote: bool) -> dict[str, Any]:
@@ -116,6 +187,8 @@ def main(mode: str, kills: int, ballast_mb: int) -> dict[str, Any]:
     with scratch_dir("leasecheck-bench-") as directory:
         if mode == "raw":
             figures = raw_cycles(directory, kills)
+        elif mode == "target":
+            figures = target_cycles(directory, kills)
         else:
             (directory / "warm-up").mkdir()
             figures = harness_cycles(directory, kills, mode == "zygote")

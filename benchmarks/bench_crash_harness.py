@@ -7,6 +7,13 @@ tmpfs, in rounds that alternate the loops:
 - *raw*: fork a child that opens SQLite, starts ``BEGIN IMMEDIATE``, writes a row and
   tells the parent over a pipe; the parent SIGKILLs it, reaps it and reopens the file
   (rolling back the hot journal). The least a kill cycle can cost;
+- *raw + target*: the raw loop with the target's work of each harness kill and none of
+  its checks (``_crash_probe.target_cycles``): the child claims on the last killed
+  case's file and runs its own case's operation to its fault point with the target's
+  ``open_queue``, ``claim``, ``finish`` and ``redrive``, as the harness's child does, on
+  files built before the timed loop, one child at a time. Not the issue's yardstick
+  (that is *raw*): it tells the target's work from the harness's own cost, the checks
+  and their protocol;
 - *harness*: ``check_every_point`` (``lease.crash-points``' loop, seed 0) — per kill a
   fresh queue file for a generated state, a child running the target's op to its
   fault hook, SIGKILL, reap, verified death, integrity check, state compared with the
@@ -45,6 +52,7 @@ REPO = Path(__file__).resolve().parents[1]
 PROBE = Path(__file__).with_name("_crash_probe.py")
 LOOPS = (
     ("raw", "new", "raw"),
+    ("raw + target", "new", "target"),
     ("old, zygote", "old", "zygote"),
     ("new, zygote", "new", "zygote"),
     ("old, no zygote", "old", "local"),
@@ -114,6 +122,12 @@ def _run(args: argparse.Namespace, base: str, trees: dict[str, Path]) -> int:
             "cpu_ms_rounds": cpu[row], "forks_per_100": forks[row],
             "round_shares": [r / w for r, w in zip(rates[row], rates["raw"], strict=True)],
         }  # fmt: skip
+    if rates["raw + target"]:
+        share = statistics.median(rates["new, zygote"]) / statistics.median(rates["raw + target"])
+        print(
+            f"the harness with its zygote keeps {share:.2f} of the raw loop that does the "
+            "target's work alone (no checks, one child at a time)"
+        )
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
     save_json(args.json, summary)
     return 0

@@ -267,11 +267,32 @@ def _harness_rows(harness: dict[str, Any]) -> list[Row]:
             f"{new['rate'] / old['rate']:.1f}x kills/s",
             f">= {HARNESS_TARGET}", new["share"] >= HARNESS_TARGET,
         ),
+        *_target_work_rows(harness),
         Row(
             "CPU per kill (harness, zygote, children), forks per kill",
             f"{old['cpu_ms']:.1f} ms, {old['forks_per_100'] / 100:g}",
             f"{new['cpu_ms']:.1f} ms, {new['forks_per_100'] / 100:g}",
             f"{old['cpu_ms'] / new['cpu_ms']:.1f}x less", "", None,
+        ),
+    ]  # fmt: skip
+
+
+def _target_work_rows(harness: dict[str, Any]) -> list[Row]:
+    """The harness beside the raw loop that does the target's work of its kills alone, one
+    child at a time and no checks (not judged; older figures have no such loop)."""
+    alone = harness.get("raw + target")
+    if alone is None:
+        return []
+    new = harness["new, zygote"]
+    return [
+        Row(
+            "the raw loop doing only the target's work of the harness's kills (no checks, one "
+            "child at a time): kills/s, its share of the raw loop's",
+            "", f"{alone['rate']:.0f}/s, {alone['share']:.2f}", "", "", None,
+        ),
+        Row(
+            "the crash harness, share of that loop's kills/s",
+            "", f"{new['rate'] / alone['rate']:.2f}", "", "", None,
         ),
     ]  # fmt: skip
 
