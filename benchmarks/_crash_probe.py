@@ -49,14 +49,7 @@ def raw_cycles(directory: Path, kills: int) -> dict[str, Any]:
             finally:
                 os._exit(70)
         os.close(ready_w)
-        os.read(ready_r, 1)
-        os.kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
-        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
-        os.close(ready_r)
-        reopened = sqlite3.connect(path, isolation_level=None)
-        rows = reopened.execute("SELECT COUNT(*) FROM t").fetchone()[0]
-        reopened.close()
+        rows = kill_and_count(pid, ready_r, path, "t", "the raw child")
         assert rows == 0, "the killed transaction must have been rolled back"
     seconds = time.perf_counter() - started
     return {"kills": kills, "seconds": seconds, "forks": kills, "cpu": cpu_seconds() - cpu}
@@ -111,14 +104,7 @@ def target_cycles(directory: Path, kills: int) -> dict[str, Any]:
             finally:
                 os._exit(70)
         os.close(ready_w)
-        assert os.read(ready_r, 1) == b"k", f"{case.label}: the child never reached its point"
-        os.kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
-        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
-        os.close(ready_r)
-        reopened = sqlite3.connect(path, isolation_level=None)
-        rows = reopened.execute("SELECT COUNT(*) FROM jobs").fetchone()[0]
-        reopened.close()
+        rows = kill_and_count(pid, ready_r, path, "jobs", f"the child of {case.label}")
         assert rows >= len(case.world.state.jobs), f"{case.label}: jobs lost"
         previous = (path, case.world.now)
 
@@ -129,6 +115,21 @@ def target_cycles(directory: Path, kills: int) -> dict[str, Any]:
         cycle(case, path)
     seconds, cpu = time.perf_counter() - started, cpu_seconds() - cpu
     return {"kills": len(cases), "seconds": seconds, "forks": len(cases), "cpu": cpu}
+
+
+def kill_and_count(pid: int, ready: int, path: Path, table: str, child: str) -> int:
+    """The parent's side of a bare kill cycle: wait for ``child``'s word on ``ready``,
+    SIGKILL it, reap it (SIGKILL must have ended it), reopen ``path`` (rolling a hot
+    journal back) and count the rows of ``table``."""
+    assert os.read(ready, 1) == b"k", f"{child} ended before it reached its point"
+    os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    os.close(ready)
+    reopened = sqlite3.connect(path, isolation_level=None)
+    rows: int = reopened.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+    reopened.close()
+    return rows
 
 
 def harness_cycles(directory: Path, kills: int, with_zygote: bool) -> dict[str, Any]:
