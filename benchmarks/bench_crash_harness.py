@@ -122,8 +122,9 @@ def _run(args: argparse.Namespace, base: str, trees: dict[str, Path]) -> int:
             "cpu_ms_rounds": cpu[row], "forks_per_100": forks[row],
             "round_shares": [r / w for r, w in zip(rates[row], rates["raw"], strict=True)],
         }  # fmt: skip
-    if rates["raw + target"]:
-        share = statistics.median(rates["new, zygote"]) / statistics.median(rates["raw + target"])
+    loops = summary["rows"]
+    if "raw + target" in loops:
+        share = loops["new, zygote"]["rate"] / loops["raw + target"]["rate"]
         print(
             f"the harness with its zygote keeps {share:.2f} of the raw loop that does the "
             "target's work alone (no checks, one child at a time)"
