@@ -502,20 +502,41 @@ def _fewer_jobs(
     seed: int,
     strict: bool,
 ) -> PowerLoss:
-    """Drop start jobs one at a time while the single op still changes state and still loses."""
-    (op,) = loss.trial.ops
+    """Drop the start jobs the op leaves alone while the single op still changes state and
+    still loses: all of them at once first (one traced run where that keeps the loss, as
+    it usually does), then one at a time."""
+    start, after = loss.trial.states[:2]
+    untouched = {row.id for row in start.jobs if row in after.jobs}
+    if untouched:
+        loss = _without(module, files, directory / "untouched", loss, untouched, limit, seed,
+                        strict) or loss  # fmt: skip
     for job in loss.trial.states[0].jobs:
-        start = loss.trial.states[0]
-        smaller = Snapshot(
-            tuple(row for row in start.jobs if row is not job),
-            tuple(row for row in start.redrives if row.id != job.id),
-        )
-        trial = Trial.of(smaller, [op])
-        if trial.states[0] == trial.states[1]:
-            continue
-        rng = random.Random(f"{PROPERTY}:{seed}:shrink")
-        root = directory / f"without-{job.id}"
-        found = run_trial(module, files.fresh(smaller), root, trial, limit, rng, strict,
-                          PowerReport())  # fmt: skip
-        loss = found or loss
+        loss = _without(module, files, directory / f"without-{job.id}", loss, {job.id}, limit,
+                        seed, strict) or loss  # fmt: skip
     return loss
+
+
+def _without(
+    module: ModuleType,
+    files: QueueFiles,
+    root: Path,
+    loss: PowerLoss,
+    dropped: set[str],
+    limit: int,
+    seed: int,
+    strict: bool,
+) -> PowerLoss | None:
+    """``loss``'s single op from its start state without the jobs ``dropped`` (nor their
+    redrive rows): the loss it still shows, None if it shows none or the op then changes
+    nothing (a no-op commits nothing to lose)."""
+    (op,) = loss.trial.ops
+    start = loss.trial.states[0]
+    smaller = Snapshot(
+        tuple(row for row in start.jobs if row.id not in dropped),
+        tuple(row for row in start.redrives if row.id not in dropped),
+    )
+    trial = Trial.of(smaller, [op])
+    if trial.states[0] == trial.states[1]:
+        return None
+    rng = random.Random(f"{PROPERTY}:{seed}:shrink")
+    return run_trial(module, files.fresh(smaller), root, trial, limit, rng, strict, PowerReport())

@@ -37,6 +37,7 @@ def test_strict_mode_fails_the_spec_setting_with_a_one_op_counterexample(scratch
     assert "unlink of queue.db-journal (no directory fsync after it)" in text
     assert "PRAGMA synchronous=EXTRA" in text
     assert "op 0:" in text and "op 1:" not in text, "shrunk to the one op that was lost"
+    assert "the queue file holds 1 job (durable)" in text, "and to the job that op changes"
 
 
 def test_synchronous_extra_holds_even_in_strict_mode(scratch: Path) -> None:
