@@ -89,6 +89,10 @@ class HuntResult:
     findings: list[Finding]
     problem: str = ""
     log: str = ""
+    ended_by_itself: str = ""
+    """Set when HypoFuzz ended before its time was up and found something: its exit
+    status and last words (it stops once every test it fuzzes has failed, and also when
+    its workers report nothing to fuzz at its minute checks, or when they die)."""
 
 
 def hunt_command(options: HuntOptions, out: IO[str] = sys.stdout) -> int:
@@ -102,6 +106,8 @@ def hunt_command(options: HuntOptions, out: IO[str] = sys.stdout) -> int:
     if options.dashboard_port is not None:
         print(f"  dashboard: http://127.0.0.1:{options.dashboard_port}/", file=out)
     result = run_hunt(options, out)
+    if result.ended_by_itself:
+        print(f"  {result.ended_by_itself}", file=out)
     for finding in result.findings:
         print(f"  FOUND  {finding.name:<22} {finding.shrunk} shrunk, {finding.unshrunk} "
               f"not yet shrunk counterexample(s)  ({finding.nodeid})", file=out)  # fmt: skip
@@ -189,7 +195,8 @@ def run_hunt(options: HuntOptions, out: IO[str] = sys.stdout) -> HuntResult:
     seconds = time.monotonic() - started
     problem = "" if findings or not ended_early else _why_ended(process.returncode, text)
     code = 1 if findings else 2 if problem else 0
-    return HuntResult(code, seconds, findings, problem, text)
+    itself = _ended_by_itself(process.returncode, text) if findings and ended_early else ""
+    return HuntResult(code, seconds, findings, problem, text, itself)
 
 
 def _wait(process: subprocess.Popen[bytes], seconds: float, out: IO[str]) -> bool:
@@ -230,6 +237,14 @@ def _why_ended(returncode: int, log: str) -> str:
     tail = [line for line in log.strip().splitlines() if line.strip()][-8:]
     said = "\n  ".join(tail) or "(no output)"
     return f"HypoFuzz ended early (exit status {returncode}) and found nothing; it said:\n  {said}"
+
+
+def _ended_by_itself(returncode: int, log: str) -> str:
+    """What a hunt that found something says when HypoFuzz ended before its time."""
+    lines = [line.strip() for line in log.strip().splitlines()]
+    tail = [line for line in lines if line.strip("^~ ")][-3:]  # no traceback underlines
+    said = "\n    ".join(tail) or "(no output)"
+    return f"HypoFuzz ended by itself (exit status {returncode}); it said:\n    {said}"
 
 
 def _findings(options: HuntOptions, env: dict[str, str]) -> list[Finding]:

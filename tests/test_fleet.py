@@ -140,8 +140,12 @@ def _wait_for(
     deadline = time.monotonic() + FIND_TIMEOUT
     while not done(_failure_keys(url)):
         if hunt.poll() is not None:
-            assert may_end, f"the hunt ended before {what}"
-            return
+            if may_end:
+                return
+            out, err = hunt.communicate(timeout=60)  # what it said, for whoever reads this
+            raise AssertionError(
+                f"the hunt ended (exit status {hunt.returncode}) before {what}:\n{out}{err}"
+            )
         assert time.monotonic() < deadline, f"not within {FIND_TIMEOUT:.0f} s: {what}"
         time.sleep(0.5)
 
@@ -181,6 +185,8 @@ def test_a_later_hunt_keeps_a_find_that_fails_and_retires_one_that_does_not(
         assert not kept[".fixed"], f"the hunt of the same bug moved a find: {kept}"
         assert kept[""], f"the hunt of the same bug saved no shrunk find: {kept}"
         assert ended[0][0] == 1 and "FOUND  jobs.agreement" in ended[0][1], ended
+        stopped_or_ended = ("interrupted: stopping HypoFuzz", "HypoFuzz ended by itself")
+        assert any(words in ended[0][1] for words in stopped_or_ended), ended
         third = _hunt(None, server.url)  # the bundled JobQueue: the bug is fixed
         try:
             _wait_for(server.url, third, lambda k: not _found(k), "every find retired")
@@ -189,6 +195,27 @@ def test_a_later_hunt_keeps_a_find_that_fails_and_retires_one_that_does_not(
         retired = _failure_keys(server.url)
         assert _found(kept) <= retired[".fixed"], retired
         assert ended[0][0] == 0 and "no failure found" in ended[0][1], ended
+
+
+def test_a_hunt_that_hypofuzz_ended_early_says_so_with_its_last_lines() -> None:
+    """HypoFuzz stops by itself once no worker has a test left to fuzz (every one failed,
+    or none reported yet at its minute check) or its workers died: a hunt that found
+    something names that end, so a find it inherited and never replayed is not read as
+    a complete hunt's result (seen once in CI: a hunt on fixed code ended at 60 s with
+    the inherited finds still there)."""
+    from leasecheck.hunt import _ended_by_itself
+
+    log = (
+        "collecting tests... done\n    ^^^^^^^^\nBrokenPipeError: [Errno 32]\n\n"
+        "Found a failing input for every test!\n"
+    )
+    said = _ended_by_itself(1, log)
+    assert said.startswith("HypoFuzz ended by itself (exit status 1); it said:")
+    assert said.splitlines()[1:] == [
+        "    collecting tests... done", "    BrokenPipeError: [Errno 32]",
+        "    Found a failing input for every test!",
+    ]  # fmt: skip
+    assert _ended_by_itself(1, "").endswith("(no output)")
 
 
 def test_align_replays_gives_each_saved_choice_to_its_draw(monkeypatch: pytest.MonkeyPatch) -> None:
