@@ -483,10 +483,8 @@ def _shrink(
     in_flight = changing(trial.states, range(acked, min(acked + 1, len(trial.ops))))
     for candidate in dict.fromkeys(before + in_flight):
         small = Trial.of(trial.states[candidate], [trial.ops[candidate]])
-        start = files.fresh(small.states[0])
-        root = directory / f"shrink-{candidate}"
-        rng = random.Random(f"{PROPERTY}:{seed}:shrink")
-        found = run_trial(module, start, root, small, limit, rng, strict, PowerReport())
+        found = _retrace(module, files, directory / f"shrink-{candidate}", small, limit, seed,
+                         strict)  # fmt: skip
         if found is not None:
             return _fewer_jobs(module, files, directory / f"fewer-{candidate}", found,
                                limit, seed, strict)  # fmt: skip
@@ -538,5 +536,20 @@ def _without(
     trial = Trial.of(smaller, [op])
     if trial.states[0] == trial.states[1]:
         return None
+    return _retrace(module, files, root, trial, limit, seed, strict)
+
+
+def _retrace(
+    module: ModuleType,
+    files: QueueFiles,
+    root: Path,
+    trial: Trial,
+    limit: int,
+    seed: int,
+    strict: bool,
+) -> PowerLoss | None:
+    """A shrink's try: ``trial`` traced from a fresh file holding its start state, with
+    the crash states drawn from the shrink's own seed (the same for every try)."""
     rng = random.Random(f"{PROPERTY}:{seed}:shrink")
-    return run_trial(module, files.fresh(smaller), root, trial, limit, rng, strict, PowerReport())
+    start = files.fresh(trial.states[0])
+    return run_trial(module, start, root, trial, limit, rng, strict, PowerReport())
