@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from random import Random
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -27,11 +28,13 @@ from leasecheck.adapters import servers
 from leasecheck.hunt import HuntOptions, fuzz_command, pytest_args
 from leasecheck.machine_property import database_key
 from leasecheck.mutants import by_name, materialize
+from leasecheck.queue_impl import job_queue
 from leasecheck.runner import CheckOptions, pytest_command
 from leasecheck.scratch import scratch_dir
 from leasecheck.stateful_tests.job_machine import JobAgreement
 
 MUTANT = "jobs-stale-token-accepted"  # caught_by jobs.agreement in the catalogue
+FIXED = Path(job_queue.__file__)  # the bundled JobQueue: the mutant's bug is not in it
 HUNT_MINUTES = "3"  # an upper bound: the test stops the hunts once the database holds a find
 FIND_TIMEOUT = 240.0
 CHECK_TIMEOUT = 240.0
@@ -80,10 +83,10 @@ def _stop(hunts: list[subprocess.Popen[str]]) -> list[tuple[int, str]]:
     return results
 
 
-def _hunt(mutant: Path | None, url: str) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "leasecheck", "hunt"]
-    command += ["--jobs-impl", str(mutant)] if mutant else []
-    command += ["--db", url, "--minutes", HUNT_MINUTES, "-n", "1"]
+def _hunt(queue: Path, url: str, minutes: str = HUNT_MINUTES) -> subprocess.Popen[str]:
+    """A hunt of jobs.agreement on the JobQueue in ``queue``, one process."""
+    command = [sys.executable, "-m", "leasecheck", "hunt", "--jobs-impl", str(queue)]
+    command += ["--db", url, "--minutes", minutes, "-n", "1"]
     return subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         stdin=subprocess.DEVNULL, start_new_session=True,
@@ -154,6 +157,24 @@ def _found(keys: FailureKeys) -> set[bytes]:
     return keys[""] | keys[".secondary"]
 
 
+def _without_observation(url: str) -> list[bytes]:
+    """The failures in the database at ``url`` that HypoFuzz cannot replay: saved
+    without the observation it saves beside each (its start-up skips those)."""
+    from hypofuzz.database import FailureState
+    from hypofuzz.database.database import failure_observation_key
+
+    key = database_key(get_state_machine_test(JobAgreement, settings=settings()))
+    prefix = b"hypothesis-example:"  # RedisExampleDatabase's default key prefix
+    states = (("", FailureState.SHRUNK), (".secondary", FailureState.UNSHRUNK))
+    with Redis.from_url(url) as client:
+        return [
+            choices
+            for name, state in states
+            for choices in client.smembers(prefix + key + name.encode())
+            if not client.smembers(prefix + failure_observation_key(key, choices, state))
+        ]
+
+
 @pytest.mark.usefixtures("no_leaked_children")
 def test_a_later_hunt_keeps_a_find_that_fails_and_retires_one_that_does_not(
     mutant: Path,
@@ -165,7 +186,19 @@ def test_a_later_hunt_keeps_a_find_that_fails_and_retires_one_that_does_not(
     (red in 5 runs of 5 here); without ``finish_shrinks`` its worker died in the shrink
     of the replayed failure, before it saved it shrunk (red in 4 of 4). The second hunt
     may end by itself: HypoFuzz stops once every test it fuzzes has failed, here by the
-    replay (its report must still name the find)."""
+    replay (its report must still name the find).
+
+    The fixed code is the bundled JobQueue given as ``--jobs-impl``, so every hunt here
+    fuzzes jobs.agreement alone. HypoFuzz replays a test's inherited failures in the
+    first round of 100 inputs it gives that test, and gives each round to one test,
+    chosen by its own estimate: a hunt of both bundled machines ran up to six rounds of
+    lease.agreement in a row (24 s here) before it first gave jobs.agreement one.
+
+    HypoFuzz replays only the failures saved with their observation. Under load a
+    stopped first hunt left a shrunk find without one (2 runs of about 30, before
+    ``_hunt_worker.keep_finds`` worked in the worker): the third hunt then ran its
+    ``HUNT_MINUTES`` and ended with it (the CI failure of 7 Dec 2026). The message
+    counts such finds, should one come back."""
     with servers.redis() as server:
         first = _hunt(mutant, server.url)
         try:
@@ -187,9 +220,11 @@ def test_a_later_hunt_keeps_a_find_that_fails_and_retires_one_that_does_not(
         assert ended[0][0] == 1 and "FOUND  jobs.agreement" in ended[0][1], ended
         stopped_or_ended = ("interrupted: stopping HypoFuzz", "HypoFuzz ended by itself")
         assert any(words in ended[0][1] for words in stopped_or_ended), ended
-        third = _hunt(None, server.url)  # the bundled JobQueue: the bug is fixed
+        third = _hunt(FIXED, server.url)  # the bug is fixed
         try:
-            _wait_for(server.url, third, lambda k: not _found(k), "every find retired")
+            blind = len(_without_observation(server.url))  # HypoFuzz never replays these
+            what = f"every find retired ({blind} saved without their observation)"
+            _wait_for(server.url, third, lambda k: not _found(k), what)
         finally:
             ended = _stop([third])
         retired = _failure_keys(server.url)
@@ -197,12 +232,50 @@ def test_a_later_hunt_keeps_a_find_that_fails_and_retires_one_that_does_not(
         assert ended[0][0] == 0 and "no failure found" in ended[0][1], ended
 
 
+SLOW_QUEUE = """
+import time
+
+from leasecheck.queue_impl.job_queue import *  # noqa: F403
+from leasecheck.queue_impl.job_queue import JobQueue as Bundled
+
+
+class JobQueue(Bundled):
+    def __init__(self, *args, **kwargs):
+        time.sleep(0.3)  # about 0.7 s a program: a round of 100 takes over a minute
+        super().__init__(*args, **kwargs)
+"""
+
+
+@pytest.mark.usefixtures("no_leaked_children")
+def test_a_hunt_whose_first_round_outlasts_a_minute_runs_its_minutes(tmp_path: Path) -> None:
+    """HypoFuzz's hub stops at a minute check where no worker lists a test to fuzz, and
+    a worker listed its tests only after its first round of 100 inputs. A target that
+    needs over a minute for that round (here the bundled JobQueue taking 0.3 s to
+    start, about 70 s; a queue library on a real server can be as slow) lost its
+    hub at the first minute, and its worker died at the end of the round with a
+    BrokenPipeError: exit 2 after about 70 s of a 90 s hunt, before
+    ``_hunt_worker.publish_targets``. (A round longer than the whole hunt hid it.)"""
+    slow = tmp_path / "slow_queue.py"
+    slow.write_text(SLOW_QUEUE)
+    with servers.redis() as server:
+        started = time.monotonic()
+        hunt = _hunt(slow, server.url, minutes="1.5")
+        try:
+            out, err = hunt.communicate(timeout=240)
+        except subprocess.TimeoutExpired:
+            _stop([hunt])
+            raise
+        took = time.monotonic() - started
+    assert hunt.returncode == 0, out + err
+    assert "stopping HypoFuzz after 1.5 min" in out and "no failure found" in out, out + err
+    assert took >= 90, f"the hunt ended after {took:.0f} s of its 90\n{out}{err}"
+
+
 def test_a_hunt_that_hypofuzz_ended_early_says_so_with_its_last_lines() -> None:
     """HypoFuzz stops by itself once no worker has a test left to fuzz (every one failed,
     or none reported yet at its minute check) or its workers died: a hunt that found
     something names that end, so a find it inherited and never replayed is not read as
-    a complete hunt's result (seen once in CI: a hunt on fixed code ended at 60 s with
-    the inherited finds still there)."""
+    a complete hunt's result."""
     from leasecheck.hunt import _ended_by_itself
 
     log = (
@@ -238,6 +311,138 @@ def test_align_replays_gives_each_saved_choice_to_its_draw(monkeypatch: pytest.M
     fresh = ConjectureData(provider=HypofuzzProvider, random=Random(0))
     fresh.provider._state = None  # type: ignore[attr-defined]  # not replaying: no state
     assert fresh.draw_integer(0, 10, forced=4) == 4
+
+
+def test_publish_targets_tells_the_hub_a_workers_tests_before_its_first_round(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """HypoFuzz's hub stops the hunt at its minute check if no worker lists a test to
+    fuzz, and a worker lists them only after a round of 100 inputs: a first round longer
+    than a minute ended hunts early. Patched, the list is there once the tests are given,
+    without those that failed (HypoFuzz's own rule: then the hub may stop)."""
+    from types import SimpleNamespace
+
+    from hypofuzz.hypofuzz import FuzzWorker
+
+    from leasecheck._hunt_worker import publish_targets
+
+    monkeypatch.setattr(FuzzWorker, "_update_targets", FuzzWorker._update_targets)  # restored
+    shared: dict[str, dict[str, object]] = {"worker_state": {"valid_nodeids": []}}
+    worker = FuzzWorker(pytest_args=[], shared_state=shared)
+    failed = {"lease.agreement"}
+
+    def add(nodeid: str) -> None:  # stands in for a collected FuzzTarget
+        worker.targets[nodeid] = SimpleNamespace(  # type: ignore[assignment]
+            nodeid=nodeid, has_found_failure=nodeid in failed, failed_fatally=False,
+            skipped_dynamically=False,
+        )  # fmt: skip
+
+    monkeypatch.setattr(worker, "_add_target", add)
+    worker._update_targets(["jobs.agreement", "lease.agreement"])
+    assert shared["worker_state"]["valid_nodeids"] == []  # HypoFuzz as it is: not yet
+    assert publish_targets() and publish_targets()  # in place, and once only
+    worker.targets.clear()
+    worker._update_targets(["jobs.agreement", "lease.agreement"])
+    assert shared["worker_state"]["valid_nodeids"] == ["jobs.agreement"]
+
+
+def _failed_observation() -> Any:
+    from hypofuzz.database import Observation, ObservationMetadata, ObservationStatus
+    from hypothesis.internal.conjecture.data import Status
+
+    metadata = ObservationMetadata(
+        traceback="AssertionError", reproduction_decorator=None, predicates={}, backend={},
+        sys_argv=[], os_getpid=1, imported_at=0.0, data_status=Status.INTERESTING,
+    )  # fmt: skip
+    return Observation(
+        type="test_case", status=ObservationStatus.FAILED, status_reason="AssertionError",
+        representation="", arguments={}, how_generated="generated", features={}, timing={},
+        metadata=metadata, property="jobs.agreement", run_start=0.0, stability=None,
+    )  # fmt: skip
+
+
+def _restore_hunt_patches(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Undo ``keep_finds`` after the test; the exit hooks it would register, recorded."""
+    from multiprocessing import util
+
+    from hypofuzz.database.database import FailureEntry
+    from hypothesis.database import BackgroundWriteDatabase
+
+    monkeypatch.setattr(FailureEntry, "save", FailureEntry.save)
+    monkeypatch.setattr(
+        BackgroundWriteDatabase, "_ensure_thread", BackgroundWriteDatabase._ensure_thread
+    )
+    from leasecheck import _hunt_worker
+
+    hooks: list[object] = []
+    monkeypatch.setattr(util, "Finalize", lambda *args, **kwargs: hooks.append(args[1]))
+    monkeypatch.setattr(_hunt_worker, "_HOOKED_IN", set())
+    return hooks
+
+
+def test_keep_finds_holds_a_stop_back_until_a_find_is_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """HypoFuzz saves a failure's choices, then its observation; a SIGINT between the two
+    (a hunt stopped just after a find) left choices that no later hunt replays. Held
+    back by ``keep_finds``, the SIGINT comes once both are saved."""
+    from hypofuzz.database import FailureState, HypofuzzDatabase
+    from hypothesis.database import InMemoryExampleDatabase
+
+    from leasecheck._hunt_worker import flush_writes, keep_finds
+
+    hooks = _restore_hunt_patches(monkeypatch)
+    memory = InMemoryExampleDatabase()
+    first_save = memory.save
+
+    def save_then_stop(key: bytes, value: bytes) -> None:  # the choices, then a SIGINT
+        first_save(key, value)
+        monkeypatch.setattr(memory, "save", first_save)
+        signal.raise_signal(signal.SIGINT)
+
+    database = HypofuzzDatabase(memory)
+    failures = database.failures(state=FailureState.SHRUNK)
+    observations = database.failure_observations(state=FailureState.SHRUNK)
+    monkeypatch.setattr(memory, "save", save_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        failures.save(b"key", (1, 2), _failed_observation())
+    assert observations.fetch(b"key", (1, 2)) is None  # HypoFuzz as it is: half a find
+    assert keep_finds() and keep_finds()  # in place, and once only
+    assert hooks == [flush_writes]  # the worker's exit writes out what is queued
+    monkeypatch.setattr(os, "getpid", lambda: -1)  # a worker forked after the patch
+    assert keep_finds() and hooks == [flush_writes, flush_writes]  # hooked there too
+    monkeypatch.setattr(memory, "save", save_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        failures.save(b"key", (3, 4), _failed_observation())
+    assert set(failures.fetch(b"key")) == {(1, 2), (3, 4)}
+    assert observations.fetch(b"key", (3, 4)) is not None
+
+
+def test_flush_writes_waits_for_a_background_writer_within_its_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A forked worker ends with ``os._exit``: what its background writer holds is lost
+    unless the exit hook waits for it (bounded, under the hunt's 15 s grace)."""
+    from hypothesis.database import BackgroundWriteDatabase, InMemoryExampleDatabase
+
+    from leasecheck._hunt_worker import flush_writes, keep_finds
+
+    _restore_hunt_patches(monkeypatch)
+    assert keep_finds()
+    memory = InMemoryExampleDatabase()
+    slow_save = memory.save
+
+    def slowly(key: bytes, value: bytes) -> None:
+        time.sleep(0.05)
+        slow_save(key, value)
+
+    monkeypatch.setattr(memory, "save", slowly)
+    writer = BackgroundWriteDatabase(memory)
+    for n in range(10):
+        writer.save(b"key", bytes([n]))
+    assert not flush_writes(within=0.01)  # bounded: half a second of writes is not done
+    assert flush_writes(within=5.0)
+    assert len(list(memory.fetch(b"key"))) == 10
 
 
 @pytest.mark.parametrize(
