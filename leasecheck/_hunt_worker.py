@@ -151,6 +151,9 @@ def flush_writes(within: float = FLUSH_WITHIN) -> bool:
     was given, for ``within`` seconds at most; True if nothing is left."""
     deadline = time.monotonic() + within
     for writer in list(_WRITERS.values()):
+        thread = writer._thread
+        if thread is None or not thread.is_alive():  # one a fork copied: nothing writes it
+            continue
         queue = writer._queue
         with queue.all_tasks_done:
             while queue.unfinished_tasks:

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -443,6 +444,14 @@ def test_flush_writes_waits_for_a_background_writer_within_its_bound(
     assert not flush_writes(within=0.01)  # bounded: half a second of writes is not done
     assert flush_writes(within=5.0)
     assert len(list(memory.fetch(b"key"))) == 10
+    from leasecheck import _hunt_worker
+
+    copied = BackgroundWriteDatabase(InMemoryExampleDatabase())  # as a fork leaves one:
+    copied._queue.put(("save", (b"key", b"x")))  # a queue, and a thread that is not there
+    copied._thread = threading.Thread(target=lambda: None)
+    _hunt_worker._WRITERS[id(copied)] = copied
+    started = time.monotonic()
+    assert flush_writes(within=5.0) and time.monotonic() - started < 1.0  # not waited for
 
 
 @pytest.mark.parametrize(
