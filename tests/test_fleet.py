@@ -123,10 +123,17 @@ FailureKeys = dict[str, set[bytes]]
 """The machine's failure entries by state: '' (shrunk), '.secondary', '.fixed'."""
 
 
+REDIS_PREFIX = b"hypothesis-example:"  # RedisExampleDatabase's default key prefix
+
+
+def _machine_key() -> bytes:
+    """``JobAgreement``'s key in the example database."""
+    return database_key(get_state_machine_test(JobAgreement, settings=settings()))
+
+
 def _failure_keys(url: str) -> FailureKeys:
     """``JobAgreement``'s failure entries in the Redis database at ``url``."""
-    key = database_key(get_state_machine_test(JobAgreement, settings=settings()))
-    prefix = b"hypothesis-example:" + key  # RedisExampleDatabase's default key prefix
+    prefix = REDIS_PREFIX + _machine_key()
     names = ("", ".secondary", ".fixed")
     with Redis.from_url(url) as client:
         return {name: client.smembers(prefix + name.encode()) for name in names}
@@ -164,15 +171,14 @@ def _without_observation(url: str) -> list[bytes]:
     from hypofuzz.database import FailureState
     from hypofuzz.database.database import failure_observation_key
 
-    key = database_key(get_state_machine_test(JobAgreement, settings=settings()))
-    prefix = b"hypothesis-example:"  # RedisExampleDatabase's default key prefix
+    key = _machine_key()
     states = (("", FailureState.SHRUNK), (".secondary", FailureState.UNSHRUNK))
     with Redis.from_url(url) as client:
         return [
             choices
             for name, state in states
-            for choices in client.smembers(prefix + key + name.encode())
-            if not client.smembers(prefix + failure_observation_key(key, choices, state))
+            for choices in client.smembers(REDIS_PREFIX + key + name.encode())
+            if not client.smembers(REDIS_PREFIX + failure_observation_key(key, choices, state))
         ]
 
 
@@ -369,12 +375,12 @@ def _restore_hunt_patches(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     from hypofuzz.database.database import FailureEntry
     from hypothesis.database import BackgroundWriteDatabase
 
+    from leasecheck import _hunt_worker
+
     monkeypatch.setattr(FailureEntry, "save", FailureEntry.save)
     monkeypatch.setattr(
         BackgroundWriteDatabase, "_ensure_thread", BackgroundWriteDatabase._ensure_thread
     )
-    from leasecheck import _hunt_worker
-
     hooks: list[object] = []
     monkeypatch.setattr(util, "Finalize", lambda *args, **kwargs: hooks.append(args[1]))
     monkeypatch.setattr(_hunt_worker, "_HOOKED_IN", set())
@@ -426,6 +432,7 @@ def test_flush_writes_waits_for_a_background_writer_within_its_bound(
     unless the exit hook waits for it (bounded, under the hunt's 15 s grace)."""
     from hypothesis.database import BackgroundWriteDatabase, InMemoryExampleDatabase
 
+    from leasecheck import _hunt_worker
     from leasecheck._hunt_worker import flush_writes, keep_finds
 
     _restore_hunt_patches(monkeypatch)
@@ -444,8 +451,6 @@ def test_flush_writes_waits_for_a_background_writer_within_its_bound(
     assert not flush_writes(within=0.01)  # bounded: half a second of writes is not done
     assert flush_writes(within=5.0)
     assert len(list(memory.fetch(b"key"))) == 10
-    from leasecheck import _hunt_worker
-
     copied = BackgroundWriteDatabase(InMemoryExampleDatabase())  # as a fork leaves one:
     copied._queue.put(("save", (b"key", b"x")))  # a queue, and a thread that is not there
     copied._thread = threading.Thread(target=lambda: None)
