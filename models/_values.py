@@ -82,7 +82,11 @@ def bind(
         if name in given:
             raise TypeError(f"{kind.name} got {name!r} twice")
         given[name] = value
-    missing = [name for name in kind.required() if name not in given]
+    missing = (
+        [name for name in kind.required() if name not in given]
+        if len(given) < len(kind.params)  # every parameter given: none can be missing
+        else ()
+    )
     if missing:
         raise TypeError(f"{kind.name} needs {', '.join(missing)}")
     return tuple((name, given[name]) for name in kind.params if name in given)

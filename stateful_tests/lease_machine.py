@@ -35,7 +35,7 @@ import math
 import sqlite3
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, ClassVar, NoReturn
 
@@ -258,15 +258,11 @@ class LeaseAgreement(RuleBasedStateMachine):
                 else error_kind(error, self.module)
             )
             text = f": {str(error)[:160]}" if str(error) else ""
-            return self._seen(
-                side, LeaseOutcome(error=kind, detail=f"{type(error).__name__}{text}")
-            )
-        return self._seen(side, LeaseOutcome(result=result))
-
-    @staticmethod
-    def _seen(side: Side, outcome: LeaseOutcome) -> LeaseOutcome:
-        """``outcome`` with the hook points and sends its side recorded."""
-        return replace(outcome, hooks=tuple(side.hooks), sends=tuple(side.sends))
+            return LeaseOutcome(
+                error=kind, detail=f"{type(error).__name__}{text}",
+                hooks=tuple(side.hooks), sends=tuple(side.sends),
+            )  # fmt: skip
+        return LeaseOutcome(result=result, hooks=tuple(side.hooks), sends=tuple(side.sends))
 
     def _compare(
         self, call: str, target: LeaseOutcome, model: LeaseOutcome, accept: frozenset[str]

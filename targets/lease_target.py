@@ -27,12 +27,29 @@ from leasecheck.targets.lease_compare import error_kind
 __all__ = ["LeaseTarget", "read_snapshot", "write_snapshot"]
 
 
+_SELECT_JOBS = f"SELECT {', '.join(JOB_COLUMNS)} FROM jobs ORDER BY seq"
+_SELECT_REDRIVES = f"SELECT {', '.join(REDRIVE_COLUMNS)} FROM redrives ORDER BY seq"
+
+
 def read_snapshot(con: sqlite3.Connection) -> Snapshot:
-    """Every stored row of both tables, in ``seq`` order (read without a transaction)."""
-    jobs = con.execute(f"SELECT {', '.join(JOB_COLUMNS)} FROM jobs ORDER BY seq").fetchall()
-    redrives = con.execute(
-        f"SELECT {', '.join(REDRIVE_COLUMNS)} FROM redrives ORDER BY seq"
-    ).fetchall()
+    """Every stored row of both tables, in ``seq`` order.
+
+    Both tables are read in one read transaction (one lock on the file, one check of
+    its journal, instead of one for each table: about a quarter of a read's cost),
+    which ends before this returns. On a connection already inside a transaction (one a
+    target left open: the caller reports it) they are read inside that one, which stays
+    open.
+    """
+    if con.in_transaction:
+        jobs = con.execute(_SELECT_JOBS).fetchall()
+        redrives = con.execute(_SELECT_REDRIVES).fetchall()
+    else:
+        con.execute("BEGIN")
+        try:
+            jobs = con.execute(_SELECT_JOBS).fetchall()
+            redrives = con.execute(_SELECT_REDRIVES).fetchall()
+        finally:
+            con.execute("COMMIT")  # a read transaction: ends it, writes nothing
     return Snapshot(
         jobs=tuple(JobRow(*row) for row in jobs),
         redrives=tuple(RedriveRow(*row) for row in redrives),
