@@ -398,7 +398,8 @@ def main() -> int:
         show(table)
         save_json(args.json, {"rows": [asdict(row) for row in table], "benches": kept})
         return 0 if all(row.met is not False for row in table) else 1
-    out = args.out or Path(tempfile.mkdtemp(prefix="bench-speed-"))
+    # Absolute: every benchmark runs in this script's folder (``run``), not the caller's.
+    out = (args.out or Path(tempfile.mkdtemp(prefix="bench-speed-"))).resolve()
     out.mkdir(parents=True, exist_ok=True)
     print(f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f} at the start")
     started = time.perf_counter()
