@@ -40,16 +40,18 @@ def read_snapshot(con: sqlite3.Connection) -> Snapshot:
     target left open: the caller reports it) they are read inside that one, which stays
     open.
     """
-    if con.in_transaction:
+    began = not con.in_transaction
+    if began:
+        con.execute("BEGIN")
+    try:
         jobs = con.execute(_SELECT_JOBS).fetchall()
         redrives = con.execute(_SELECT_REDRIVES).fetchall()
-    else:
-        con.execute("BEGIN")
-        try:
-            jobs = con.execute(_SELECT_JOBS).fetchall()
-            redrives = con.execute(_SELECT_REDRIVES).fetchall()
-        finally:
-            con.execute("COMMIT")  # a read transaction: ends it, writes nothing
+    finally:
+        # A read transaction: COMMIT ends it and writes nothing. After an error SQLite
+        # may have ended it itself (a full disk, a corrupt file), and COMMIT would then
+        # replace that error with "no transaction is active".
+        if began and con.in_transaction:
+            con.execute("COMMIT")
     return Snapshot(
         jobs=tuple(JobRow(*row) for row in jobs),
         redrives=tuple(RedriveRow(*row) for row in redrives),
