@@ -3,7 +3,8 @@
 Run as ``python _machine_probe.py TREE KIND MACHINE EXAMPLES STEPS`` (KIND: ``machine``
 or ``bare``; MACHINE: ``lease`` or ``jobs``). It imports leasecheck from the source tree
 ``TREE`` (this checkout or an exported older commit) and runs, derandomized, with no
-example database and the given budget:
+example database, the tree's fixed pool of literals where it has one (``pin_literals``)
+and the given budget:
 
 - ``machine``: that tree's ``LeaseAgreement`` (bound to its bundled worker) or
   ``JobAgreement`` (bound to its bundled JobQueue), counting examples and steps
@@ -14,7 +15,8 @@ example database and the given budget:
 This module imports no leasecheck at the top, so that ``bench_lease_machine.py`` can
 take ``counting`` and ``config`` from it whichever tree is on ``sys.path``. It prints
 one JSON object: the steps, the examples, the CPU seconds of the run
-(``time.process_time``) and the tree leasecheck was imported from.
+(``time.process_time``), whether the pool was pinned and the tree leasecheck was
+imported from.
 """
 
 from __future__ import annotations
@@ -70,7 +72,23 @@ def counting(machine: str) -> Any:
     return Counting
 
 
-def main(kind: str, machine: str, examples: int, steps: int) -> dict[str, Any]:
+def pin_literals(tree: Path) -> bool:
+    """Draw with the tree's fixed pool of literals (``leasecheck.constants_pool``), as a
+    check does, so that what this process imports does not change the programs. False
+    for a tree from before the pool (0aa91dc): its draws mix in the literals of every
+    local module imported, as its checks' did. (An editable install's import finder
+    would hand such a tree this checkout's pool: only the tree's own counts.)"""
+    try:
+        from leasecheck import constants_pool
+    except ImportError:
+        return False
+    if not Path(constants_pool.__file__).resolve().is_relative_to(tree.resolve()):
+        return False
+    return bool(constants_pool.pin())
+
+
+def main(tree: Path, kind: str, machine: str, examples: int, steps: int) -> dict[str, Any]:
+    pinned = pin_literals(tree)
     if kind == "bare":
         sys.path.insert(0, str(Path(__file__).parent))
         import bench_lease_machine
@@ -90,6 +108,7 @@ def main(kind: str, machine: str, examples: int, steps: int) -> dict[str, Any]:
         "steps": subject.checks - subject.examples,  # one check before step 1
         "examples": subject.examples,
         "cpu": cpu,
+        "pinned": pinned,
         "imported_from": str(Path(leasecheck.__file__).resolve().parents[1]),
     }
 
@@ -97,4 +116,4 @@ def main(kind: str, machine: str, examples: int, steps: int) -> dict[str, Any]:
 if __name__ == "__main__":
     tree, kind, machine, examples, steps = sys.argv[1:6]
     sys.path.insert(0, tree)
-    print(json.dumps(main(kind, machine, int(examples), int(steps))))
+    print(json.dumps(main(Path(tree), kind, machine, int(examples), int(steps))))

@@ -31,6 +31,18 @@ a 2-core machine (5 Dec 2026, 1200 examples x 40 steps, medians of 3 rounds): 1,
 1,773 and 2,889 steps/s. Packing the arguments would gain about 9%, and a step of the
 simplest machine still costs about a third of a millisecond.
 
+``--split`` prints, instead, where a step's CPU goes, for each machine and for its bare
+twin, in microseconds: Hypothesis (choosing the rule and drawing its arguments), the
+garbage collector, the target's own calls, and leasecheck's work around them (the
+model, the comparisons, the snapshot reads, the invariants, each example's files and
+connections). It times the machine's rules, invariants, ``__init__`` and
+``teardown`` and, inside them, the target's functions or methods; what is left is
+Hypothesis'. The programs are the same (the digests do not change), and the collector
+runs with the thresholds of a check's test processes, as the gate's machines do.
+Measured on a 2-core machine (7 Dec 2026, medians of 3, see docs/speed.md): the lease
+machine's step is about 2.4 times its twin's, and Hypothesis, the target and leasecheck
+each add about the same to it.
+
 ``--fingerprint`` prints, instead of rates, a digest of every choice sequence Hypothesis
 made for each machine (derandomized, no database): the same digest before and after a
 change to a machine means the change generated the same programs. The digest is taken
@@ -42,6 +54,12 @@ class's source (``function_digest``), so an edit to ``LeaseAgreement`` or
 tables in tests/test_lease_machine.py and tests/test_job_machine.py) and re-keys their
 saved examples, even when the digest here is unchanged. ``leasecheck check`` forces a
 seed, so its programs depend only on the strategies and preconditions.
+
+Every measurement draws, as a check does, with leasecheck's fixed pool of literals
+(``constants_pool.pin``; ``_machine_probe.py`` likewise for a tree that has one).
+Without it Hypothesis mixes in the literals of every module this script has imported,
+and an added import changed the programs: the digests of 7 Dec 2026 and before
+(lease d57cec52…, jobs f6e18e53…) were taken so, and differ from today's.
 
 ``--base REV`` puts an older commit's machines beside this checkout's (a before/after of
 the ratio to bare Hypothesis): ``REV`` is exported with ``git archive`` into a temporary
@@ -57,11 +75,13 @@ round, their medians and the shares of the bare twin's).
 from __future__ import annotations
 
 import argparse
+import functools
+import gc
 import hashlib
 import shutil
 import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
@@ -81,9 +101,16 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from leasecheck import constants_pool
+from leasecheck._events import GC_THRESHOLDS
 from leasecheck.profiles import PROFILES
 from leasecheck.stateful_tests.job_machine import agreement_budget
-from leasecheck.targets.loader import load_jobs_target, load_worker
+from leasecheck.targets.loader import (
+    JOBQUEUE_METHODS,
+    WORKER_NAMES,
+    load_jobs_target,
+    load_worker,
+)
 from leasecheck.targets.scratch import scratch_dir
 
 CI = PROFILES["ci"]
@@ -306,6 +333,150 @@ def fingerprint(machine: Any, examples: int, steps: int) -> tuple[str, int]:
     return digest.hexdigest()[:16], machine.checks - machine.examples
 
 
+PARTS = ("hypothesis", "collector", "target", "leasecheck")
+"""Where a machine step's CPU goes (``split``): Hypothesis choosing each rule and drawing
+its arguments; Python's garbage collector, whoever's allocation set it off; the
+target's own calls; leasecheck's work around them (the model, the comparisons, the
+snapshot reads, the invariants, each example's files and connections)."""
+
+
+@contextmanager
+def _parts_timed(machine: Any, target: Any) -> Iterator[dict[str, float]]:
+    """Time, in CPU seconds, the machine's code (its rules, invariants, ``__init__`` and
+    ``teardown``), inside it the target's (``target``: a worker module's functions, a
+    ``JobQueue`` class's methods, or None), and the collector's passes, which are taken
+    out of whichever part they interrupted. Only the outermost call of each part counts.
+    The wrappers change no choice Hypothesis makes (the programs stay the same) and are
+    removed after."""
+    spent = {"machine": 0.0, "target": 0.0, "collector": 0.0}
+    depth = {"machine": 0, "target": 0}
+    collecting = [0.0]
+    undo: list[Callable[[], None]] = []
+
+    def timed(function: Callable[..., Any], part: str) -> Callable[..., Any]:
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if depth[part]:
+                return function(*args, **kwargs)
+            depth[part] += 1
+            started = time.process_time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent[part] += time.process_time() - started
+                depth[part] -= 1
+
+        return wrapper
+
+    def collected(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collecting[0] = time.process_time()
+            return
+        took = time.process_time() - collecting[0]
+        spent["collector"] += took
+        for part, inside in depth.items():
+            if inside:
+                spent[part] -= took
+
+    def patch(owner: Any, name: str, part: str) -> None:  # a class or a module
+        own = vars(owner)
+        setattr(owner, name, timed(getattr(owner, name), part))
+        if name in own:
+            original = own[name]
+            undo.append(lambda: setattr(owner, name, original))
+        else:  # inherited: removing the wrapper uncovers it again
+            undo.append(lambda: delattr(owner, name))
+
+    def patch_slot(holder: Any, part: str) -> None:  # Rule and Invariant: slots dataclasses
+        original = holder.function
+        object.__setattr__(holder, "function", timed(original, part))
+        undo.append(lambda: object.__setattr__(holder, "function", original))
+
+    try:
+        state = machine.setup_state()
+        for holder in (*state.rules, *state.initializers, *state.invariants):
+            patch_slot(holder, "machine")
+        patch(machine, "__init__", "machine")
+        patch(machine, "teardown", "machine")
+        if isinstance(target, type):
+            for name in ("__init__", *JOBQUEUE_METHODS):
+                patch(target, name, "target")
+        elif target is not None:
+            for name in WORKER_NAMES:
+                if not isinstance(getattr(target, name), type):  # not an exception class
+                    patch(target, name, "target")
+        gc.callbacks.append(collected)
+        undo.append(lambda: gc.callbacks.remove(collected))
+        yield spent
+    finally:
+        for step_back in reversed(undo):
+            step_back()
+
+
+def split(machine: Any, target: Any, examples: int, steps: int) -> dict[str, float]:
+    """Microseconds of CPU per step of ``machine`` (a counting machine class) in each of
+    ``PARTS``, from one timed run (``target``: what ``_parts_timed`` times as the
+    target's). The timers add one to two microseconds a call; rates are measured without
+    them."""
+    machine.examples = machine.checks = 0
+    started = time.process_time()
+    with _parts_timed(machine, target) as spent:
+        run_state_machine_as_test(machine, settings=config(examples, steps))
+    total = time.process_time() - started
+    ran = machine.checks - machine.examples
+    seconds = {
+        "hypothesis": total - spent["machine"] - spent["collector"],
+        "collector": spent["collector"],
+        "target": spent["target"],
+        "leasecheck": spent["machine"] - spent["target"],
+    }
+    return {part: 1e6 * seconds[part] / ran for part in PARTS}
+
+
+def splits(names: list[str], rounds: int, budget: dict[str, tuple[int, int]]) -> dict[str, Any]:
+    """``--split``: per machine, the medians of ``rounds`` splits of it and of its bare
+    twin (alternated), printed, and returned as data. The collector runs with the
+    thresholds of a check's test processes (``_events.GC_THRESHOLDS``: a full collection
+    after 1000 middle ones), as the gate's machines do; the rates keep Python's own."""
+    measured: dict[tuple[str, str], list[dict[str, float]]] = {}
+    defaults = gc.get_threshold()
+    gc.set_threshold(*GC_THRESHOLDS)
+    try:
+        for _ in range(rounds):
+            for name in names:
+                machine, bare, *_ = MACHINES[name]
+                target = machine.target_module if name == "lease" else machine.target_class
+                examples, steps = budget[name]
+                for side, subject, timed_target in (("machine", machine, target),
+                                                    ("bare", bare, None)):  # fmt: skip
+                    row = split(subject, timed_target, examples, steps)
+                    measured.setdefault((name, side), []).append(row)
+    finally:
+        gc.set_threshold(*defaults)
+    summary: dict[str, Any] = {
+        "bench": "machine-split", "rounds": rounds, "gc_thresholds": list(GC_THRESHOLDS),
+        "machines": {},
+    }  # fmt: skip
+    print(
+        f"CPU per step in microseconds, medians of {rounds} rounds, the collector set as in"
+        f" a check's test processes {GC_THRESHOLDS}"
+    )
+    for name in names:
+        rows = {
+            side: {part: statistics.median(r[part] for r in measured[name, side]) for part in PARTS}
+            for side in ("machine", "bare")
+        }
+        examples, steps = budget[name]
+        summary["machines"][name] = {"examples": examples, "steps": steps, **rows}
+        print(f"{name}: {examples} examples x {steps} steps      machine  bare twin")
+        for part in PARTS:
+            print(f"  {part:12} {rows['machine'][part]:28.0f} {rows['bare'][part]:10.0f}")
+        print(
+            f"  {'all':12} {sum(rows['machine'].values()):28.0f} {sum(rows['bare'].values()):10.0f}"
+        )
+    return summary
+
+
 def raw_rate(jobs: int) -> tuple[float, int, float]:
     """(operations per CPU second, operations, CPU seconds): enqueue, claim, finish per job."""
     worker = load_worker()
@@ -391,12 +562,19 @@ def main() -> None:
         help="print the rates of the jobs bare twin, a one-argument twin and a one-rule machine",
     )  # fmt: skip
     parser.add_argument(
+        "--split", action="store_true",
+        help="print where each machine's and its bare twin's CPU per step goes, not rates",
+    )  # fmt: skip
+    parser.add_argument(
         "--base", help="an older commit whose machines to measure beside these (fresh processes)"
     )
-    parser.add_argument("--json", type=Path, help="with --base: also write the figures here")
+    parser.add_argument(
+        "--json", type=Path, help="with --base or --split: also write the figures here"
+    )
     args = parser.parse_args()
-    if args.json and not args.base:
-        parser.error("--json goes with --base")
+    if args.json and not (args.base or args.split):
+        parser.error("--json goes with --base or --split")
+    constants_pool.pin()  # the literals a check draws with, whatever this script imports
     if args.base:
         budget = {
             name: (args.examples or MACHINES[name][2], args.steps or MACHINES[name][3])
@@ -417,6 +595,13 @@ def main() -> None:
         return
     CountingAgreement.bind(load_worker())
     CountingJobs.bind(load_jobs_target())
+    if args.split:
+        budget = {
+            name: (args.examples or MACHINES[name][2], args.steps or MACHINES[name][3])
+            for name in args.machines
+        }
+        save_json(args.json, splits(args.machines, args.rounds, budget))
+        return
     if args.fingerprint:
         for name in args.machines:
             machine, _, examples, steps = MACHINES[name]

@@ -22,7 +22,9 @@ checkout, their ratio, the issue's target where it set one, and whether it is me
   about 17 minutes more;
 - ``machines``: ``bench_lease_machine.py --base B --rounds 3``, each agreement machine's
   steps per CPU second as a share of its bare Hypothesis twin's (the issue asks to close
-  that gap and sets no number: reported, not judged);
+  that gap and sets no number: reported, not judged); then ``bench_lease_machine.py
+  --split --rounds 3``, where each machine's step and its twin's go (Hypothesis, the
+  collector, the target, leasecheck);
 - ``batch``: ``bench_batch.py --files 20 --alone 4``: a class of 20 files in one batch,
   per file beside the base's one student file at a time (the ``student`` old side).
 
@@ -98,6 +100,7 @@ def plan(args: argparse.Namespace) -> list[Bench]:
             for rev in args.explorer_base
         ),
         Bench("machines", "bench_lease_machine.py", ("--base", base, "--rounds", str(3 // scale))),
+        Bench("machines-split", "bench_lease_machine.py", ("--split", "--rounds", str(3 // scale))),
         Bench("batch", "bench_batch.py", ("--files", str(20 // scale), "--alone", str(4 // scale))),
     ]
     return [bench for bench in benches if not args.only or _family(bench.name) in args.only]
@@ -320,7 +323,7 @@ def _explorer(figures: dict[str, dict[str, Any]], judged_base: str) -> list[Row]
 
 def _machines(figures: dict[str, dict[str, Any]]) -> list[Row]:
     table = []
-    for name, machine in figures["machines"]["machines"].items():
+    for name, machine in figures.get("machines", {}).get("machines", {}).items():
         table.append(
             Row(
                 f"the {name} agreement machine, steps/s as a share of bare Hypothesis's "
@@ -329,6 +332,37 @@ def _machines(figures: dict[str, dict[str, Any]]) -> list[Row]:
                 f"{machine['ratio']:.2f}x steps/s", "close the gap (no number)", None,
             )
         )  # fmt: skip
+    for name, split in figures.get("machines-split", {}).get("machines", {}).items():
+        table.extend(_split_rows(name, split["machine"], split["bare"]))
+    return table
+
+
+SPLIT_PARTS = {
+    "hypothesis": "Hypothesis choosing rules and drawing arguments",
+    "collector": "the garbage collector",
+    "target": "the target's own calls",
+    "leasecheck": "leasecheck: model, comparisons, reads, setup",
+}
+"""``bench_lease_machine.py --split``'s parts, as the table names them."""
+
+
+def _split_rows(name: str, machine: dict[str, float], bare: dict[str, float]) -> list[Row]:
+    """Where a step of machine ``name`` goes, in microseconds of CPU; the base column is
+    its bare twin's step (no target, bodies that do nothing)."""
+    table = [
+        Row(
+            f"the {name} machine's step, us of CPU: {label} (base column: its bare twin)",
+            f"{bare[part]:.0f}", f"{machine[part]:.0f}", "", "", None,
+        )
+        for part, label in SPLIT_PARTS.items()
+    ]  # fmt: skip
+    whole, bare_whole = sum(machine.values()), sum(bare.values())
+    table.append(
+        Row(
+            f"the {name} machine's step, us of CPU: all (base column: its bare twin)",
+            f"{bare_whole:.0f}", f"{whole:.0f}", f"{bare_whole / whole:.2f} of it", "", None,
+        )
+    )  # fmt: skip
     return table
 
 
