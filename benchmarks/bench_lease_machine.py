@@ -575,11 +575,11 @@ def main() -> None:
     if args.json and not (args.base or args.split):
         parser.error("--json goes with --base or --split")
     constants_pool.pin()  # the literals a check draws with, whatever this script imports
+    budget = {
+        name: (args.examples or MACHINES[name][2], args.steps or MACHINES[name][3])
+        for name in args.machines
+    }
     if args.base:
-        budget = {
-            name: (args.examples or MACHINES[name][2], args.steps or MACHINES[name][3])
-            for name in args.machines
-        }
         against_base(args.base, args.machines, args.rounds, budget, args.json)
         return
     if args.floor:
@@ -596,17 +596,12 @@ def main() -> None:
     CountingAgreement.bind(load_worker())
     CountingJobs.bind(load_jobs_target())
     if args.split:
-        budget = {
-            name: (args.examples or MACHINES[name][2], args.steps or MACHINES[name][3])
-            for name in args.machines
-        }
         save_json(args.json, splits(args.machines, args.rounds, budget))
         return
     if args.fingerprint:
         for name in args.machines:
-            machine, _, examples, steps = MACHINES[name]
-            examples, steps = args.examples or examples, args.steps or steps
-            digest, ran = fingerprint(machine, examples, steps)
+            examples, steps = budget[name]
+            digest, ran = fingerprint(MACHINES[name][0], examples, steps)
             print(f"{name}: {examples} examples x {steps} steps: programs {digest}, {ran} steps")
         return
     rates: dict[str, list[float]] = {"raw": []}
@@ -614,16 +609,16 @@ def main() -> None:
         if "lease" in args.machines:
             rates["raw"].append(raw_rate(args.jobs)[0])
         for name in args.machines:
-            machine, bare, examples, steps = MACHINES[name]
-            examples, steps = args.examples or examples, args.steps or steps
+            machine, bare, *_ = MACHINES[name]
+            examples, steps = budget[name]
             rates.setdefault(name, []).append(machine_rate(machine, examples, steps)[0])
             rates.setdefault(f"{name} bare", []).append(machine_rate(bare, examples, steps)[0])
     median = {name: statistics.median(values) for name, values in rates.items() if values}
     print(f"medians of {args.rounds} rounds")
     for name in args.machines:
-        _, _, examples, steps = MACHINES[name]
+        examples, steps = budget[name]
         machine, bare = median[name], median[f"{name} bare"]
-        print(f"{name}: {args.examples or examples} examples x {args.steps or steps} steps")
+        print(f"{name}: {examples} examples x {steps} steps")
         print(f"  machine:    {machine:10.0f} steps/s")
         print(f"  bare:       {bare:10.0f} steps/s (Hypothesis alone, same rules and arguments)")
         print(f"  machine / bare: {machine / bare:6.2f}")
