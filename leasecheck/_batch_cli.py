@@ -17,16 +17,19 @@ from leasecheck import __version__
 from leasecheck._outputs import View
 from leasecheck._preflight import check_output
 from leasecheck.batch import BatchResult, Job, expand, pool_size, run_batch, write_batch_json
-from leasecheck.counterexample import Counterexample
+from leasecheck.counterexample import Counterexample, steps_text
 from leasecheck.runner import CRASHED, HOLDS, HUNG, NOT_CHECKED, NOT_PROMISED, NOT_RUN, VIOLATED
 
 __all__ = [
-    "EXAMPLE_LINES", "check_batch", "conclude", "file_line", "print_failures", "print_table",
-    "shown",
+    "EXAMPLE_LINES", "MESSAGE_LINES", "check_batch", "conclude", "file_line", "print_failures",
+    "print_table", "shown",
 ]  # fmt: skip
 
 EXAMPLE_LINES = 8
-"""Lines of a failing file's first counterexample in the batch output."""
+"""Lines of a failing file's first counterexample in the batch output: of its program (a
+process-level scenario: of its message, which numbers the steps)."""
+MESSAGE_LINES = 4
+"""Lines of a program's message below it: what disagreed, and the first rows that differ."""
 _FAILED = (VIOLATED, HUNG, CRASHED)
 
 
@@ -117,11 +120,35 @@ def print_failures(result: BatchResult, stream: TextIO | None = None) -> None:
 
 def _example(prop: dict[str, Any]) -> str:
     example = Counterexample.from_record(prop["counterexample"] or {})
-    steps = f" ({example.steps} steps)" if example.steps else ""
-    lines = example.text().splitlines()
-    more = [f"... ({len(lines) - EXAMPLE_LINES} more lines)"] if len(lines) > EXAMPLE_LINES else []
-    body = "\n".join(f"    {line}" for line in [*lines[:EXAMPLE_LINES], *more])
+    steps = f" ({steps_text(example.steps)})" if example.steps else ""
+    message = _without_row_tables("\n".join(example.message).splitlines())
+    if example.program:
+        lines = [*_head(list(example.program), EXAMPLE_LINES), "", *_head(message, MESSAGE_LINES)]
+    else:
+        lines = _head(message, EXAMPLE_LINES)
+    body = "\n".join(f"    {line}" for line in lines)
     return f"  {prop['verdict']}: {prop['property']}{steps}" + (f"\n{body}" if body else "")
+
+
+def _head(lines: list[str], limit: int) -> list[str]:
+    return lines[:limit] + (
+        [f"... ({len(lines) - limit} more lines)"] if len(lines) > limit else []
+    )
+
+
+def _without_row_tables(lines: list[str]) -> list[str]:
+    """A state difference without its two full tables (``target rows:``, ``model rows:``
+    and their indented rows): the rows that differ are listed above them, and a batch
+    shows only each file's first lines (the file's own report has the tables)."""
+    kept: list[str] = []
+    skipping = False
+    for line in lines:
+        if line.strip() in ("target rows:", "model rows:"):
+            skipping = True
+        elif not (skipping and line.startswith("  ")):
+            skipping = False
+            kept.append(line)
+    return kept
 
 
 def conclude(result: BatchResult) -> int:

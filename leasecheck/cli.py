@@ -28,7 +28,7 @@ from typing import Any, NoReturn
 from leasecheck import __version__
 from leasecheck._outputs import View, write_json, write_junit
 from leasecheck._preflight import SetupError, check_output
-from leasecheck.counterexample import export
+from leasecheck.counterexample import export, steps_text
 from leasecheck.runner import (
     CRASHED,
     HUNG,
@@ -469,7 +469,7 @@ def _print_failure(prop: PropertyResult, options: CheckOptions, directory: Path 
         print(f"  replay: {replay_command(options)}\n")
         return
     example = prop.counterexample
-    steps = f" ({example.steps} steps)" if example and example.steps else ""
+    steps = f" ({steps_text(example.steps)})" if example and example.steps else ""
     print(f"{prop.verdict}: {prop.name}{steps}")
     if example is not None:
         print("\n".join(f"    {line}" for line in example.text().splitlines()))

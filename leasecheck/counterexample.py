@@ -43,7 +43,7 @@ from pathlib import Path
 from leasecheck.models.evidence import Evidence, evidence_of
 from leasecheck.replay import BUNDLED, ENV
 
-__all__ = ["Counterexample", "ScheduleFailure", "export"]
+__all__ = ["Counterexample", "ScheduleFailure", "export", "steps_text"]
 
 _MACHINES = {"LeaseAgreement": "lease", "JobAgreement": "jobs"}
 _MODULES = {
@@ -52,6 +52,11 @@ _MODULES = {
 }
 QUEUE_MACHINE = "QueueMachine"
 _KINDS = {"--impl": "lease", "--jobs-impl": "jobs", "--adapter": "queue"}
+
+
+def steps_text(steps: int) -> str:
+    """``1 step``, ``3 steps``: a counterexample's length as its header says it."""
+    return f"{steps} step" if steps == 1 else f"{steps} steps"
 
 
 def _schedule_of(error: BaseException) -> Mapping[str, object] | None:

@@ -113,7 +113,8 @@ WORKER: tuple[Clause, ...] = (
        "audit-row-without-state-change", "finish-two-transactions"),
     _c("W3.4", "An error after `COMMIT` leaves the committed state.", "lease.crash-points",
        "claim-commit-hook-before-commit"),
-    _c("W3.5", "Whatever happens, no transaction is left open.", AG, "no-rollback-on-error"),
+    _c("W3.5", "Whatever happens, no transaction is left open.", f"{AG} {EDG}",
+       "no-rollback-on-error", "rollback-on-exception-only"),
     _c("W3.6", "`fault` is `None` (never called) or a callable taking the point name.", AG,
        "hook-point-renamed"),
     _c("W3.7", "Hooks are called only on the path that changed something; no hook on a "
@@ -179,8 +180,8 @@ WORKER: tuple[Clause, ...] = (
     _c("W9.3", "delay_ms 0–60000.", f"{AG} {EDG}", "delay-top-refused"),
     _c("W9.4", "Returns `False` with no change if the job is missing, not `leased`, any of "
        "qty/owner/token/ attempt/lease_until differs from the row,",
-       f"{AG} lease.races lease.linearizable", "stale-finish-accepted", "finish-ignores-marker",
-       "finish-checks-owner-only"),
+       f"{AG} {EDG} lease.races lease.linearizable", "stale-finish-accepted",
+       "finish-ignores-marker", "finish-checks-owner-only", "finish-ignores-attempt"),
     _c("W9.5", "or `now_ms >= lease_until`, or `now_ms >= deadline`.", "lease.model-check",
        "expiry-off-by-one-finish",
        note="lease_until <= deadline in every state the spec allows, so the deadline test is "
@@ -288,7 +289,8 @@ JOBS: tuple[Clause, ...] = (
     _c("J2.7", "current state; `next_run_at` is the job's run-at", JAG,
        "jobs-view-next-run-at-lease"),
     _c("J2.8", "all DEAD jobs in submission order", f"{JAG} {JED}",
-       "jobs-dead-letters-newest-first", "jobs-dead-letters-sorted-by-id"),
+       "jobs-dead-letters-newest-first", "jobs-dead-letters-sorted-by-id",
+       "jobs-dead-letters-shared-list"),
     _c("J2.9", "only from DEAD: PENDING, attempts 0, ready now (`run_at = now`)", JAG,
        "jobs-retry-dead-keeps-attempts", "jobs-retry-dead-of-pending"),
     _c("J2.10", "only from PENDING → CANCELLED", JAG, "jobs-cancel-running"),

@@ -22,6 +22,7 @@ __all__ = [
     "ClockFunction",
     "Fault",
     "InjectedFault",
+    "InjectedInterrupt",
     "JobQueueLike",
     "JobRow",
     "LeaseQueue",
@@ -67,6 +68,13 @@ def same(left: object, right: object) -> bool:
 
 class InjectedFault(Exception):
     """What every harness's fault hook raises at its chosen point (one class for all)."""
+
+
+class InjectedInterrupt(BaseException):
+    """A fault that is not an ``Exception``, as ``KeyboardInterrupt`` and ``SystemExit`` are
+    not: lease-worker.md rolls back "on any error before COMMIT" and leaves no transaction
+    open "whatever happens", so a target that rolls back only on ``Exception`` breaks it.
+    Raised by the fault hooks of the edge sweep's interrupt programs (``lease.edges``)."""
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from leasecheck.models.contracts import InjectedFault, Snapshot
+from leasecheck.models.contracts import InjectedFault, InjectedInterrupt, Snapshot
 from leasecheck.models.edges import LEASE_STARTS
 from leasecheck.models.lease_model import MAX_NOW
 
@@ -33,6 +33,7 @@ __all__ = [
     "Extra",
     "Hook",
     "InjectedFault",
+    "InjectedInterrupt",
     "Keep",
     "Put",
     "Send",
@@ -99,20 +100,25 @@ class When(_Code):
 
 @dataclass(frozen=True, repr=False)
 class Hook(_Code):
-    """A ``fault`` callable: records each point; raises ``InjectedFault`` at ``raise_at``."""
+    """A ``fault`` callable: records each point; raises ``InjectedFault`` at ``raise_at``
+    (``InjectedInterrupt``, which is no ``Exception``, with ``interrupt``)."""
 
     raise_at: str | None = None
+    interrupt: bool = False
 
     def bind(self, calls: list[str]) -> Any:
         def fault(point: str) -> None:
             calls.append(point)
             if point == self.raise_at:
-                raise InjectedFault(f"fault injected at {point!r}")
+                error = InjectedInterrupt if self.interrupt else InjectedFault
+                raise error(f"fault injected at {point!r}")
 
         return fault
 
     def __repr__(self) -> str:
-        return "Hook()" if self.raise_at is None else f"Hook({self.raise_at!r})"
+        if self.raise_at is None:
+            return "Hook()"
+        return f"Hook({self.raise_at!r}{', interrupt=True' if self.interrupt else ''})"
 
 
 @dataclass(frozen=True, repr=False)

@@ -33,7 +33,7 @@ from leasecheck.models.lease_model import MAX_NOW
 from leasecheck.queue_impl.jobs import Lease, RetryPolicy
 
 from . import _lease_strategies as s
-from ._lease_values import Bad, Clock, Keep, Put, Send, Start, Subclass, When
+from ._lease_values import Bad, Clock, Hook, Keep, Put, Send, Start, Subclass, When
 from .job_machine import MAX_JOBS, Backlog, JobAgreement
 from .lease_machine import LeaseAgreement
 
@@ -167,8 +167,8 @@ def _claim(p: _Program, owner: str = "w1", lease_ms: int = 1000, probe: bool = F
 
 def _finish(p: _Program, ticket: Any, outcome: str = "ok", delay_ms: int = 0, **kw: Any) -> None:
     p.step("finish", ticket=ticket, change=kw.pop("change", Keep()), outcome=outcome,
-           now=kw.pop("now", When()), delay_ms=delay_ms, fault=None, bad=kw.pop("bad", None),
-           **kw)  # fmt: skip
+           now=kw.pop("now", When()), delay_ms=delay_ms, fault=kw.pop("fault", None),
+           bad=kw.pop("bad", None), **kw)  # fmt: skip
 
 
 def _lease_programs() -> Iterator[tuple[str, Callable[[_Program], None]]]:
@@ -180,6 +180,8 @@ def _lease_programs() -> Iterator[tuple[str, Callable[[_Program], None]]]:
         yield f"enqueue {name}", partial(_enqueue_bads, bads=bads)
     yield "claim bad values", _claim_bads
     yield "finish bad tickets", _finish_bads
+    yield "finish near misses", _finish_near_misses
+    yield "faults that are no Exception", _interrupts
     yield "redrive bad values", _redrive_bads
     yield "retry_delay edges", _retry_delay_edges
     yield "run_once jitters and paths", _jitters_and_paths
@@ -266,6 +268,53 @@ def _finish_bads(p: _Program) -> None:
         for value in values:
             _finish(p, ticket, bad=Bad(name, value), probe=True)
     _finish(p, ticket, delay_ms=60000)
+
+
+def _finish_near_misses(p: _Program) -> None:
+    """The ticket of a second lease with one marker field off by one (token, attempt,
+    lease_until, qty), another owner or another job: a valid ticket that is not the live
+    lease, so finish returns False and changes nothing; then the ticket as claimed. (A
+    second lease: its attempt 2 has a valid neighbour on both sides.)"""
+    _first(p)
+    _claim(p, lease_ms=1)
+    p.step("advance_clock", ms=1)  # the first lease runs out: the job is claimable again
+    ticket = _claim(p)
+    if ticket is None:
+        return  # the model's claim failed too, and the machine compared that
+    for change in (*s.TOKEN_MISSES, *s.NEAR_MISSES):
+        if change.apply(ticket) != ticket:
+            _finish(p, ticket, change=change, probe=True)
+    _finish(p, ticket)
+
+
+INTERRUPT_POINTS = {
+    "claim": ("after-claim", "after-commit"),
+    "finish": ("after-finish", "after-commit"),
+    "redrive": ("after-audit", "after-redrive", "after-commit"),
+}
+"""Every fault point of the hooked operations, in call order (lease-worker.md)."""
+
+
+def _interrupts(p: _Program) -> None:
+    """A fault hook that raises ``InjectedInterrupt``, no ``Exception`` (as KeyboardInterrupt
+    and SystemExit are not), at every point of claim, finish and redrive: before COMMIT
+    everything is rolled back and the error re-raised, at after-commit the change is kept
+    and the error re-raised; no transaction is left open "whatever happens". The calls that
+    roll back are probes; those that commit stay in the program."""
+    _first(p)
+    p.step("enqueue", job="b", qty=1, now=When(), ttl_ms=60000, max_attempts=3, bad=None)
+    for point in INTERRUPT_POINTS["claim"]:
+        p.step("claim", point != "after-commit", owner="w1", now=When(), lease_ms=1000,
+               fault=Hook(point, interrupt=True), bad=None)  # fmt: skip
+    ticket = _claim(p, "w2")  # job b: job a is leased to w1, whose claim raised after COMMIT
+    if ticket is None:
+        return
+    for point in INTERRUPT_POINTS["finish"]:
+        _finish(p, ticket, "permanent", fault=Hook(point, interrupt=True),
+                probe=point != "after-commit")  # fmt: skip
+    for point in INTERRUPT_POINTS["redrive"]:
+        p.step("redrive", point != "after-commit", job="b", now=When(), ttl_ms=100, note="n1",
+               fault=Hook(point, interrupt=True), bad=None)  # fmt: skip
 
 
 def _redrive_bads(p: _Program) -> None:

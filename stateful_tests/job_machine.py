@@ -256,6 +256,10 @@ class JobAgreement(RuleBasedStateMachine):
         """model token -> the worker whose poll got it (stale tokens too)."""
         self._views: dict[int, tuple[ModelJob, JobView]] = {}
         """id(model job) -> (that job, its view): ``_model_views``' cache."""
+        self.backlog_calls: list[str] = []
+        """The calls a ``Backlog`` start made, which its program shows only as
+        ``Backlog(jobs, failures)``: every failure lists them."""
+        self._starting = False
         self._open(DEFAULT_POLICY)
 
     def _open(self, policy: RetryPolicy) -> None:
@@ -275,6 +279,13 @@ class JobAgreement(RuleBasedStateMachine):
         an empty bundle there would abort the program).
         """
         self._open(policy)
+        self._starting = True
+        try:
+            return self._backlog(policy, backlog)
+        finally:
+            self._starting = False
+
+    def _backlog(self, policy: RetryPolicy, backlog: Backlog) -> MultipleResults[Any]:
         for n in range(backlog.jobs):
             self.submit("email", f"p{n}", int(n % 5 == 4), 5 + n if n % 5 == 3 else 0)
         handed_out: list[Lease] = []
@@ -368,9 +379,28 @@ class JobAgreement(RuleBasedStateMachine):
     def dead_letters(self) -> MultipleResults[Any]:
         op = self._op("dead_letters")
         self.doing = ("queue", None, None)
-        outcome = self._both(op, target=lambda: list(op.apply(self.target)))
+        returned: list[object] = []
+
+        def on_target() -> list[Any]:
+            result = op.apply(self.target)
+            returned.append(result)
+            return list(result)
+
+        outcome = self._both(op, target=on_target)
         if outcome is not None:
             self._compare_dead_letters(op.describe(), outcome[0], outcome[1])
+        if returned and isinstance(returned[0], list) and returned[0]:
+            # The list is the caller's now, and a caller may empty it: the next call must
+            # list every DEAD job again (a queue that hands out a list it keeps lists none).
+            returned[0].clear()
+            try:
+                again = list(self.target.dead_letters())
+            except Exception as error:
+                self._fail(f"dead_letters() raised {type(error).__name__}({error}) on the target")
+            self._compare_dead_letters(
+                "dead_letters(), called again after its caller emptied the list the first call "
+                "returned,", again, self.model.dead_letters(),
+            )  # fmt: skip
         return multiple()
 
     @precondition(_has_dead_jobs)
@@ -460,6 +490,8 @@ class JobAgreement(RuleBasedStateMachine):
     def _record(self, call: str, op: JobOp | None) -> None:
         self.step += 1
         self.last_call = call
+        if self._starting:
+            self.backlog_calls.append(call)
         if self.doing is not None and op is not None:
             who, job, token = self.doing
             tok = token if type(token) is int else None
@@ -612,9 +644,13 @@ class JobAgreement(RuleBasedStateMachine):
     def _fail(self, comparison: str) -> NoReturn:
         if JobAgreement.first_failure_at is None:
             JobAgreement.first_failure_at = time.perf_counter()
+        calls = "".join(f"\n  {n}. {call}" for n, call in enumerate(self.backlog_calls, 1))
+        made = (
+            f"\nthe program's start (its Backlog) made these calls first:{calls}" if calls else ""
+        )
         error = AssertionError(
-            f"{comparison}\n  after step {self.step}: {self.last_call}; now={self.time.now} "
-            f"with {self.policy}\n{self._table()}"
+            f"{comparison}\n  after step {self.step}: {self.last_call}; the clock reads "
+            f"{self.time.now}; {self.policy}\n{self._table()}{made}"
         )
         raise attach(error, self.record.evidence(comparison.splitlines()[0]))
 

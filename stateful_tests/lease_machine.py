@@ -76,6 +76,7 @@ from ._lease_values import (
     Extra,
     Hook,
     InjectedFault,
+    InjectedInterrupt,
     Keep,
     Put,
     Send,
@@ -95,6 +96,7 @@ __all__ = [
     "Extra",
     "Hook",
     "InjectedFault",
+    "InjectedInterrupt",
     "IntSubclass",
     "Keep",
     "LeaseAgreement",
@@ -187,6 +189,8 @@ class LeaseAgreement(RuleBasedStateMachine):
         self.seen = Snapshot()
         self.record = Recorder()
         """What each step did on both sides, attached to a failure as its evidence."""
+        self.start_rows: str | None = None
+        """A seeded start's rows, which its program does not show: every failure adds them."""
 
     @property
     def con(self) -> sqlite3.Connection:
@@ -251,7 +255,7 @@ class LeaseAgreement(RuleBasedStateMachine):
     def _attempt(self, side: Side, operation: SideCall, queue: Any) -> LeaseOutcome:
         try:
             result = operation(queue, side)
-        except Exception as error:
+        except (Exception, InjectedInterrupt) as error:  # no other BaseException: Ctrl-C stops
             kind = (
                 self.model.error_kind(error)
                 if side.name == "model"
@@ -271,6 +275,10 @@ class LeaseAgreement(RuleBasedStateMachine):
             self._fail(problem)
 
     def _check_state(self, call: str) -> None:
+        # An open transaction first: the rows read then include what it has not committed.
+        inside = [index for index, con in enumerate(self.cons) if con.in_transaction]
+        if inside:
+            self._fail(f"after {call} connection {inside} is still inside a transaction")
         target, model = read_snapshot(self.con), self.model.snapshot()
         at = self.record.steps[-1].start if self.record.steps else self.now
         self.record.rows("target", target.jobs, at)
@@ -278,15 +286,14 @@ class LeaseAgreement(RuleBasedStateMachine):
         if target != model:
             self._fail(state_difference(f"after {call}", target, model))
         self.seen = target
-        inside = [index for index, con in enumerate(self.cons) if con.in_transaction]
-        if inside:
-            self._fail(f"after {call} connection {inside} is still inside a transaction")
 
     def _fail(self, message: str) -> NoReturn:
         if LeaseAgreement.first_failure_at is None:
             LeaseAgreement.first_failure_at = time.perf_counter()
         lines = message.splitlines()
         said = " ".join(lines[:2]) if lines[0].endswith(":") else lines[0]
+        if self.start_rows is not None:
+            message = f"{message}\n{self.start_rows}"
         raise attach(AssertionError(message), self.record.evidence(said))
 
     def _doing(
@@ -394,6 +401,10 @@ class LeaseAgreement(RuleBasedStateMachine):
         check it for every rule at every step, always True.)"""
         if start != Start():
             self.now, state = start.state()
+            self.start_rows = (
+                f"the program's {start!r} wrote these rows into the file before its first "
+                f"step, with the clock at now_ms={self.now}:\n{state.describe()}"
+            )
             write_snapshot(self.con, state)
             self.model = LeaseModel(state)
             self._check_state(f"the start {start!r}")

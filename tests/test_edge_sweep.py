@@ -46,6 +46,8 @@ def test_policies_reach_six_attempts_with_and_without_power_of_two_caps() -> Non
         ("identifier-allows-at-sign", "'a@'"),
         ("clock-top-refused", "Start('near-clock-top')"),
         ("ticket-token-top-refused", "Start('token-top')"),
+        ("finish-ignores-attempt", "change=Shift('attempt', -1)"),
+        ("rollback-on-exception-only", "fault=Hook('after-claim', interrupt=True)"),
     ],
 )
 def test_lease_edge_failure_is_a_short_replayable_program(
@@ -70,3 +72,17 @@ def test_job_edge_failure_names_the_dozen_jobs(scratch: Path) -> None:
     assert failure is not None
     assert "Backlog(12, 0)" in failure.lines[0], failure.render()
     assert "dead_letters" in failure.message or "fail(" in failure.lines[-1], failure.render()
+
+
+def test_a_fault_that_is_no_exception_must_roll_back_too(scratch: Path) -> None:
+    """lease-worker.md: roll back "on any error before COMMIT", no transaction left open
+    "whatever happens": a target that rolls back only on ``Exception`` is named for the
+    transaction it left open (not for the uncommitted rows it reads back)."""
+    from leasecheck.models.contracts import InjectedInterrupt
+
+    assert not issubclass(InjectedInterrupt, Exception)
+    module = load_worker(materialize(by_name("rollback-on-exception-only"), scratch))
+    failure = edge_sweep.sweep_lease(module).failure
+    assert failure is not None and failure.program == "faults that are no Exception"
+    assert "still inside a transaction" in failure.message, failure.render()
+    assert edge_sweep.sweep_lease(load_worker()).failure is None

@@ -2,7 +2,7 @@
 readings the spec allows, catches every ``jobs_bugs`` mutant meant for it with a short
 program, and says which comparison failed.
 
-Mutant runs are derandomized (the same verdict every time); each records its time to
+Mutant runs are seeded (the same verdict every time); each records its time to
 detection (first failing step) and the length of the shrunk program with
 ``record_property`` (``--junit-xml`` shows them; ``-s`` prints them).
 """
@@ -149,7 +149,7 @@ def test_programs_reach_the_job_scope() -> None:
     """jobs.agreement's programs submit ids past J9 (to J12), poll among ten or more ready
     jobs, compute the backoff after every attempt up to the 5th, meet the cap (the spec's
     ``min(max_backoff, ...)``) after the 2nd attempt and later ones, and run policies of
-    six attempts with caps that are, and are not, base * 2**k (150 derandomized programs,
+    six attempts with caps that are, and are not, base * 2**k (150 seeded programs,
     an eighth of the ci profile's)."""
     assert run_machine(Reach, PASSING_SETTINGS) is None
     assert max(Reach.ids) == 12 and {10, 11, 12} <= Reach.ids
@@ -258,7 +258,7 @@ def test_a_wrong_result_is_reported_side_by_side(
     result = catch("jobs-priority-reversed", mutant_dir, caught)
     first = result.message.splitlines()[0]
     assert first.startswith("poll(worker_id='w1', "), first
-    # Which jobs depend on the shrunk program (derandomize keys on the machine's code):
+    # Which jobs depend on the shrunk program (the seed and the machine's strategies):
     # the target's poll hands out another job than the model's.
     ids = re.findall(r"\{'job_id': '(J\d+)'", first)
     assert "returned a lease with {'job_id': 'J" in first and "on the target but" in first

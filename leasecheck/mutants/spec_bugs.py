@@ -655,6 +655,71 @@ LEASE_SCOPE: tuple[Mutant, ...] = (
 """Bugs at the tops of the lease ranges that lease.model-check reaches only from its
 seeded start states (a job one attempt below its budget of 16, the edge table's ends)."""
 
+
+def _blind(name: str, bug_class: str, real_world: str, *edits: tuple[str, str]) -> Mutant:
+    return Mutant(name, "worker", bug_class, real_world, "lease.edges", tuple(edits))
+
+
+BLIND: tuple[Mutant, ...] = (
+    _blind(
+        "finish-ignores-attempt",
+        "finish leaves the ticket's attempt out of the lease marker it compares",
+        "a ticket check that compares the token, the owner and the times and trusts the "
+        "rest; the ci run's random tickets missed it for two seeds in four",
+        ('    ("attempts", "attempt"),\n', ""),
+    ),
+    _blind(
+        "rollback-on-exception-only",
+        "the transaction helper rolls back on Exception only: a KeyboardInterrupt or "
+        "SystemExit before COMMIT leaves the transaction open and its writes pending",
+        "the habit of writing `except Exception:` around a transaction; Ctrl-C in a "
+        "worker's fault hook (or a signal handler raising SystemExit) then keeps the lock",
+        (
+            "    except BaseException:\n        if con.in_transaction:",
+            "    except Exception:\n        if con.in_transaction:",
+        ),
+    ),
+)
+"""Bugs that helpers wrote blind from lease-worker.md alone (the fifteenth session) and
+that every property passed before the edge sweep learned near-miss tickets and faults
+that are no ``Exception``."""
+
+BLIND_JOBS: tuple[Mutant, ...] = (
+    Mutant(
+        "jobs-dead-letters-shared-list",
+        "jobs",
+        "dead_letters() hands out the list it caches: a caller that empties its list "
+        "empties the queue's next answer too",
+        "a cache of the dead letters, invalidated on every change, returned as it is "
+        "instead of as a copy",
+        "jobs.edges",
+        (
+            (
+                "        self._last_token = 0\n",
+                "        self._last_token = 0\n        self._dead: list[JobView] | None = None\n",
+            ),
+            (
+                "            return [job.view() for job in self._jobs.values()"
+                " if job.status is JobStatus.DEAD]",
+                "            if self._dead is None:\n"
+                "                self._dead = [job.view() for job in self._jobs.values()"
+                " if job.status is JobStatus.DEAD]\n"
+                "            return self._dead",
+            ),
+            (
+                "            job.run_at = self._time.now_millis()\n",
+                "            job.run_at = self._time.now_millis()\n            self._dead = None\n",
+            ),
+            (
+                "            job.status = JobStatus.DEAD\n",
+                "            job.status = JobStatus.DEAD\n            self._dead = None\n",
+            ),
+        ),
+    ),
+)
+"""The bug a helper wrote blind from job-queue.md alone that every property passed (the
+fifteenth session): no property emptied a list the queue had returned."""
+
 MUTANTS: tuple[Mutant, ...] = (
-    CONFIGURATION + EDGES + SENTENCES + JOB_SENTENCES + JOB_SCOPE + LEASE_SCOPE
+    CONFIGURATION + EDGES + SENTENCES + JOB_SENTENCES + JOB_SCOPE + LEASE_SCOPE + BLIND + BLIND_JOBS
 )
