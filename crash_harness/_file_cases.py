@@ -258,6 +258,7 @@ def path_cases(module: ModuleType, directory: Path) -> list[Record]:
         records += [_open_fails_closed(module, kind, paths[kind]) for kind in _UNOPENABLE]
     records += _symlink_cases(module, directory)
     records += _content_cases(module, directory)
+    records.append(_run_file_opens_a_wal_file(module, directory / "wal.db"))
     records.append(_open_creates(module, directory / "new" / "queue.db"))
     records += [_memory_refused(module, name) for name in (":memory:", "")]
     return records
@@ -371,6 +372,32 @@ def _empty_case(module: ModuleType, function: str, path: Path) -> Record:
     elif result is not None and path.stat().st_size:
         problem = f"run_file on an empty file raised {result!r} after changing the file"
     return _record(f"{function} on an empty file", problem)
+
+
+def _run_file_opens_a_wal_file(module: ModuleType, path: Path) -> Record:
+    """run_file "Opens with `open_queue`", which sets "`journal_mode=DELETE`": a queue file
+    that another program left in WAL mode is in rollback-journal mode after run_file
+    (bytes 18-19 of the file's header 1, 1), as it is after open_queue. A run_file that
+    connects on its own leaves it in WAL mode."""
+    case = "run_file on a queue file left in WAL mode"
+    _seeded(module, path)
+    con = sqlite3.connect(path, isolation_level=None)
+    try:
+        mode = con.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+    finally:
+        con.close()
+    if mode != "wal":
+        return _record(case, None)  # this file system cannot hold a WAL file: nothing to see
+    try:
+        module.run_file(str(path), "w1", _clock(10, 11), _ok, 1)
+    except Exception as error:
+        return _record(case, f"run_file raised {error!r} on a queue file in WAL mode")
+    if path.read_bytes()[18:20] != b"\x01\x01":
+        return _record(
+            case, "run_file left the file in WAL mode: the connection it ran on was not opened "
+            "by open_queue, which sets journal_mode=DELETE",
+        )  # fmt: skip
+    return _record(case, None)
 
 
 def _open_creates(module: ModuleType, path: Path) -> Record:

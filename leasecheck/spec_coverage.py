@@ -230,7 +230,8 @@ WORKER: tuple[Clause, ...] = (
     _c("W12.1", "path must be an existing regular file, else `FileNotFoundError` (never create a "
        "queue).", f"{AG} {CFG}", "run-file-creates-file", "run-file-accepts-fifo"),
     _c("W12.2", "Opens with `open_queue`, returns `run_once`'s result, closes the connection on "
-       "success and on failure.", CFG, "run-file-leaks-on-success", "run-file-leaks-on-failure"),
+       "success and on failure.", CFG, "run-file-leaks-on-success", "run-file-leaks-on-failure",
+       "run-file-skips-open-queue"),
     # The receiving server: the suite's own part
     _suite("W13.1", "An HTTP server on `127.0.0.1`, ephemeral port, that records each delivery "
            "`{id, qty}` in its own SQLite inbox and applies its effect (e.g. adds qty to a "
@@ -285,7 +286,8 @@ JOBS: tuple[Clause, ...] = (
     _c("J2.5", "blank worker or `lease_millis <= 0` → `ValueError`", f"{JAG} {JED}",
        "jobs-zero-lease-accepted"),
     _c("J2.6", 'records `last_error` (`None` → `"failed"`), then retry or dead-letter',
-       f"{JAG} {JED}", "jobs-fail-none-error-not-recorded", "jobs-empty-error-is-default"),
+       f"{JAG} {JED}", "jobs-fail-none-error-not-recorded", "jobs-empty-error-is-default",
+       "jobs-error-truncated"),
     _c("J2.7", "current state; `next_run_at` is the job's run-at", JAG,
        "jobs-view-next-run-at-lease"),
     _c("J2.8", "all DEAD jobs in submission order", f"{JAG} {JED}",
@@ -304,8 +306,8 @@ JOBS: tuple[Clause, ...] = (
     _c("J3.2", "**Tokens**: every successful poll makes a token never issued before (by this "
        "queue).", JAG, "jobs-token-reuse-after-retry-dead"),
     _c("J3.3", "`complete` and `fail` work only with the token of the job's current lease while "
-       "it is RUNNING; anything else → `IllegalStateError` (this stops a zombie worker).", JAG,
-       "jobs-stale-token-accepted"),
+       "it is RUNNING; anything else → `IllegalStateError` (this stops a zombie worker).",
+       f"{JAG} {JED}", "jobs-stale-token-accepted", "jobs-token-compared-by-identity"),
     _c("J3.4", "**Expiry**: a lease is valid while `now < lease_until`.",
        f"{JAG} jobs.model-check", "jobs-expiry-boundary", "jobs-expiry-one-early"),
     _c("J3.5", 'An expired lease counts as a failed attempt with error `"lease expired"`, as if '

@@ -378,6 +378,7 @@ def _job_programs() -> Iterator[tuple[str, Callable[[_Program], None]]]:
     yield "a dozen jobs", _dozen_jobs
     yield "blank values", _blank_values
     yield "error texts", _error_texts
+    yield "tokens past 256", _many_tokens
 
 
 def _backoff_walk(p: _Program, policy: RetryPolicy) -> None:
@@ -413,9 +414,10 @@ def _dozen_jobs(p: _Program) -> None:
         p.step("cancel", True, job_id=job_id)
 
 
-ERROR_TEXTS = ("", " ", "\t", "failed", "lease expired", "None", "\u00e9rr")
-"""``fail`` errors that look like the default or like nothing: only ``None`` becomes
-``"failed"`` (job-queue.md, ``fail``); every ``str`` is recorded as given."""
+ERROR_TEXTS = ("", " ", "\t", "failed", "lease expired", "None", "\u00e9rr", "e" * 5000)
+"""``fail`` errors that look like the default or like nothing, and a long one: only
+``None`` becomes ``"failed"`` (job-queue.md, ``fail``); every ``str`` is recorded as given,
+whole."""
 
 
 def _error_texts(p: _Program) -> None:
@@ -427,6 +429,20 @@ def _error_texts(p: _Program) -> None:
         if lease is not None:
             p.step("fail", lease=lease, job_id=None, error=text)
     p.step("dead_letters")
+
+
+def _many_tokens(p: _Program) -> None:
+    """One job polled 260 times, each lease failed and the job polled again at its retry:
+    its last tokens are past CPython's cached small ints, and every complete or fail hands
+    the token back as an equal copy (``job_machine.travelled``), which a queue comparing
+    tokens with ``is`` refuses (job-queue.md: "only uniqueness and equality count")."""
+    p.step("start", policy=RetryPolicy(300, 1, 1), backlog=Backlog(1, 0))
+    for _ in range(260):
+        lease = p.step("poll", worker="w1", lease_millis=5)
+        if lease is None:
+            break
+        p.step("fail", lease=lease, job_id=None, error="boom")
+        p.step("advance_clock", to="run_at", offset=0)
 
 
 def _blank_values(p: _Program) -> None:

@@ -31,6 +31,7 @@ Arguments of types the spec leaves open (bool or non-int priority, non-str worke
 from __future__ import annotations
 
 import functools
+import pickle
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -167,6 +168,20 @@ LEASES = Bundle("leases")
 """Every lease the target ever handed out (current and stale), for complete/fail."""
 BOUNDARIES = st.sampled_from(["lease_until", "lease_until", "run_at", "now"])
 OFFSETS = _weighted([0, 0, -1, 1], range(2, 151, 4))
+
+
+def travelled(token: object) -> object:
+    """``token`` as a worker may hand it back after it crossed a process or a wire: an equal
+    object of the same type that is not the same object (a pickled copy), where there is
+    one; else ``token`` itself. job-queue.md: of a token "only uniqueness and equality
+    count", so a queue that compares tokens with ``is`` refuses the copy (for ints, once
+    they pass CPython's cached small ones)."""
+    try:
+        copy = pickle.loads(pickle.dumps(token))
+        equal = type(copy) is type(token) and bool(copy == token)
+    except Exception:
+        return token
+    return copy if equal else token
 
 
 class ManualTime:
@@ -597,9 +612,11 @@ class JobAgreement(RuleBasedStateMachine):
         self.model.retry_dead(job_id)
 
     def _credentials(self, lease: object, job_id: str | None) -> tuple[str, object, object]:
-        """(job id, target token, model token) for a complete/fail call."""
+        """(job id, target token, model token) for a complete/fail call. A lease's token
+        goes back as a worker's may after it travelled: an equal copy (``travelled``)."""
         if isinstance(lease, Lease):
-            return job_id or lease.job_id, lease.token, self._model_token(lease.token)
+            token = travelled(lease.token)
+            return job_id or lease.job_id, token, self._model_token(lease.token)
         return job_id or "J1", lease, self._model_token(lease)
 
     def _model_token(self, target_token: object) -> object:

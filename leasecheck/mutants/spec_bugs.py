@@ -679,10 +679,25 @@ BLIND: tuple[Mutant, ...] = (
             "    except Exception:\n        if con.in_transaction:",
         ),
     ),
+    Mutant(
+        "run-file-skips-open-queue",
+        "worker",
+        "run_file connects with sqlite3.connect itself instead of opening with open_queue, "
+        "so a file left in WAL mode stays in WAL mode",
+        "a shortcut that copies open_queue's connect line but not its pragmas; on files "
+        "the target made itself it behaves the same",
+        "lease.configuration",
+        (
+            (
+                "    con = open_queue(path)\n",
+                "    con = sqlite3.connect(path, isolation_level=None, timeout=1)\n",
+            ),
+        ),
+    ),
 )
 """Bugs that helpers wrote blind from lease-worker.md alone (the fifteenth session) and
 that every property passed before the edge sweep learned near-miss tickets and faults
-that are no ``Exception``."""
+that are no ``Exception``, and lease.configuration a queue file left in WAL mode."""
 
 BLIND_JOBS: tuple[Mutant, ...] = (
     Mutant(
@@ -716,9 +731,33 @@ BLIND_JOBS: tuple[Mutant, ...] = (
             ),
         ),
     ),
+    Mutant(
+        "jobs-error-truncated",
+        "jobs",
+        "fail keeps only the first 200 characters of the error",
+        "a column width or a log-line habit applied to last_error; short errors pass",
+        "jobs.edges",
+        (
+            (
+                "DEFAULT_ERROR if message is None else message, now)",
+                "DEFAULT_ERROR if message is None else message[:200], now)",
+            ),
+        ),
+    ),
+    Mutant(
+        "jobs-token-compared-by-identity",
+        "jobs",
+        "complete and fail compare the token with `is not`: an equal token that is another "
+        "object (an int past 256, a copy that crossed a wire) is refused",
+        "`is` where `==` was meant; CPython caches ints up to 256, so every test with a few "
+        "polls passes",
+        "jobs.edges",
+        (("        if token != job.token:", "        if token is not job.token:"),),
+    ),
 )
-"""The bug a helper wrote blind from job-queue.md alone that every property passed (the
-fifteenth session): no property emptied a list the queue had returned."""
+"""Bugs helpers wrote blind from job-queue.md alone that every property passed (the
+fifteenth session): no property emptied a list the queue had returned, failed a job with
+a long error, or handed a token back as an equal copy past 256."""
 
 MUTANTS: tuple[Mutant, ...] = (
     CONFIGURATION + EDGES + SENTENCES + JOB_SENTENCES + JOB_SCOPE + LEASE_SCOPE + BLIND + BLIND_JOBS
