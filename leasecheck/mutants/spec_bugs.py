@@ -656,27 +656,29 @@ LEASE_SCOPE: tuple[Mutant, ...] = (
 seeded start states (a job one attempt below its budget of 16, the edge table's ends)."""
 
 
-def _blind(name: str, bug_class: str, real_world: str, *edits: tuple[str, str]) -> Mutant:
-    return Mutant(name, "worker", bug_class, real_world, "lease.edges", tuple(edits))
-
-
 BLIND: tuple[Mutant, ...] = (
-    _blind(
+    Mutant(
         "finish-ignores-attempt",
+        "worker",
         "finish leaves the ticket's attempt out of the lease marker it compares",
         "a ticket check that compares the token, the owner and the times and trusts the "
         "rest; the ci run's random tickets missed it for two seeds in four",
-        ('    ("attempts", "attempt"),\n', ""),
+        "lease.edges",
+        (('    ("attempts", "attempt"),\n', ""),),
     ),
-    _blind(
+    Mutant(
         "rollback-on-exception-only",
+        "worker",
         "the transaction helper rolls back on Exception only: a KeyboardInterrupt or "
         "SystemExit before COMMIT leaves the transaction open and its writes pending",
         "the habit of writing `except Exception:` around a transaction; Ctrl-C in a "
         "worker's fault hook (or a signal handler raising SystemExit) then keeps the lock",
+        "lease.edges",
         (
-            "    except BaseException:\n        if con.in_transaction:",
-            "    except Exception:\n        if con.in_transaction:",
+            (
+                "    except BaseException:\n        if con.in_transaction:",
+                "    except Exception:\n        if con.in_transaction:",
+            ),
         ),
     ),
     Mutant(
