@@ -32,6 +32,7 @@ from types import ModuleType
 from typing import Any, Final
 
 from leasecheck.crash_harness import _file_cases
+from leasecheck.crash_harness._file_cases import WAL_HEADER
 from leasecheck.crash_harness.engine import Channel, Engine, Message
 from leasecheck.models.evidence import Evidence, Recorder
 
@@ -56,8 +57,6 @@ SPEC_TABLES: Final = {
   id TEXT NOT NULL, token INTEGER NOT NULL, at_ms INTEGER NOT NULL, note TEXT NOT NULL)""",
 }
 """The spec's two statements ("created exactly as below"), compared without whitespace."""
-WAL_HEADER: Final = b"\x02\x02"
-"""Bytes 18-19 of an SQLite file in WAL mode (1, 1 for a rollback journal)."""
 
 
 @dataclass

@@ -17,7 +17,7 @@ from leasecheck import __version__
 from leasecheck._outputs import View
 from leasecheck._preflight import check_output
 from leasecheck.batch import BatchResult, Job, expand, pool_size, run_batch, write_batch_json
-from leasecheck.counterexample import Counterexample, steps_text
+from leasecheck.counterexample import Counterexample, head, steps_text
 from leasecheck.runner import CRASHED, HOLDS, HUNG, NOT_CHECKED, NOT_PROMISED, NOT_RUN, VIOLATED
 
 __all__ = [
@@ -123,17 +123,11 @@ def _example(prop: dict[str, Any]) -> str:
     steps = f" ({steps_text(example.steps)})" if example.steps else ""
     message = _without_row_tables("\n".join(example.message).splitlines())
     if example.program:
-        lines = [*_head(list(example.program), EXAMPLE_LINES), "", *_head(message, MESSAGE_LINES)]
+        lines = [*head(list(example.program), EXAMPLE_LINES), "", *head(message, MESSAGE_LINES)]
     else:
-        lines = _head(message, EXAMPLE_LINES)
+        lines = head(message, EXAMPLE_LINES)
     body = "\n".join(f"    {line}" for line in lines)
     return f"  {prop['verdict']}: {prop['property']}{steps}" + (f"\n{body}" if body else "")
-
-
-def _head(lines: list[str], limit: int) -> list[str]:
-    return lines[:limit] + (
-        [f"... ({len(lines) - limit} more lines)"] if len(lines) > limit else []
-    )
 
 
 def _without_row_tables(lines: list[str]) -> list[str]:

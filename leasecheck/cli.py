@@ -28,7 +28,7 @@ from typing import Any, NoReturn
 from leasecheck import __version__
 from leasecheck._outputs import View, write_json, write_junit
 from leasecheck._preflight import SetupError, check_output
-from leasecheck.counterexample import export, steps_text
+from leasecheck.counterexample import export, head, steps_text
 from leasecheck.runner import (
     CRASHED,
     HUNG,
@@ -454,7 +454,7 @@ def _print_summary(result: CheckResult, view: View) -> None:
 def _print_not_promised(prop: PropertyResult, options: CheckOptions) -> None:
     """A failure the library does not promise: its reason and counterexample, plainly."""
     lines = "\n".join(prop.details).splitlines()
-    shown = lines[:40] + ([f"... ({len(lines) - 40} more lines)"] if len(lines) > 40 else [])
+    shown = head(lines, 40)
     print(f"{NOT_PROMISED}: {prop.name} (a documented limitation, not a violation)")
     print("\n".join(f"    {line}" for line in shown))
     print(f"  replay: {replay_command(options)}\n")

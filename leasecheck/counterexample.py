@@ -43,7 +43,7 @@ from pathlib import Path
 from leasecheck.models.evidence import Evidence, evidence_of
 from leasecheck.replay import BUNDLED, ENV
 
-__all__ = ["Counterexample", "ScheduleFailure", "export", "steps_text"]
+__all__ = ["Counterexample", "ScheduleFailure", "export", "head", "steps_text"]
 
 _MACHINES = {"LeaseAgreement": "lease", "JobAgreement": "jobs"}
 _MODULES = {
@@ -52,6 +52,13 @@ _MODULES = {
 }
 QUEUE_MACHINE = "QueueMachine"
 _KINDS = {"--impl": "lease", "--jobs-impl": "jobs", "--adapter": "queue"}
+
+
+def head(lines: list[str], limit: int, where: str = "") -> list[str]:
+    """The first ``limit`` of ``lines``, then a line saying how many more there are
+    (``where``: where to read them)."""
+    more = len(lines) - limit
+    return lines[:limit] + ([f"... ({more} more lines{where})"] if more > 0 else [])
 
 
 def steps_text(steps: int) -> str:
@@ -141,10 +148,7 @@ class Counterexample:
 
     def text(self, limit: int = 40) -> str:
         lines = [*self.program, *([""] if self.program and self.message else []), *self.message]
-        shown = lines[:limit]
-        if len(lines) > limit:
-            shown.append(f"... ({len(lines) - limit} more lines in the full report)")
-        return "\n".join(shown)
+        return "\n".join(head(lines, limit, " in the full report"))
 
 
 def _evidence(value: object) -> Evidence | None:

@@ -160,9 +160,15 @@ def hooks_for(*points: str) -> st.SearchStrategy[Hook | None]:
     return weighted((1, [None]), (1, [Hook(), *(Hook(point) for point in points)]))
 
 
-claim_hooks = hooks_for("after-claim", "after-commit")
-finish_hooks = hooks_for("after-finish", "after-commit")
-redrive_hooks = hooks_for("after-audit", "after-redrive", "after-commit")
+HOOK_POINTS = {
+    "claim": ("after-claim", "after-commit"),
+    "finish": ("after-finish", "after-commit"),
+    "redrive": ("after-audit", "after-redrive", "after-commit"),
+}
+"""Every fault point of the hooked operations, in call order (lease-worker.md)."""
+claim_hooks = hooks_for(*HOOK_POINTS["claim"])
+finish_hooks = hooks_for(*HOOK_POINTS["finish"])
+redrive_hooks = hooks_for(*HOOK_POINTS["redrive"])
 
 
 def _bad_ticket_values(key: str) -> tuple[object, ...]:

@@ -287,14 +287,6 @@ def _finish_near_misses(p: _Program) -> None:
     _finish(p, ticket)
 
 
-INTERRUPT_POINTS = {
-    "claim": ("after-claim", "after-commit"),
-    "finish": ("after-finish", "after-commit"),
-    "redrive": ("after-audit", "after-redrive", "after-commit"),
-}
-"""Every fault point of the hooked operations, in call order (lease-worker.md)."""
-
-
 def _interrupts(p: _Program) -> None:
     """A fault hook that raises ``InjectedInterrupt``, no ``Exception`` (as KeyboardInterrupt
     and SystemExit are not), at every point of claim, finish and redrive: before COMMIT
@@ -303,16 +295,16 @@ def _interrupts(p: _Program) -> None:
     roll back are probes; those that commit stay in the program."""
     _first(p)
     p.step("enqueue", job="b", qty=1, now=When(), ttl_ms=60000, max_attempts=3, bad=None)
-    for point in INTERRUPT_POINTS["claim"]:
+    for point in s.HOOK_POINTS["claim"]:
         p.step("claim", point != "after-commit", owner="w1", now=When(), lease_ms=1000,
                fault=Hook(point, interrupt=True), bad=None)  # fmt: skip
     ticket = _claim(p, "w2")  # job b: job a is leased to w1, whose claim raised after COMMIT
     if ticket is None:
         return
-    for point in INTERRUPT_POINTS["finish"]:
+    for point in s.HOOK_POINTS["finish"]:
         _finish(p, ticket, "permanent", fault=Hook(point, interrupt=True),
                 probe=point != "after-commit")  # fmt: skip
-    for point in INTERRUPT_POINTS["redrive"]:
+    for point in s.HOOK_POINTS["redrive"]:
         p.step("redrive", point != "after-commit", job="b", now=When(), ttl_ms=100, note="n1",
                fault=Hook(point, interrupt=True), bad=None)  # fmt: skip
 

@@ -408,13 +408,9 @@ class JobAgreement(RuleBasedStateMachine):
             # The list is the caller's now, and a caller may empty it: the next call must
             # list every DEAD job again (a queue that hands out a list it keeps lists none).
             returned[0].clear()
-            try:
-                again = list(self.target.dead_letters())
-            except Exception as error:
-                self._fail(f"dead_letters() raised {type(error).__name__}({error}) on the target")
             self._compare_dead_letters(
                 "dead_letters(), called again after its caller emptied the list the first call "
-                "returned,", again, self.model.dead_letters(),
+                "returned,", self._target_dead_letters(), self.model.dead_letters(),
             )  # fmt: skip
         return multiple()
 
@@ -477,11 +473,15 @@ class JobAgreement(RuleBasedStateMachine):
                     f"view({expected.id!r}) is {brief(got)} on the target but "
                     f"{brief(expected)} on the model"
                 )
+        dead = self._target_dead_letters()
+        self._compare_dead_letters("dead_letters()", dead, self.model.dead_letters())
+
+    def _target_dead_letters(self) -> list[Any]:
+        """The target's ``dead_letters()`` as a list; its raising is a failure."""
         try:
-            dead = list(self.target.dead_letters())
+            return list(self.target.dead_letters())
         except Exception as error:
             self._fail(f"dead_letters() raised {type(error).__name__}({error}) on the target")
-        self._compare_dead_letters("dead_letters()", dead, self.model.dead_letters())
 
     def _model_views(self) -> list[JobView]:
         """``job_model.views`` of the model's state, each job's view made once: a step

@@ -189,8 +189,9 @@ class LeaseAgreement(RuleBasedStateMachine):
         self.seen = Snapshot()
         self.record = Recorder()
         """What each step did on both sides, attached to a failure as its evidence."""
-        self.start_rows: str | None = None
-        """A seeded start's rows, which its program does not show: every failure adds them."""
+        self.start = EMPTY
+        """The program's start: a seeded one's rows, which its program does not show, are
+        added to every failure."""
 
     @property
     def con(self) -> sqlite3.Connection:
@@ -292,8 +293,12 @@ class LeaseAgreement(RuleBasedStateMachine):
             LeaseAgreement.first_failure_at = time.perf_counter()
         lines = message.splitlines()
         said = " ".join(lines[:2]) if lines[0].endswith(":") else lines[0]
-        if self.start_rows is not None:
-            message = f"{message}\n{self.start_rows}"
+        if self.start != EMPTY:
+            now, state = self.start.state()
+            message = (
+                f"{message}\nthe program's {self.start!r} wrote these rows into the file "
+                f"before its first step, with the clock at now_ms={now}:\n{state.describe()}"
+            )
         raise attach(AssertionError(message), self.record.evidence(said))
 
     def _doing(
@@ -400,11 +405,8 @@ class LeaseAgreement(RuleBasedStateMachine):
         valid enqueue always stores a row, and no operation removes one. Hypothesis would
         check it for every rule at every step, always True.)"""
         if start != Start():
+            self.start = start
             self.now, state = start.state()
-            self.start_rows = (
-                f"the program's {start!r} wrote these rows into the file before its first "
-                f"step, with the clock at now_ms={self.now}:\n{state.describe()}"
-            )
             write_snapshot(self.con, state)
             self.model = LeaseModel(state)
             self._check_state(f"the start {start!r}")
