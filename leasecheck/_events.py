@@ -11,7 +11,8 @@ While a test body runs, ``LEASECHECK_NODEID`` names it in the environment, so th
 runner can tell which property started a process left running (``_processes``).
 With ``LEASECHECK_STACKS`` naming a directory, SIGUSR1 makes a test process write its
 threads' stacks there as JSON: the runner asks for them before it kills a hung run,
-to name the operation that was running.
+to name the operation that was running. A process that runs tests also watches for a
+call into the target that blocks for good, and says so at once (``_blocked``).
 
 The test processes also tune Python's cyclic garbage collector (``GC_THRESHOLDS``): the
 Hypothesis machines keep a large heap alive, so every full collection walks all of it.
@@ -34,7 +35,7 @@ from typing import Any, Final
 
 import pytest
 
-from leasecheck import _schedule
+from leasecheck import _blocked, _schedule
 from leasecheck._blame import HARNESS_CHANGE, harness_problem
 from leasecheck._preflight import MORE_SPACE, resource_problem
 from leasecheck._processes import NODEID_ENV
@@ -113,6 +114,17 @@ def pytest_configure(config: pytest.Config) -> None:
         gc.set_threshold(*GC_THRESHOLDS)
     if os.environ.get(STACKS_ENV):
         signal.signal(signal.SIGUSR1, _dump_stacks)
+    if _check_process() and (hasattr(config, "workerinput") or _not_distributed(config)):
+        # A process that runs tests: watch its calls into the target (``_blocked``).
+        _blocked.start(lambda: _current.get("nodeid"), _write_from_any_process)
+
+
+def _write_from_any_process(event: dict[str, Any]) -> None:
+    _write(event, every_process=True)
+
+
+def _not_distributed(config: pytest.Config) -> bool:
+    return getattr(config.option, "dist", "no") == "no"
 
 
 @pytest.hookimpl(trylast=True)

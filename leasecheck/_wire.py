@@ -29,6 +29,7 @@ __all__ = [
     "SERVERS",
     "STACKS_ENV",
     "STRICT",
+    "TARGETS_ENV",
 ]
 
 IMPL, JOBS_IMPL, PROFILE = "--leasecheck-impl", "--leasecheck-jobs-impl", "--leasecheck-profile"
@@ -42,6 +43,9 @@ any of them activates the plugin."""
 
 EVENTS_ENV = "LEASECHECK_EVENTS"
 STACKS_ENV = "LEASECHECK_STACKS"
+TARGETS_ENV = "LEASECHECK_TARGET_FILES"
+"""The contract's target files, separated by ``os.pathsep``, whose calls a test process
+watches for a block (``_blocked``); unset for a library's run."""
 FAILURE_KEY = "leasecheck:failure"
 """The ``user_properties`` key of a failure's structured counterexample."""
 RESOURCE_KEY = "leasecheck:resource"

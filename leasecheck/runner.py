@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any, Protocol
 
@@ -44,6 +44,7 @@ from leasecheck._wire import (
     SERVERS,
     STACKS_ENV,
     STRICT,
+    TARGETS_ENV,
 )
 from leasecheck.adapters.servers import die_with_parent
 from leasecheck.counterexample import Counterexample
@@ -273,6 +274,24 @@ class _Run:
         self.exitstatus: int | None = None
         self.exit_reason = ""
         """Why the test process stopped the run itself (``pytest.exit``), if it did."""
+        self.blocked: dict[str, Any] | None = None
+        """The first ``blocked`` event of this pytest run (``_blocked``), if any."""
+
+    def again(self) -> None:
+        """Before the next pytest run of the same check: its events start afresh."""
+        self.running.clear()
+        self.exitstatus, self.exit_reason, self.blocked = None, "", None
+
+    def unfinished(self) -> list[str]:
+        """Properties with a test that did not run to its end and no failure of their own:
+        a stopped run's "holds" for them would be a guess."""
+        failed = (VIOLATED, HUNG, CRASHED)
+        return sorted(
+            name
+            for name, nodes in self._nodes_by_name().items()
+            if not nodes <= set(self.finished)
+            and self.results.get(name, PropertyResult(name)).verdict not in failed
+        )
 
     def apply(self, event: dict[str, Any]) -> None:
         kind = event["event"]
@@ -291,6 +310,8 @@ class _Run:
             self.exit_reason = str(event["reason"])
         elif kind == "finished":
             self.exitstatus = int(event["exitstatus"])
+        elif kind == "blocked" and self.blocked is None:
+            self.blocked = event
 
     def _collected(self, items: dict[str, str]) -> None:
         """Every collected property gets its row now, "not run" until it reports."""
@@ -488,7 +509,19 @@ def run_check(
         with _Signals() as signals, scratch_dir("leasecheck-run-") as work:
             watch = _Watch(run, tree, signals, budget, options, on_tick, launch)
             watch.stretch = given is None
-            problem, returncode, text = watch.follow(work)
+            problem, returncode, text = watch.follow(_attempt(work, 1))
+            attempts = 1
+            while (rest := _run_again(run, watch, options)) and not signals.received:
+                # A call into the target blocked for good: its property is HUNG, and the
+                # properties the stopped run had not finished get a run of their own.
+                attempts += 1
+                run.again()
+                watch.options = replace(options, properties=rest, first=None)
+                more, returncode, log = watch.follow(_attempt(work, attempts))
+                problem, text = "; ".join(filter(None, (problem, more))), text + log
+            for name in run.unfinished():
+                if run.results[name].verdict != NOT_RUN:  # some of its tests ended
+                    run.results[name] = _not_run(name, problem)
     finally:
         tree.kill_all(time.monotonic() + KILL_WITHIN)
         subreaper(False)
@@ -498,6 +531,31 @@ def run_check(
                            interrupted=signals.received)  # fmt: skip
     code = _exit_code(returncode, run, problem)
     return CheckResult(run.results, code, problem, time.monotonic() - run.started, text)
+
+
+def _attempt(work: Path, number: int) -> Path:
+    path = work / f"pytest-{number}"
+    path.mkdir()
+    return path
+
+
+def _run_again(run: _Run, watch: _Watch, options: CheckOptions) -> tuple[str, ...]:
+    """The properties to run again after a run that a blocked call stopped, or none: each
+    such run judges at least one property (the blocked one is HUNG, not run again), so
+    there are at most as many runs as properties."""
+    if not watch.blocked_hang or options.stop_at_first_failure:
+        return ()
+    watch.blocked_hang = False
+    rest = run.unfinished()
+    for name in rest:  # judged afresh: what the stopped run saw of them is not a verdict
+        run.results[name] = PropertyResult(name)
+    return tuple(rest)
+
+
+def _not_run(name: str, problem: str) -> PropertyResult:
+    """A property the run stopped after some of its tests, none of which failed."""
+    why = f" ({problem})" if problem else ""
+    return PropertyResult(name, details=[f"only some of its tests ran: the run stopped{why}"])
 
 
 def _budget_from_env() -> float | None:
@@ -523,6 +581,8 @@ class _Watch:
         self.options, self.on_tick, self.launch = options, on_tick, launch
         self.stretch = False
         """The default budget: stretched by the machine's load (``stretched``)."""
+        self.blocked_hang = False
+        """The last run was stopped because a call into the target blocked for good."""
 
     def _budget(self) -> float:
         if not self.stretch:
@@ -537,6 +597,8 @@ class _Watch:
             **os.environ, EVENTS_ENV: str(events), SCRATCH_ENV: str(work),
             STACKS_ENV: str(stacks), **ISOLATED,
         }  # fmt: skip
+        if not self.options.adapter:  # a library's properties wait on servers and time
+            env[TARGETS_ENV] = os.pathsep.join(str(path) for path in self.options.targets())
         tail = _Tail(events)
         with log.open("wb") as output:
             process = self.launch(pytest_command(self.options), output, env)
@@ -559,6 +621,8 @@ class _Watch:
                 return ""
             for event in tail.read():
                 self.run.apply(event)
+            if self.run.blocked is not None:
+                return self._blocked(process, self.run.blocked)
             stuck = self.run.overdue(self._budget())
             if stuck:
                 return self._hung(process, stuck, stacks)
@@ -593,6 +657,21 @@ class _Watch:
         detail = f"did not finish within {self._budget():.0f} s{during}; the target may hang"
         self.run.mark(stuck, HUNG, detail)
         return f"{name} did not finish within {self._budget():.0f} s{during} (the target may hang)"
+
+    def _blocked(self, process: Child, event: dict[str, Any]) -> str:
+        """A test process saw a call into the target block for good (``_blocked``)."""
+        _kill_group(process)
+        self.blocked_hang = True
+        stuck, seconds = str(event["nodeid"]), float(event["seconds"])
+        operation = _operation(event["threads"], self.options.targets()) or "the target"
+        self.run.mark(
+            stuck, HUNG,
+            f"blocked in {operation}: for {seconds:.0f} s that thread did not move, and "
+            f"no thread of the test process and none of its child processes used CPU, so "
+            f"nothing could release it (a deadlock, or a wait on something that never "
+            f"comes)",
+        )  # fmt: skip
+        return f"{self.run.name_of(stuck)} blocked in {operation}"
 
     def _stacks(self, stuck: str, stacks: Path) -> list[list[list[Any]]]:
         """Ask every process of the run for its stacks (SIGUSR1); those of ``stuck``'s."""

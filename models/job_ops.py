@@ -119,7 +119,7 @@ class JobOp:
 
     def describe(self) -> str:
         """The one line for this call: ``poll(worker_id='w1', lease_millis=100) at t=5``."""
-        shown = ", ".join(f"{name}={value!r}" for name, value in self.args)
+        shown = ", ".join(f"{name}={_shown(name, value)}" for name, value in self.args)
         at = "" if self.now is None else f" at t={self.now}"
         return f"{self.kind}({shown}){at}"
 
@@ -166,3 +166,12 @@ class JobOutcome(Answer):
         return self.error == model.error and (
             self.error is not None or same(self.result, model.result)
         )
+
+
+def _shown(name: str, value: object) -> str:
+    """An argument as the line shows it; a held lease's field in the JobQueue's words
+    (``<the job_id of its latest lease>``), not the lease worker's "ticket"."""
+    if not isinstance(value, Held):
+        return repr(value)
+    which = "its latest lease" if value.back == 0 else f"its lease {value.back} before the latest"
+    return f"<the {name} of {which}>"

@@ -280,8 +280,45 @@ class JobAgreement(RuleBasedStateMachine):
     def _open(self, policy: RetryPolicy) -> None:
         assert self.target_class is not None
         self.policy = policy
+        other = self._another_queue(policy)
         self.target = self.target_class(self.time, policy)
         self.model = JobQueueModel(self.time, policy)
+        if other:
+            self._check_apart()
+
+    def _another_queue(self, policy: RetryPolicy) -> bool:
+        """A queue beside the target, with one job: whether its submit worked."""
+        assert self.target_class is not None
+        try:
+            self.target_class(ManualTime(), policy).submit("email", "another queue's", 0, 0)
+        except Exception:  # a broken submit: the rules compare it
+            return False
+        return True
+
+    def _check_apart(self) -> None:
+        """The target was made after another queue got a job, and holds none: each
+        JobQueue holds only the jobs submitted to it, its ids start at "J1" and an unknown
+        id is a ``KeyError`` (job-queue.md). A job table that every queue shares (a class
+        attribute, a module global) fails here, in every program alike, and so as a
+        finding: left to a later program, it would read as Hypothesis' complaint that the
+        same program ran differently twice."""
+        try:
+            first = self.target.view("J1")
+        except KeyError:
+            first = None
+        except Exception:  # any other error: the invariant compares every view anyway
+            return
+        dead = self._target_dead_letters()
+        if first is not None or dead:
+            self._fail(
+                f"a new JobQueue holds another queue's job: after JobQueue(...).submit("
+                f"'email', \"another queue's\", 0, 0) on a second queue, view('J1') is "
+                f"{brief(first)} and dead_letters() lists "
+                f"{[getattr(view, 'id', view) for view in dead]} on the target, before any "
+                f"call to it; each JobQueue holds only the jobs submitted to it (ids start at "
+                f"'J1'): state shared between queues (a class attribute, a module global) "
+                f"would do this"
+            )
 
     # --- the rules: one queue operation each ---------------------------------------------
 

@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -136,6 +137,37 @@ def test_a_target_that_hangs_gets_a_named_verdict(scratch: Path) -> None:
     assert "the target may hang" in done.stdout
     for name in ("lease.linearizable", "lease.races"):  # never started: a row all the same
         assert re.search(rf"^  {re.escape(name)} +not run ", done.stdout, re.MULTILINE), name
+
+
+def test_a_target_that_blocks_for_good_is_hung_at_once_and_the_rest_still_run(
+    scratch: Path,
+) -> None:
+    """A ``cancel`` that takes its own lock twice: the test process sees the call stand
+    still with nothing of it at work, and says so long before the budget; the properties
+    the stopped run had not finished run again, so each has a verdict."""
+    from leasecheck.targets import BUNDLED_JOBS
+
+    needs = "needs a PENDING job but it is {job.status.name}"
+    source = BUNDLED_JOBS.read_text()
+    assert source.count(needs) == 1
+    deadlocks = scratch / "job_queue.py"  # view() takes the lock cancel() holds
+    deadlocks.write_text(source.replace(needs, "needs a PENDING job but it is {self.view(job_id)}"))
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "leasecheck", "check", "--jobs-impl", str(deadlocks),
+         "-n", "0", "--property", "jobs.agreement", "--property", "jobs.edges"],
+        capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+        env={**os.environ, "LEASECHECK_BUDGET": "400"},
+    )  # fmt: skip
+    took = time.monotonic() - started
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert re.search(r"^  jobs\.agreement +HUNG ", done.stdout, re.MULTILINE), done.stdout
+    assert "blocked in cancel (job_queue.py line " in done.stdout, done.stdout
+    assert ", in view): for 10 s that thread did not move" in done.stdout, done.stdout
+    # The longest property runs first: jobs.edges had not run when the run was stopped.
+    assert re.search(r"^  jobs\.edges +holds ", done.stdout, re.MULTILINE), done.stdout
+    assert "not run" not in done.stdout
+    assert took < 200, took  # the block was seen, not waited out (budget 400 s)
 
 
 def test_a_target_that_exits_the_process_gets_a_named_verdict(scratch: Path) -> None:

@@ -1,0 +1,157 @@
+"""The watch that sees a call into the target block for good (``leasecheck._blocked``).
+
+Each case runs a real thread in a real "target" file (a module written to a temporary
+directory) and asks the watch, with a 1 s window instead of 10, whether it is blocked:
+only a thread that stands still inside the target while nothing else of the process tree
+uses CPU is; a loop, a lock another working thread holds, a wait outside the target and
+a child process at work are not.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from leasecheck._blocked import Watch
+
+TARGET = """
+import threading
+
+def twice(lock):
+    lock.acquire()
+    lock.acquire()  # a non-reentrant lock taken twice: blocks for good
+    lock.release()
+
+def waits(lock):
+    with lock:
+        pass
+
+def spins(stop):
+    while not stop.is_set():
+        pass
+"""
+WINDOW = 1.0
+
+
+@pytest.fixture
+def target(tmp_path: Path) -> ModuleType:
+    path = tmp_path / "jobqueue_under_test.py"
+    path.write_text(TARGET)
+    spec = importlib.util.spec_from_file_location("jobqueue_under_test", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class Looker:
+    """A watch looked at by hand, its reports kept."""
+
+    def __init__(self, target: ModuleType, nodeid: str | None = "test_x.py::test_y") -> None:
+        self.reports: list[dict[str, Any]] = []
+        files = frozenset({str(Path(str(target.__file__)).resolve())})
+        self.watch = Watch(files, lambda: nodeid, self.reports.append, after=WINDOW)
+
+    def for_seconds(self, seconds: float) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and not self.reports:
+            self.watch.look()
+            time.sleep(0.1)
+        return self.reports
+
+
+def _thread(body: Any, *args: Any) -> threading.Thread:
+    thread = threading.Thread(target=body, args=args, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.fixture
+def lock() -> Iterator[threading.Lock]:
+    """A lock that a test leaves held, with one thread waiting for it: released after
+    the test, so that the waiting thread ends."""
+    held = threading.Lock()
+    yield held
+    held.release()
+
+
+def test_a_thread_blocked_for_good_inside_the_target_is_reported(
+    target: ModuleType, lock: threading.Lock
+) -> None:
+    _thread(target.twice, lock)
+    time.sleep(0.1)
+    reports = Looker(target).for_seconds(5 * WINDOW)
+    assert len(reports) == 1, reports
+    event = reports[0]
+    assert event["event"] == "blocked" and event["nodeid"] == "test_x.py::test_y"
+    assert event["seconds"] >= WINDOW
+    blocked = event["threads"][0]  # the blocked thread first: its innermost frame is the target's
+    assert blocked[-1][0] == target.__file__ and blocked[-1][2] == "twice", blocked[-1]
+
+
+def test_a_loop_inside_the_target_is_not_blocked(target: ModuleType) -> None:
+    stop = threading.Event()
+    _thread(target.spins, stop)
+    try:
+        assert Looker(target).for_seconds(3 * WINDOW) == []
+    finally:
+        stop.set()
+
+
+def test_a_wait_for_a_lock_that_a_working_thread_holds_is_not_blocked(
+    target: ModuleType,
+) -> None:
+    stop, held = threading.Event(), threading.Lock()
+
+    def holds_and_works() -> None:
+        with held:
+            while not stop.is_set():
+                sum(range(1000))
+
+    threads = [_thread(holds_and_works)]
+    time.sleep(0.1)
+    threads.append(_thread(target.waits, held))
+    try:
+        assert Looker(target).for_seconds(3 * WINDOW) == []
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+
+
+def test_a_wait_outside_the_target_is_not_the_targets(
+    target: ModuleType, lock: threading.Lock
+) -> None:
+    lock.acquire()
+    _thread(lock.acquire)  # blocked for good, but in no call into the target
+    assert Looker(target).for_seconds(3 * WINDOW) == []
+
+
+def test_a_child_process_at_work_may_still_release_the_target(
+    target: ModuleType, lock: threading.Lock
+) -> None:
+    """A target waiting on a file lock that a child holds is not blocked while the
+    child works: the child may let go."""
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        lock.acquire()
+        _thread(target.waits, lock)
+        assert Looker(target).for_seconds(3 * WINDOW) == []
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_nothing_is_reported_between_tests(target: ModuleType, lock: threading.Lock) -> None:
+    _thread(target.twice, lock)
+    time.sleep(0.1)
+    assert Looker(target, nodeid=None).for_seconds(3 * WINDOW) == []
