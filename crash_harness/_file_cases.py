@@ -396,8 +396,8 @@ def _run_file_opens_a_wal_file(module: ModuleType, path: Path) -> Record:
         return _record(case, f"run_file raised {error!r} on a queue file in WAL mode")
     if path.read_bytes()[18:20] == WAL_HEADER:
         return _record(
-            case, "run_file left the file in WAL mode: the connection it ran on was not opened "
-            "by open_queue, which sets journal_mode=DELETE",
+            case, "run_file left the file in WAL mode: run_file opens with open_queue, whose "
+            "journal_mode=DELETE takes any file it opens, an existing one too, out of WAL mode",
         )  # fmt: skip
     return _record(case, None)
 

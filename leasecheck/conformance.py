@@ -197,6 +197,7 @@ def _explain(
     ran = run_on_target(module, con, last)
     again = compare(_model_outcome(steps[-1]), ran, con.in_transaction,
                     system.describe_op(last))  # fmt: skip
+    reached = before
     if not again:
         steps = [*concretize(system, trace[:-1]), edge.move]
         before = edge.source
@@ -209,7 +210,18 @@ def _explain(
     lines = ["the target disagrees with the model on an explored transition;",
              f"a shortest run from {origin}:"]  # fmt: skip
     lines += [f"  {n}. {system.describe_op(move.op)}" for n, move in enumerate(steps, 1)]
-    lines.append(f"step {len(steps)} starts from")
+    if again:
+        lines.append(f"step {len(steps)} starts from")
+    else:  # the disagreement needs a column the contract never reads again: say so
+        lines += [
+            f"the steps before step {len(steps)} reach this state, and from it the target "
+            f"agrees with the model:",
+            system.describe_state(reached),
+            f"the explorer keeps that state in its own form, which blanks the columns no "
+            f"operation of the contract reads again (a done or dead row's attempts, "
+            f"available_at and deadline: redrive overwrites them). From that form the target "
+            f"disagrees, so it reads such a column; step {len(steps)} from that form:",
+        ]
     lines.append(system.describe_state(before))
     lines += [f"  -> {problem}" for problem in (again or problems)]
     return "\n".join(lines), _evidence(system, steps, before, ran, (again or problems)[0])

@@ -116,8 +116,10 @@ class Counterexample:
         schedule = _schedule_of(error)
         if evidence is not None and evidence.steps:
             # The operations the harness recorded (and any it folded away): a parallel
-            # program's P1#1 lines and a model path's setup count as much as numbered ones.
-            steps = len(evidence.steps) + evidence.folded
+            # program's P1#1 lines and a model path's setup count as much as numbered ones;
+            # so do a model path's clock moves, numbered steps of its run.
+            clock = sum(1 for event in evidence.events if event.kind == "clock")
+            steps = len(evidence.steps) + evidence.folded + clock
         else:
             steps = sum(1 for line in message if _numbered(line))
         return cls(None, (), message, steps, schedule, evidence)

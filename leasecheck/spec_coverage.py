@@ -126,7 +126,8 @@ WORKER: tuple[Clause, ...] = (
     _c("W5.1", "attempt 1–16, base_ms 1–60000, cap_ms base_ms–60000, jitter int or float (not "
        "bool), finite, 0–1.", f"{AG} {EDG}", "cap-below-base-accepted"),
     _c("W5.2", "Returns `floor(min(cap_ms, base_ms * 2**(attempt-1)) * jitter)`: cap first, "
-       "then jitter, then floor.", AG, "jitter-before-cap"),
+       "then jitter, then floor.", f"{AG} {EDG}", "jitter-before-cap",
+       "retry-delay-exponent-clamped", "retry-delay-epsilon-before-floor"),
     _c("W5.3", "No randomness, no sleep.", AG, "retry-delay-random"),
     _c("W6.1", "`sqlite3.connect(path, isolation_level=None, timeout=1)`", CFG,
        "implicit-transactions", "busy-timeout-zero", "busy-timeout-five"),
@@ -144,8 +145,8 @@ WORKER: tuple[Clause, ...] = (
     _c("W7.2", "ttl_ms 1–60000; max_attempts 1–16.", f"{AG} {EDG} {LMC}", "ttl-top-refused",
        "budget-top-refused"),
     _c("W7.3", "New id: insert `pending, attempts=0, token=0, available_at=now_ms, "
-       "deadline=now_ms+ttl_ms`, owner/lease_until/ reason NULL, return `True`.", AG,
-       "enqueue-deadline-off-by-one"),
+       "deadline=now_ms+ttl_ms`, owner/lease_until/ reason NULL, return `True`.", f"{AG} {EDG}",
+       "enqueue-deadline-off-by-one", "ids-looked-up-with-like"),
     _c("W7.4", "Same id and same qty: change nothing (not even the budget), return `False`.", AG,
        "budget-reset-by-duplicate-enqueue"),
     _c("W7.5", "Same id, other qty: `Conflict`.", AG, "enqueue-conflict-not-raised"),
@@ -276,7 +277,8 @@ JOBS: tuple[Clause, ...] = (
            "tests/test_jobs.py"),
     _c("J1.6", "IllegalArgumentException → `ValueError`; NoSuchElementException → `KeyError`; "
        "IllegalStateException → `IllegalStateError`;", JAG, "jobs-unknown-id-value-error"),
-    _c("J2.1", 'new PENDING job, ids `"J1"`, `"J2"`, …;', JAG, "jobs-ids-from-zero"),
+    _c("J2.1", 'new PENDING job, ids `"J1"`, `"J2"`, …;', JAG, "jobs-ids-from-zero",
+       "jobs-table-shared-between-queues"),
     _c("J2.2", "blank `type` (None, empty, whitespace) → `ValueError`;", JAG,
        "jobs-whitespace-type-accepted"),
     _c("J2.3", '`payload=None` is stored as `""`', JAG, "jobs-payload-none-not-stored-empty"),

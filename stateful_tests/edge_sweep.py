@@ -184,7 +184,9 @@ def _lease_programs() -> Iterator[tuple[str, Callable[[_Program], None]]]:
     yield "faults that are no Exception", _interrupts
     yield "redrive bad values", _redrive_bads
     yield "retry_delay edges", _retry_delay_edges
+    yield "retry_delay doubling and jitters just under 1", _retry_delay_walk
     yield "run_once jitters and paths", _jitters_and_paths
+    yield "look-alike ids", _look_alike_ids
 
 
 def _quarantine_only(p: _Program) -> None:
@@ -333,6 +335,42 @@ def _retry_delay_edges(p: _Program) -> None:
     ends += [(1, 1, 1, j) for j in (*s.BAD_JITTERS, math.nextafter(1.0, 2.0))]
     for attempt, base, cap, jitter in ends:
         p.step("retry_delay", True, attempt=attempt, base_ms=base, cap_ms=cap, jitter=jitter)
+
+
+JUST_BELOW_ONE = (math.nextafter(1.0, 0.0), 1 - 1e-12)
+"""Valid jitters a hair under 1: every reading of the formula floors a product just under
+a whole number down (a target that adds an epsilon before ``floor``, or rounds, does not)."""
+
+
+def _retry_delay_walk(p: _Program) -> None:
+    """The doubling at every attempt, 1 to 16, under a cap it never reaches (base 1 and
+    7, cap 60000), and products a hair under a whole number."""
+    _first(p)
+    for base in (1, 7):
+        for attempt in range(1, 17):
+            p.step("retry_delay", True, attempt=attempt, base_ms=base, cap_ms=60000, jitter=1)
+    for jitter in JUST_BELOW_ONE:
+        for attempt, base, cap in ((1, 1, 1), (1, 60000, 60000), (16, 1, 60000), (3, 100, 1000)):
+            p.step("retry_delay", True, attempt=attempt, base_ms=base, cap_ms=cap, jitter=jitter)
+
+
+LOOK_ALIKE_IDS = ("abc", "a_c", "ABC", "A", "a-c", "a__", "_")
+"""Ids that differ from another only in case, or match it as a SQL ``LIKE`` pattern
+(``_`` stands for any one character there): each is a job of its own."""
+
+
+def _look_alike_ids(p: _Program) -> None:
+    """Jobs whose ids look alike: each is enqueued, claimed, finished and redriven by its
+    exact id (an identifier is case-sensitive, ``_`` is one of its characters)."""
+    _first(p)
+    for qty, job in enumerate(LOOK_ALIKE_IDS, 2):
+        p.step("enqueue", job=job, qty=qty, now=When(), ttl_ms=60000, max_attempts=3, bad=None)
+    for outcome in ("ok", "permanent", "retry", "ok", "permanent", "ok", "permanent", "ok"):
+        ticket = _claim(p)
+        if ticket is not None:
+            _finish(p, ticket, outcome)
+    for job in ("ABC", "a-c", "_", "a__"):
+        p.step("redrive", job=job, now=When(), ttl_ms=60000, note="n1", fault=None, bad=None)
 
 
 def _jitters_and_paths(p: _Program) -> None:

@@ -147,3 +147,17 @@ def test_a_failures_step_count_is_its_evidences_operations() -> None:
     error = attach(AssertionError(message), recorder.evidence("not linearizable"))
     assert Counterexample.from_error(error).steps == 4
     assert Counterexample.from_error(AssertionError(message)).steps == 1  # no evidence
+
+
+def test_a_model_paths_clock_moves_count_as_its_steps() -> None:
+    """A model-check run numbers its clock moves among its operations ("3. the clock
+    moves to t=101"): the header counts them too (an outside tester read "(3 steps)"
+    over a run of 6 numbered steps)."""
+    recorder = Recorder()
+    recorder.step("queue", "enqueue", "enqueue", 100.0)
+    for now in (101, 102, 103):
+        recorder.event("clock", "clock", float(now), f"t={now}")
+    recorder.step("d1", "claim", "claim", 103.0)
+    message = "\n".join(f"  {n}. step" for n in range(1, 6))
+    error = attach(AssertionError(message), recorder.evidence("disagrees"))
+    assert Counterexample.from_error(error).steps == 5

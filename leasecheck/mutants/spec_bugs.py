@@ -696,12 +696,58 @@ BLIND: tuple[Mutant, ...] = (
             ),
         ),
     ),
+    Mutant(
+        "retry-delay-exponent-clamped",
+        "worker",
+        "retry_delay stops doubling after attempt 13 (2**min(attempt-1, 12)), so a small "
+        "base under a high cap waits 4096 * base from attempt 14 on",
+        "an overflow guard on the exponent; the draws rarely pair attempt 14-16 with a base "
+        "small enough that the cap does not hide it",
+        "lease.edges",
+        (("base_ms * 2 ** (attempt - 1))", "base_ms * 2 ** min(attempt - 1, 12))"),),
+    ),
+    Mutant(
+        "retry-delay-epsilon-before-floor",
+        "worker",
+        "retry_delay adds 1e-9 before the floor, so a product a hair under a whole number "
+        "(a jitter just under 1) rounds up",
+        "a fix for float noise; every dyadic jitter gives an exact product, which hides it",
+        "lease.edges",
+        (("return math.floor(capped * jitter)", "return math.floor(capped * jitter + 1e-9)"),),
+    ),
+    Mutant(
+        "ids-looked-up-with-like",
+        "worker",
+        "jobs are looked up with `id LIKE ?`: 'ABC' finds 'abc' and 'a_c' finds 'abc' "
+        "(case-insensitive, `_` matches any character), so distinct jobs collide",
+        "LIKE where = was meant; with ids like 'a', 'b', 'j1' every lookup is exact",
+        "lease.edges",
+        (("FROM jobs WHERE id = ?", "FROM jobs WHERE id LIKE ?"),),
+    ),
 )
-"""Bugs that helpers wrote blind from lease-worker.md alone (the fifteenth session) and
-that every property passed before the edge sweep learned near-miss tickets and faults
-that are no ``Exception``, and lease.configuration a queue file left in WAL mode."""
+"""Bugs that helpers wrote blind from lease-worker.md alone and that every property
+passed: in the fifteenth session, before the edge sweep learned near-miss tickets and
+faults that are no ``Exception``, and lease.configuration a queue file left in WAL mode;
+in the sixteenth, before it walked retry_delay's doubling to attempt 16, jitters just
+under 1 and ids that look alike."""
 
 BLIND_JOBS: tuple[Mutant, ...] = (
+    Mutant(
+        "jobs-table-shared-between-queues",
+        "jobs",
+        "the job table is a class attribute: every JobQueue sees the jobs of every other",
+        "a mutable default at class level (`_jobs: dict = {}`), a classic Python slip; one "
+        "queue per test hides it",
+        "jobs.agreement",
+        (
+            ("        self._jobs: dict[str, _Job] = {}\n", ""),
+            (
+                "    def __init__(self, time: TimeSource, policy: RetryPolicy) -> None:\n",
+                "    _jobs: dict[str, _Job] = {}\n\n"
+                "    def __init__(self, time: TimeSource, policy: RetryPolicy) -> None:\n",
+            ),
+        ),
+    ),
     Mutant(
         "jobs-dead-letters-shared-list",
         "jobs",
