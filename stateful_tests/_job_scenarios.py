@@ -133,6 +133,8 @@ CI_SCENARIOS: tuple[Scenario, ...] = (
     Scenario("two submits", "ids J1, J2, ...", (_submit(),), ((_submit(1),), (_submit(2),))),
     Scenario("an expired lease: complete and poll", "a lease is valid while now < lease_until",
              _EXPIRING, ((_complete(),), (_poll("w2"),))),
+    Scenario("a poll, and a poll after that lease ends", EXCLUSIVE, (_submit(),),
+             ((_poll("w1", now=0, lease=50),), (_poll("w2"),))),
     Scenario("retry a dead job twice", "retry_dead: only from DEAD", _DEAD,
              ((_on("retry_dead"),), (_on("retry_dead"),))),
     Scenario("submit while dead letters are listed", "dead_letters: all DEAD jobs", _DEAD,
@@ -146,7 +148,10 @@ CI_SCENARIOS: tuple[Scenario, ...] = (
     Scenario("cancel, submit and poll", "cancel: only from PENDING", (_submit(),),
              ((_on("cancel"), _submit(1)), (_poll("w2"), _on("view")))),
 )  # fmt: skip
-"""The ci scenarios: each race shape once; 2 threads (one scenario 3) of 1-3 calls."""
+"""The ci scenarios: each race shape once; 2 threads (one scenario 3) of 1-3 calls. "A
+poll, and a poll after that lease ends" came from a JobQueue written blind that built
+its Lease after releasing the lock: the later poll, expiring the lease, changed the job
+under the first poll's return."""
 
 DEEP_SCENARIOS: tuple[Scenario, ...] = (
     *CI_SCENARIOS,

@@ -405,10 +405,14 @@ def edge_policies() -> Iterator[RetryPolicy]:
 def _job_programs() -> Iterator[tuple[str, Callable[[_Program], None]]]:
     for policy in edge_policies():
         yield f"backoff {policy}", partial(_backoff_walk, policy=policy)
+    for policy in LONG_POLICIES:
+        yield f"backoff {policy}", partial(_backoff_walk, policy=policy)
     yield "a dozen jobs", _dozen_jobs
     yield "blank values", _blank_values
     yield "error texts", _error_texts
     yield "tokens past 256", _many_tokens
+    yield "large values", _large_values
+    yield "look-alike ids", _look_alike_job_ids
 
 
 def _backoff_walk(p: _Program, policy: RetryPolicy) -> None:
@@ -426,6 +430,11 @@ def _backoff_walk(p: _Program, policy: RetryPolicy) -> None:
             p.step("fail", lease=lease, job_id=None, error=None)
         p.step("advance_clock", to="run_at", offset=0)
     p.step("dead_letters")
+
+
+LONG_POLICIES = (RetryPolicy(16, 1, 10**9), RetryPolicy(13, 5, 5 * 2**11))
+"""Backoff doubling up to the 16th attempt under a cap it never reaches, and up to the
+13th onto a cap it meets exactly (the draws stop at 6 attempts)."""
 
 
 def _dozen_jobs(p: _Program) -> None:
@@ -475,13 +484,67 @@ def _many_tokens(p: _Program) -> None:
         p.step("advance_clock", to="run_at", offset=0)
 
 
+UNICODE_BLANKS = ("\u3000", "\u2003", "\u2028", "\x1f", " \u3000 ")
+"""Whitespace beyond ASCII: blank under Python's ``str.strip`` and Java's
+``isWhitespace`` alike (the seed's and this page's readings of "whitespace")."""
+
+
 def _blank_values(p: _Program) -> None:
     p.step("start", policy=RetryPolicy(1, 1, 1), backlog=Backlog())
-    for blank in edges.BLANK_TEXTS:
+    for blank in (*edges.BLANK_TEXTS, *UNICODE_BLANKS):
         p.step("submit", True, type=blank, payload=None, priority=0, run_at_millis=0)
     p.step("submit", type="email", payload=None, priority=0, run_at_millis=0)
-    for blank in edges.BLANK_TEXTS:
+    for blank in (*edges.BLANK_TEXTS, *UNICODE_BLANKS):
         p.step("poll", True, worker=blank, lease_millis=1)
     for lease_millis in (0, -1):
         p.step("poll", True, worker="w1", lease_millis=lease_millis)
     p.step("poll", worker="w1", lease_millis=1)
+
+
+EPOCH = 2_000_000_000
+"""A clock in epoch seconds, or a run-at 23 days of milliseconds away: far past the draws."""
+DAY = 86_400_000
+
+
+def _large_values(p: _Program) -> None:
+    """Values far past the machine's draws: a run-at and a clock of 2e9 (a higher priority
+    still comes first, however late its run-at), priorities past 32 bits, and leases of a
+    day and more, valid until they end (job-queue.md: ``lease_until = now +
+    lease_millis``; a lease is valid while ``now < lease_until``)."""
+    p.step("start", policy=RetryPolicy(2, 1, 1), backlog=Backlog())
+    p.step("submit", type="email", payload=None, priority=0, run_at_millis=0)
+    p.step("submit", type="email", payload=None, priority=1, run_at_millis=EPOCH)
+    p.step("advance_clock", to="run_at", offset=0)
+    day = p.step("poll", worker="w1", lease_millis=DAY)
+    for priority in (2**31, -(2**31), 10**18, 2**31 - 1):
+        p.step("submit", type="email", payload=None, priority=priority, run_at_millis=EPOCH)
+    longer = p.step("poll", worker="w2", lease_millis=2**31)
+    longest = p.step("poll", worker="w2", lease_millis=10**12)
+    p.step("advance_clock", to="now", offset=DAY // 2 + 3_600_000)
+    for lease in (day, longer, longest):
+        if lease is not None:
+            p.step("complete", lease=lease, job_id=None)
+    p.step("advance_clock", to="now", offset=DAY)
+    p.step("poll", worker="w1", lease_millis=1)
+
+
+LOOK_ALIKE_JOB_IDS = ("J01", "J+1", "J 1", "J1 ", " J1", "j1", "J\u0661", "J1\n", "1", "J1.0")
+"""Ids that name J1 only to a parser (``int(job_id[1:])``) or a case-folding lookup: each is
+an unknown id, a ``KeyError`` (job-queue.md), and must change nothing."""
+
+
+def _look_alike_job_ids(p: _Program) -> None:
+    """One job of each state a call can act on, then every call that takes an id, with ids
+    that look like J1's, J2's or J3's."""
+    p.step("start", policy=RetryPolicy(1, 1, 1), backlog=Backlog(3, 0))
+    p.step("advance_clock", to="run_at", offset=0)
+    lease = p.step("poll", worker="w1", lease_millis=1000)
+    p.step("poll", True, worker="w1", lease_millis=1)
+    for near in (*LOOK_ALIKE_JOB_IDS, "J02", "j3", "J3 "):
+        p.step("view", True, job_id=near)
+        p.step("cancel", True, job_id=near)
+        p.step("retry_dead", True, job_id=near)
+        if lease is not None:
+            p.step("fail", True, lease=lease, job_id=near, error="e")
+    if lease is not None:
+        p.step("complete", lease=lease, job_id=None)

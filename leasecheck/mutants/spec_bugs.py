@@ -733,6 +733,103 @@ under 1 and ids that look alike."""
 
 BLIND_JOBS: tuple[Mutant, ...] = (
     Mutant(
+        "jobs-backoff-exponent-clamped",
+        "jobs",
+        "the backoff stops doubling after the 11th attempt (2**min(n-1, 10)), so a policy "
+        "with more attempts and a high cap waits too little",
+        "an overflow guard on the exponent; the draws stop at 6 attempts",
+        "jobs.edges",
+        (
+            (
+                "base_backoff_millis * 2 ** (attempts - 1)",
+                "base_backoff_millis * 2 ** min(attempts - 1, 10)",
+            ),
+        ),
+    ),
+    Mutant(
+        "jobs-best-job-by-one-score",
+        "jobs",
+        "the best job is the one with the highest priority * 10**9 - run_at: with epoch-sized "
+        "run-ats an earlier job of lower priority wins",
+        "one sort key where a tuple was meant; run-ats of a few hundred ms never show it",
+        "jobs.edges",
+        (
+            (
+                "key=lambda j: (-j.priority, j.run_at, j.seq)",
+                "key=lambda j: (-(j.priority * 10**9 - j.run_at), j.seq)",
+            ),
+        ),
+    ),
+    Mutant(
+        "jobs-blank-means-ascii",
+        "jobs",
+        "a type is blank only if it is empty or ASCII spaces and controls (Java's trim()): "
+        "an ideographic space is accepted as a type",
+        "a port of Java's trim().isEmpty(); every ASCII test passes",
+        "jobs.edges",
+        (
+            (
+                "if job_type is None or not job_type.strip():",
+                "if job_type is None or not job_type.strip(''.join(map(chr, range(33)))):",
+            ),
+        ),
+    ),
+    Mutant(
+        "jobs-id-parsed-as-int",
+        "jobs",
+        "ids are looked up by int(job_id[1:]): 'J01', 'J 1' and 'J1 ' all find J1",
+        "storing jobs by number and parsing the id back; every id the queue hands out "
+        "parses to itself",
+        "jobs.edges",
+        (
+            (
+                "job = self._jobs.get(job_id) if isinstance(job_id, str) else None",
+                "job = _by_number(self._jobs, job_id)",
+            ),
+            (
+                "class JobQueue:",
+                "def _by_number(jobs, job_id):  # type: ignore[no-untyped-def]\n"
+                "    try:\n"
+                "        return jobs.get(f'J{int(str(job_id)[1:])}')\n"
+                "    except ValueError:\n"
+                "        return None\n\n\n"
+                "class JobQueue:",
+            ),
+        ),
+    ),
+    Mutant(
+        "jobs-lease-capped-at-12-hours",
+        "jobs",
+        "poll caps a lease at 12 hours, as some cloud queues cap a visibility timeout: a "
+        "worker that asked for a day loses its job after 12",
+        "a limit copied from SQS; leases of a few ms never reach it",
+        "jobs.edges",
+        (
+            (
+                "job.lease_until = now + lease_for",
+                "job.lease_until = now + min(lease_for, 43_200_000)",
+            ),
+        ),
+    ),
+    Mutant(
+        "jobs-lease-built-after-unlock",
+        "jobs",
+        "poll builds its Lease after releasing the lock: a poll that expires the lease in "
+        "between changes the job the first poll then reads",
+        "returning outside the `with` block to keep the critical section short",
+        "jobs.interleavings",
+        (
+            (
+                "            job.lease_until = now + lease_for\n"
+                "            return Lease(job.id, job.token, job.type, job.payload, job.attempts, "
+                "job.lease_until)",
+                "            job.lease_until = now + lease_for\n"
+                "        return Lease(job.id, job.token, job.type, job.payload, job.attempts, "
+                "job.lease_until)",
+            ),
+        ),
+    ),
+    Mutant(
         "jobs-table-shared-between-queues",
         "jobs",
         "the job table is a class attribute: every JobQueue sees the jobs of every other",
@@ -803,9 +900,11 @@ BLIND_JOBS: tuple[Mutant, ...] = (
         (("        if token != job.token:", "        if token is not job.token:"),),
     ),
 )
-"""Bugs helpers wrote blind from job-queue.md alone that every property passed (the
-fifteenth session): no property emptied a list the queue had returned, failed a job with
-a long error, or handed a token back as an equal copy past 256."""
+"""Bugs helpers wrote blind from job-queue.md alone that every property passed: in the
+fifteenth session no property emptied a list the queue had returned, failed a job with
+a long error, or handed a token back as an equal copy past 256; in the sixteenth none
+made a second queue, walked the backoff past 6 attempts, used epoch-sized times, leases
+of a day, Unicode blanks or look-alike ids, or polled after a lease ended mid-poll."""
 
 MUTANTS: tuple[Mutant, ...] = (
     CONFIGURATION + EDGES + SENTENCES + JOB_SENTENCES + JOB_SCOPE + LEASE_SCOPE + BLIND + BLIND_JOBS
