@@ -9,7 +9,6 @@ a child process at work are not.
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 import threading
@@ -22,6 +21,7 @@ from typing import Any
 import pytest
 
 from leasecheck._blocked import Watch
+from leasecheck.targets.loader import load_module
 
 TARGET = """
 import threading
@@ -46,11 +46,7 @@ WINDOW = 1.0
 def target(tmp_path: Path) -> ModuleType:
     path = tmp_path / "jobqueue_under_test.py"
     path.write_text(TARGET)
-    spec = importlib.util.spec_from_file_location("jobqueue_under_test", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(path, "target")
 
 
 class Looker:
