@@ -232,11 +232,15 @@ def _check(
         readings.append(jm.expire(edge.source.state, system.policy, edge.source.now))
     seen = run.views(move.state.state)
     if all(seen != visible(state) for state in readings):
-        problems.append(
-            f"the visible state differs; target views: {seen[0]}\n"
-            f"  model views: {visible(readings[0])[0]}"
-        )
+        problems.append(f"the visible state differs; {_difference(seen, visible(readings[0]))}")
     return problems
+
+
+def _difference(seen: tuple[list[Any], list[Any]], wanted: tuple[list[Any], list[Any]]) -> str:
+    """The part of the visible state that differs: the views, else ``dead_letters()``."""
+    if seen[0] != wanted[0]:
+        return f"target views: {seen[0]}\n  model views: {wanted[0]}"
+    return f"target dead_letters(): {seen[1]}\n  model dead_letters(): {wanted[1]}"
 
 
 def replay_jobs(
@@ -274,10 +278,9 @@ def _fresh(cls: type[Any], system: JobSystem) -> tuple[_Run, str | None]:
             problem = run.learn(expected, result)
         if problem is not None:
             return run, _setup_failure(system, steps[:number], problem)
-    seen = run.views(world.state)
-    if seen != model_visible(world.state):
-        problem = (f"after the setup the visible state differs; target views: {seen[0]}\n"
-                   f"  model views: {model_visible(world.state)[0]}")  # fmt: skip
+    seen, wanted = run.views(world.state), model_visible(world.state)
+    if seen != wanted:
+        problem = f"after the setup the visible state differs; {_difference(seen, wanted)}"
         return run, _setup_failure(system, steps, problem)
     return run, None
 

@@ -785,7 +785,8 @@ class JobSystem:
             return f"{args[0]} polls at t={args[2]} with lease_millis={args[1]}"
         if kind in ("complete", "fail"):
             who, job_id, token, now = args
-            return f"{who} calls {kind}({job_id!r}, token {token}) at t={now}"
+            error = ", error 'e'" if kind == "fail" else ""  # the error every explored fail gives
+            return f"{who} calls {kind}({job_id!r}, token {token}{error}) at t={now}"
         return f"{kind}({args[0]!r}) at t={args[1]}"
 
     def op_shape(self, op: Hashable) -> Hashable:

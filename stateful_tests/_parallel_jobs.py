@@ -270,11 +270,14 @@ def _run_threads(
 
 
 def _final_views(queue: Any, clock: ThreadClock, ops: list[Operation]) -> list[Operation]:
-    """The harness views every job the history submitted: the final state."""
+    """The harness views every job the history submitted: the final state, read at the
+    latest instant any call of the history read (a view processes no expiry, so only
+    the line it prints depends on it)."""
     submitted = sum(1 for op in ops if op.name == "submit" and op.ok)
+    latest = max((getattr(op.call, "now", None) or 0 for op in ops), default=0)
     views = []
     for number in range(1, submitted + 1):
-        command = JobOp.of("view", f"J{number}", now=0)
+        command = JobOp.of("view", f"J{number}", now=latest)
         op = run_command(queue, clock, ("harness", number), command, [])
         assert op is not None
         views.append(op)

@@ -12,8 +12,8 @@ Each program is a few rule calls of ``LeaseAgreement`` or ``JobAgreement`` (the 
 ``_agree``/``_both`` core compares target and model), with the machine's invariants
 checked after every step. A failure is reported as the program that shows it, in
 the same ``state.rule(...)`` form as a shrunk Hypothesis program: the program's
-setup and the one call that disagreed (the probes before it were refused by both
-sides and changed nothing).
+setup and the one call that disagreed, without the probes before it (calls both sides
+refused) when it fails the same way without them, else with every one of them.
 """
 
 from __future__ import annotations
@@ -78,22 +78,37 @@ class SweepReport:
 
 @dataclass
 class _Program:
-    """One program on a fresh machine: setup lines are kept, probe lines are not."""
+    """One program on a fresh machine: setup lines are kept, probe lines are not (a
+    probe is refused by both sides and changes nothing), unless ``probes`` says
+    "keep" (run and print them) or "skip" (run none of them)."""
 
     name: str
     machine: Any
     setup: list[str] = field(default_factory=list)
     names: dict[int, str] = field(default_factory=dict)
     calls: int = 0
+    probes: str = "run"
+    failing: int = -1
+    """With ``probes`` "skip": the number of the step that failed (run, probe or not)."""
+    index: int = 0
+    """Steps asked for so far, run or skipped."""
+    probed: bool = False
+    """A probe ran before the step that failed."""
 
     def step(self, rule: str, probe: bool = False, **kwargs: Any) -> Any:
+        self.index += 1
+        if probe and self.probes == "skip" and self.index != self.failing:
+            return None
         args = ", ".join(f"{k}={self._show(v)}" for k, v in kwargs.items())
         line = f"state.{rule}({args})"
         self.calls += 1
+        before, self.probed = self.probed, self.probed or probe
+        probe = probe and self.probes != "keep"
         try:
             result = getattr(self.machine, rule)(**kwargs)
             self._invariants()
         except AssertionError as error:
+            self.probed = before
             machine = type(self.machine).__name__
             failure = EdgeFailure(
                 self.name, machine, (*self.setup, line), str(error), evidence_of(error)
@@ -137,12 +152,32 @@ def _run(programs: Iterator[tuple[str, Callable[[_Program], None]]], make: Any) 
             body(program)
         except _Failed as failed:
             report.failure = failed.failure
+            if program.probed:
+                report.failure = _replayable(name, body, make, failed.failure, program.index)
             return report
         finally:
             report.programs += 1
             report.calls += program.calls
             machine.teardown()
     return report
+
+
+def _replayable(
+    name: str, body: Callable[[_Program], None], make: Any, failure: EdgeFailure, failing: int
+) -> EdgeFailure:
+    """The failure as a program that shows it when run as printed. Without its probes
+    if it fails the same way without them; else with every probe (a probe the target
+    accepted wrongly may have changed what it hides, such as its next id)."""
+    for probes in ("skip", "keep"):
+        machine = make()
+        try:
+            body(_Program(name, machine, probes=probes, failing=failing))
+        except _Failed as failed:
+            if failed.failure.message.splitlines()[:1] == failure.message.splitlines()[:1]:
+                return failed.failure
+        finally:
+            machine.teardown()
+    return failure
 
 
 # --- the lease worker ----------------------------------------------------------------------

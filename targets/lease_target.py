@@ -75,6 +75,14 @@ def write_snapshot(con: sqlite3.Connection, state: Snapshot) -> None:
                 (seq, row.id, row.token, row.at_ms, row.note),
             )
         con.execute("COMMIT")
+    except sqlite3.OperationalError as error:
+        con.execute("ROLLBACK")
+        if str(error).startswith("no such table"):  # the file came from the target's open_queue
+            raise AssertionError(
+                f"the queue file has {error}: it was made with the target's open_queue, which "
+                f"creates both tables, jobs and redrives, when they are absent (lease-worker.md)"
+            ) from error
+        raise
     except BaseException:
         con.execute("ROLLBACK")
         raise

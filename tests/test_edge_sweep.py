@@ -15,6 +15,7 @@ import pytest
 from leasecheck.models import edges
 from leasecheck.mutants import by_name, materialize
 from leasecheck.stateful_tests import edge_sweep
+from leasecheck.stateful_tests.job_machine import JobAgreement
 from leasecheck.stateful_tests.lease_machine import LeaseAgreement
 from leasecheck.targets.loader import load_jobs_target, load_worker
 
@@ -86,3 +87,31 @@ def test_a_fault_that_is_no_exception_must_roll_back_too(scratch: Path) -> None:
     assert failure is not None and failure.program == "faults that are no Exception"
     assert "still inside a transaction" in failure.message, failure.render()
     assert edge_sweep.sweep_lease(load_worker()).failure is None
+
+
+def test_a_probe_the_target_wrongly_accepted_is_printed(scratch: Path) -> None:
+    """A refused submit that still uses up an id hides its change until a later submit:
+    the printed program keeps every probe, so that it fails as printed."""
+    from leasecheck.targets import BUNDLED_JOBS
+
+    source = BUNDLED_JOBS.read_text()
+    take_first = '        job_type = _optional_str("type", type)\n'
+    counted = "            seq = len(self._jobs) + 1\n"
+    assert source.count(take_first) == 1 and source.count(counted) == 1
+    takes = (
+        "        with self._lock:\n"
+        "            self._taken = getattr(self, '_taken', 0) + 1\n"
+        "            seq_taken = self._taken\n"
+    )
+    source = source.replace(take_first, takes + take_first)
+    source = source.replace(counted, "            seq = seq_taken\n")
+    path = scratch / "job_queue.py"
+    path.write_text(source)
+    target = load_jobs_target(path)
+    failure = edge_sweep.sweep_jobs(target).failure
+    assert failure is not None and failure.program == "blank values", failure
+    assert "state.submit(type=None" in failure.lines[1], failure.render()
+    JobAgreement.bind(target)
+    namespace = {"state": JobAgreement(), **vars(edge_sweep)}
+    with pytest.raises(AssertionError, match="returned job id"):
+        exec("\n".join(failure.lines), namespace)

@@ -223,3 +223,31 @@ def test_cli_json_on_the_small_jobs_scope(capsys: pytest.CaptureFixture[str]) ->
                  "--scope", "small", "--json"]) == 0  # fmt: skip
     data = json.loads(capsys.readouterr().out)
     assert data["ok"] and data["parts"][0]["exhausted"] and data["parts"][0]["states"] > 0
+
+
+def test_a_failure_only_from_the_explorers_form_shows_the_state_its_run_reaches(
+    scratch: Path,
+) -> None:
+    """A redrive that audits ``attempts`` where the contract says the token: equal on the
+    state the printed run reaches, different on the explorer's form of it, which blanks a
+    dead row's attempts. The report shows both, so that the run it prints is honest."""
+    from leasecheck.targets import BUNDLED_WORKER
+
+    source = BUNDLED_WORKER.read_text()
+    audit = 'con.execute(AUDIT, (job_id, row["token"], now_ms, note))'
+    assert source.count(audit) == 1
+    path = scratch / "worker.py"
+    path.write_text(source.replace(audit, audit.replace('row["token"]', 'row["attempts"]')))
+    system, result = explore_lease(SCOPES["ci"][0])
+    report = replay_lease(load_worker(path), system, result, scratch / "q.db")
+    assert report.failure is not None
+    assert "reach this state, and from it the target agrees with the model" in report.failure
+    assert "blanks the columns no operation of the contract reads again" in report.failure
+
+
+def test_a_jobs_difference_in_dead_letters_alone_shows_dead_letters(scratch: Path) -> None:
+    cls = load_jobs_target(materialize(by_name("jobs-dead-letters-newest-first"), scratch))
+    system, result = explore_jobs(JOB_SCOPES["ci"][1])
+    failure = replay_jobs(cls, system, result).failure
+    assert failure is not None
+    assert "target dead_letters(): [" in failure and "model dead_letters(): [" in failure, failure

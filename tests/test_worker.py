@@ -946,3 +946,15 @@ def test_run_file_needs_an_existing_file(scratch: Path, kind: str) -> None:
         worker.run_file(path, "w", Readings(T0, T0), send, 0.5)
     assert sorted(p.name for p in scratch.rglob("*")) == (["dir"] if kind == "directory" else [])
     assert send.got == []
+
+
+def test_a_queue_file_without_its_tables_is_named_as_open_queues_finding(scratch: Path) -> None:
+    """The harness seeds files that the target's open_queue made: a missing table is the
+    target's (open_queue creates both when absent), said so, not a bare OperationalError."""
+    con = sqlite3.connect(scratch / "no-tables.db", isolation_level=None)
+    try:
+        with pytest.raises(AssertionError, match="made with the target's open_queue"):
+            write_snapshot(con, Snapshot())
+        assert not con.in_transaction
+    finally:
+        con.close()
