@@ -139,6 +139,10 @@ CI_SCENARIOS: tuple[Scenario, ...] = (
              ((_on("retry_dead"),), (_on("retry_dead"),))),
     Scenario("submit while dead letters are listed", "dead_letters: all DEAD jobs", _DEAD,
              ((_submit(1),), (call("dead_letters", now=NOW),))),
+    Scenario("retry a dead job while a poll leases", "retry_dead: PENDING, attempts 0",
+             _DEAD, ((_on("retry_dead"),), (_poll("w2"),))),
+    Scenario("retry a dead job while dead letters are listed", "dead_letters: all DEAD jobs",
+             _DEAD, ((_on("retry_dead"),), (call("dead_letters", now=NOW),))),
     Scenario("three polls, two jobs", EXCLUSIVE, (_submit(0), _submit(1)),
              ((_poll("w1"),), (_poll("w2"),), (_poll("w3"),))),
     Scenario("two workers poll and finish", EXCLUSIVE, (_submit(0), _submit(1)),
@@ -151,7 +155,8 @@ CI_SCENARIOS: tuple[Scenario, ...] = (
 """The ci scenarios: each race shape once; 2 threads (one scenario 3) of 1-3 calls. "A
 poll, and a poll after that lease ends" came from a JobQueue written blind that built
 its Lease after releasing the lock: the later poll, expiring the lease, changed the job
-under the first poll's return."""
+under the first poll's return. The two races of retry_dead came from two more: one whose
+retry_dead took a lock of its own, one whose dead_letters built its views unlocked."""
 
 DEEP_SCENARIOS: tuple[Scenario, ...] = (
     *CI_SCENARIOS,

@@ -65,7 +65,7 @@ def test_the_bundled_queue_holds_in_every_ci_schedule() -> None:
     assert summary.explored > len(PLANS["ci"]) * 2  # more than the schedules without preemption
     assert summary.threads == 3 and summary.preemptions == 2
     assert summary.text().endswith(
-        "13 scenarios (9 exhaustive) <=3 threads x <=3 calls, <=2 preemptions"
+        "16 scenarios (12 exhaustive) <=3 threads x <=3 calls, <=2 preemptions"
     )
 
 

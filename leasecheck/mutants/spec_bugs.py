@@ -812,6 +812,43 @@ BLIND_JOBS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
+        "jobs-retry-dead-own-lock",
+        "jobs",
+        "retry_dead takes a lock of its own, not the queue's: a poll can lease the job "
+        "between its PENDING and its attempts = 0",
+        "a second lock added for one method; every test that calls one method at a time passes",
+        "jobs.interleavings",
+        (
+            (
+                '        """Put a DEAD job back: PENDING, attempts 0, ready now."""\n'
+                "        with self._lock:",
+                '        """Put a DEAD job back: PENDING, attempts 0, ready now."""\n'
+                "        with self._retry_lock:",
+            ),
+            (
+                "        self._lock = threading.Lock()\n",
+                "        self._lock = threading.Lock()\n        self._retry_lock = threading.Lock()\n",
+            ),
+        ),
+    ),
+    Mutant(
+        "jobs-dead-letters-viewed-unlocked",
+        "jobs",
+        "dead_letters picks the DEAD jobs under the lock but builds their views after it: "
+        "a retry_dead in between lists a PENDING job as a dead letter",
+        "keeping the critical section short; the views are built from live job objects",
+        "jobs.interleavings",
+        (
+            (
+                "            return [job.view() for job in self._jobs.values() "
+                "if job.status is JobStatus.DEAD]",
+                "            dead = [job for job in self._jobs.values() "
+                "if job.status is JobStatus.DEAD]\n"
+                "        return [job.view() for job in dead]",
+            ),
+        ),
+    ),
+    Mutant(
         "jobs-lease-built-after-unlock",
         "jobs",
         "poll builds its Lease after releasing the lock: a poll that expires the lease in "
