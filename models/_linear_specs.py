@@ -58,6 +58,17 @@ def _unique(states: Sequence[Hashable]) -> list[Any]:
     return list(dict.fromkeys(states))
 
 
+UNNUMBERED = -1
+"""The token of a poll the precheck did not number (it returned no lease, or was killed)."""
+
+
+class _NewToken:
+    """Shown where the model's lease has a token nobody was handed: a new one."""
+
+    def __repr__(self) -> str:
+        return "<a new token>"
+
+
 def _outcome_text(outcome: Outcome) -> str:
     return (
         f"raises {outcome.error}"
@@ -231,7 +242,7 @@ class JobQueueSpec(SequentialSpec[jm.JobState]):
         """A poll's state and lease with the token the precheck numbered it by."""
         if lease is None:
             return [after], JobOutcome(None)
-        number = self._tokens.get(op, -1)  # a killed poll's token: nobody can hold it
+        number = self._tokens.get(op, UNNUMBERED)  # a killed poll's token: nobody holds it
         jobs = tuple(
             replace(job, token=number) if job.id == lease.job_id else job for job in after.jobs
         )
@@ -247,6 +258,8 @@ class JobQueueSpec(SequentialSpec[jm.JobState]):
 
     def explain(self, state: jm.JobState, op: Operation) -> str:
         _, model = self._model(state, op)
+        if isinstance(model.result, Lease) and model.result.token == UNNUMBERED:
+            model = JobOutcome(replace(model.result, token=_NewToken()))
         return f"here the model {_outcome_text(model)}"
 
     def partition_key(self, op: Operation) -> Hashable | None:

@@ -702,8 +702,9 @@ class JobAgreement(RuleBasedStateMachine):
         made = (
             f"\nthe program's start (its Backlog) made these calls first:{calls}" if calls else ""
         )
+        counted = f" (its Backlog's {len(self.backlog_calls)} calls counted)" if calls else ""
         error = AssertionError(
-            f"{comparison}\n  after step {self.step}: {self.last_call}; the clock reads "
+            f"{comparison}\n  after step {self.step}{counted}: {self.last_call}; the clock reads "
             f"{self.time.now}; {self.policy}\n{self._table()}{made}"
         )
         raise attach(error, self.record.evidence(comparison.splitlines()[0]))
