@@ -6,14 +6,15 @@ check, ``problem`` None when the sentence held. Every expectation is a sentence 
 lease-worker.md, quoted in the check that makes it:
 
 - ``run_file``: "path must be an existing regular file, else FileNotFoundError (never
-  create a queue)" and "closes the connection on success and on failure";
+  create a queue)" and "closes the connection on success and on failure" (a ``send``
+  that raises something that is no ``Exception``, as Ctrl-C does, is a failure too);
 - ``open_queue``: "closes the connection if initialisation fails", "A real file, not
   :memory:", "never touches existing rows";
 - every DB function: "The connection ... is not closed by the function", "no
   transaction is left open";
-- ``run_once``: ``send`` is called "outside any transaction", Retryable and Permanent
-  are matched with isinstance, and finish gets "the ticket from claim (whatever send did
-  to its dict or to the DB)".
+- ``run_once``: ``send`` is called "outside any transaction" and between the two clock
+  readings, Retryable and Permanent are matched with isinstance, and finish gets "the
+  ticket from claim (whatever send did to its dict or to the DB)".
 
 File descriptors are counted in ``/proc/self/fd`` while the error is still held: a
 connection a target forgot to close stays open until its frame is freed, so counting
@@ -31,6 +32,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType, ModuleType
 from typing import Any
+
+from leasecheck.models.contracts import InjectedInterrupt
 
 __all__ = ["callback_cases", "path_cases", "read_only_cases", "resource_cases"]
 
@@ -181,8 +184,12 @@ def _run_file_closes(module: ModuleType, directory: Path) -> list[Record]:
     """run_file "closes the connection on success and on failure": the connection it
     opened is caught in ``send`` and must be closed once run_file has returned or raised."""
     records = []
-    for label, answer in (("success", True), ("failure", RuntimeError("send failed"))):
-        path = directory / f"run-file-{label}.db"
+    answers: tuple[tuple[str, object], ...] = (
+        ("success", True), ("failure", RuntimeError("send failed")),
+        ("an interrupt", InjectedInterrupt("send interrupted")),  # no Exception, as Ctrl-C
+    )  # fmt: skip
+    for label, answer in answers:
+        path = directory / f"run-file-{label.replace(' ', '-')}.db"
         _seeded(module, path)
         held: list[sqlite3.Connection] = []
 
@@ -197,7 +204,7 @@ def _run_file_closes(module: ModuleType, directory: Path) -> list[Record]:
         before = _fds()
         try:
             module.run_file(str(path), "w1", _clock(10, 11), send, 1)
-        except Exception:
+        except (Exception, InjectedInterrupt):
             records.append(_record(f"fds while run_file's {label} error is held", _leak(
                 before, f"run_file on {label} (while its error was still held)"
             )))  # fmt: skip
@@ -502,8 +509,41 @@ def callback_cases(module: ModuleType, directory: Path) -> list[Record]:
         ("send raises a Permanent subclass", lambda p: _raiser(module.Permanent), "dead"),
     ]
     return [
-        _callback(module, directory / f"callback-{n}.db", *case) for n, case in enumerate(cases)
+        *(_callback(module, directory / f"callback-{n}.db", *case) for n, case in enumerate(cases)),
+        _clock_after_send(module, directory / "clock-after-send.db"),
     ]
+
+
+def _clock_after_send(module: ModuleType, path: Path) -> Record:
+    """run_once: "`t1 = clock()`; claim at t1 ... Else call `send(...)` once ... Then
+    `t2 = clock()`": the second reading is taken after send returned (a slow delivery
+    is finished at the time it ended, not at a time read before it)."""
+    case = "the second clock reading comes after send"
+    _seeded(module, path)
+    order: list[str] = []
+    readings = iter((10, 11))
+
+    def clock() -> int:
+        order.append("clock")
+        return next(readings, 11)
+
+    def send(_: dict[str, Any]) -> object:
+        order.append("send")
+        return True
+
+    con = module.open_queue(str(path))
+    try:
+        module.run_once(con, "w1", clock, send, 1)
+    except Exception as error:
+        return _record(case, f"{case}: run_once raised {error!r} on a plain delivery")
+    finally:
+        con.close()
+    sent = order.index("send") if "send" in order else -1
+    ordered = order[:1] == ["clock"] and sent > 0 and "clock" in order[sent + 1 :]
+    return _record(case, None if ordered else (
+        f"{case}: run_once called clock and send in the order {order}; the spec's is "
+        f"clock (t1), send, clock (t2)"
+    ))  # fmt: skip
 
 
 def _callback(

@@ -222,8 +222,8 @@ WORKER: tuple[Clause, ...] = (
     _c("W11.6", "`Permanent` → `permanent`.", CFG, "permanent-exact-type"),
     _c("W11.7", "Any other exception, and BadAck, propagate and leave the job leased.", AG,
        "unexpected-error-retried"),
-    _c("W11.8", "Then `t2 = clock()`; invalid or `t2 < t1` → `ValueError`, claim kept.", AG,
-       "backwards-clock-ignored"),
+    _c("W11.8", "Then `t2 = clock()`; invalid or `t2 < t1` → `ValueError`, claim kept.",
+       f"{AG} {CFG}", "backwards-clock-ignored", "second-clock-read-before-send"),
     _c("W11.9", "Then `finish(ticket, outcome, t2, delay)` with the ticket from claim (whatever "
        "send did to its dict or to the DB)", CFG, "finish-with-refreshed-token"),
     _c("W11.10", "and return `{'id', 'token', 'status'}` where status is finish's result or "
@@ -232,7 +232,7 @@ WORKER: tuple[Clause, ...] = (
        "queue).", f"{AG} {CFG}", "run-file-creates-file", "run-file-accepts-fifo"),
     _c("W12.2", "Opens with `open_queue`, returns `run_once`'s result, closes the connection on "
        "success and on failure.", CFG, "run-file-leaks-on-success", "run-file-leaks-on-failure",
-       "run-file-skips-open-queue"),
+       "run-file-skips-open-queue", "run-file-closes-on-exception-only"),
     # The receiving server: the suite's own part
     _suite("W13.1", "An HTTP server on `127.0.0.1`, ephemeral port, that records each delivery "
            "`{id, qty}` in its own SQLite inbox and applies its effect (e.g. adds qty to a "

@@ -697,6 +697,40 @@ BLIND: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
+        "run-file-closes-on-exception-only",
+        "worker",
+        "run_file closes its connection on success and in `except Exception`: a send that "
+        "raises KeyboardInterrupt or SystemExit leaves it open",
+        "the habit of `except Exception:` again, here around a close; only Ctrl-C shows it",
+        "lease.configuration",
+        (
+            (
+                "        return run_once(con, owner, clock, send, jitter, lease_ms)\n"
+                "    finally:\n        con.close()",
+                "        result = run_once(con, owner, clock, send, jitter, lease_ms)\n"
+                "    except Exception:\n        con.close()\n        raise\n"
+                "    con.close()\n    return result",
+            ),
+        ),
+    ),
+    Mutant(
+        "second-clock-read-before-send",
+        "worker",
+        "run_once reads both clock readings before send: a slow delivery is finished at a "
+        "time read before it began",
+        "reading the clock up front to keep the call short; a clock that does not move "
+        "during send hides it",
+        "lease.configuration",
+        (
+            (
+                "    outcome, delay_ms = _deliver(send, ticket, jitter)\n"
+                '    t2 = _read_clock(clock, "second")\n',
+                '    t2 = _read_clock(clock, "second")\n'
+                "    outcome, delay_ms = _deliver(send, ticket, jitter)\n",
+            ),
+        ),
+    ),
+    Mutant(
         "retry-delay-exponent-clamped",
         "worker",
         "retry_delay stops doubling after attempt 13 (2**min(attempt-1, 12)), so a small "
@@ -827,7 +861,8 @@ BLIND_JOBS: tuple[Mutant, ...] = (
             ),
             (
                 "        self._lock = threading.Lock()\n",
-                "        self._lock = threading.Lock()\n        self._retry_lock = threading.Lock()\n",
+                "        self._lock = threading.Lock()\n"
+                "        self._retry_lock = threading.Lock()\n",
             ),
         ),
     ),
