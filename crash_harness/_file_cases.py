@@ -511,7 +511,63 @@ def callback_cases(module: ModuleType, directory: Path) -> list[Record]:
     return [
         *(_callback(module, directory / f"callback-{n}.db", *case) for n, case in enumerate(cases)),
         _clock_after_send(module, directory / "clock-after-send.db"),
+        *(
+            _send_answer(module, directory / f"answer-{n}.db", answer)
+            for n, answer in enumerate(SEND_ANSWERS)
+        ),
     ]
+
+
+SEND_ANSWERS: tuple[object, ...] = (
+    "ok", 1.0, "True", [True], ConnectionRefusedError("refused"), TimeoutError("timed out"),
+    InjectedInterrupt("send interrupted"), KeyboardInterrupt(), SystemExit(3),
+)  # fmt: skip
+"""What a send may return or raise that is neither exactly ``True`` nor a Retryable or a
+Permanent: run_once raises ``BadAck`` for a return value ("another return value → raise
+BadAck") and lets an exception through, an ``OSError`` or one that is no ``Exception``
+(Ctrl-C, ``sys.exit``) too ("Any other exception, and BadAck, propagate and leave the job
+leased")."""
+
+
+def _send_answer(module: ModuleType, path: Path, answer: object) -> Record:
+    case = (
+        f"send raises {answer!r}" if isinstance(answer, BaseException)
+        else f"send returns {answer!r}"
+    )  # fmt: skip
+    _seeded(module, path)
+
+    def send(_: dict[str, Any]) -> object:
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    wanted: type[BaseException] = (
+        type(answer) if isinstance(answer, BaseException) else module.BadAck
+    )
+    con = module.open_queue(str(path))
+    try:
+        result: object = module.run_once(con, "w1", _clock(10, 11), send, 1)
+    except BaseException as error:  # this child's own Ctrl-C and exit are send's, here
+        result = error
+    finally:
+        con.close()
+    problem = None
+    if not isinstance(result, wanted):
+        problem = f"run_once gave {result!r}; the spec's answer is to raise {wanted.__name__}"
+    else:
+        status = _status(path, "j1")
+        if status != "leased":
+            problem = f"run_once raised {wanted.__name__} but left the job {status}, not leased"
+    return _record(case, problem and f"{case}: {problem}")
+
+
+def _status(path: Path, job: str) -> str:
+    con = sqlite3.connect(path, isolation_level=None)
+    try:
+        row = con.execute("SELECT status FROM jobs WHERE id = ?", (job,)).fetchone()
+    finally:
+        con.close()
+    return "missing" if row is None else str(row[0])
 
 
 def _clock_after_send(module: ModuleType, path: Path) -> Record:

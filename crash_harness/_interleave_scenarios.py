@@ -62,8 +62,8 @@ def _dead(job_id: str) -> JobRow:
     return JobRow(job_id, 1, "dead", 3, 3, 3, NOW - 10, DEADLINE, reason="exhausted")
 
 
-def _claim(owner: str) -> LeaseOp:
-    return LeaseOp.of("claim", owner=owner, now_ms=NOW, lease_ms=LEASE_MS)
+def _claim(owner: str, now: int = NOW) -> LeaseOp:
+    return LeaseOp.of("claim", owner=owner, now_ms=now, lease_ms=LEASE_MS)
 
 
 def _finish(outcome: str, ticket: object = None) -> LeaseOp:
@@ -86,6 +86,8 @@ def _run(name: str, owner: str) -> LeaseOp:
 _TWO = Snapshot((_pending("j1"), _pending("j2")))
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("claim-claim", _TWO, ((_claim("w1"),), (_claim("w2"),))),
+    Scenario("claim-reclaim", Snapshot((_pending("j1"),)),
+             ((_claim("w1"),), (_claim("w2", NOW + LEASE_MS),))),
     Scenario("finish-finish", Snapshot((_LEASED,)), ((_finish("ok"),), (_finish("permanent"),))),
     Scenario("enqueue-enqueue", Snapshot((_pending("j1"),)),
              ((_enqueue("j2"),), (_enqueue("j2"),))),
@@ -112,7 +114,8 @@ SCENARIOS: tuple[Scenario, ...] = (
 BOUNDS: dict[str, tuple[tuple[str, int | None], ...]] = {
     "small": (("claim-claim", None), ("finish-finish", None), ("enqueue-claim-redrive", 1)),
     "ci": (
-        ("claim-claim", None), ("finish-finish", None), ("enqueue-enqueue", None),
+        ("claim-claim", None), ("claim-reclaim", None), ("finish-finish", None),
+        ("enqueue-enqueue", None),
         ("redrive-redrive", None), ("run_once-claim", None), ("run_file-enqueue", None),
         ("enqueue-enqueue-claim", 2),
     ),

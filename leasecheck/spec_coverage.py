@@ -107,7 +107,7 @@ WORKER: tuple[Clause, ...] = (
        "lease.schedules lease.single-winner lease.linearizable lease.interleavings",
        "deferred-begin", "claim-selects-outside-lock", "enqueue-check-before-begin",
        "enqueue-begins-deferred", "finish-checks-then-commits-before-update",
-       "redrive-checks-dead-before-begin"),
+       "redrive-checks-dead-before-begin", "ticket-read-after-commit"),
     _c("W3.3", "On any error before `COMMIT`: roll back everything and re-raise the original "
        "error.", f"{AG} lease.crash-points", "error-replaced-on-rollback",
        "audit-row-without-state-change", "finish-two-transactions"),
@@ -215,13 +215,14 @@ WORKER: tuple[Clause, ...] = (
     _c("W11.3", "Else call `send({'id', 'qty'})` once with a fresh dict, outside any "
        "transaction.", f"{AG} lease.duplicate-send {CFG}", "send-gets-ticket",
        "run-once-sends-twice", "send-inside-transaction"),
-    _c("W11.4", "Exactly `True` → `ok`; another return value → raise `BadAck`.", AG,
-       "truthy-ack-accepted"),
+    _c("W11.4", "Exactly `True` → `ok`; another return value → raise `BadAck`.", f"{AG} {CFG}",
+       "truthy-ack-accepted", "ack-accepts-ok-string"),
     _c("W11.5", "`Retryable` (isinstance) → `retry` with `retry_delay(attempt, 100, 1000, "
        "jitter)`;", CFG, "retryable-exact-type"),
     _c("W11.6", "`Permanent` → `permanent`.", CFG, "permanent-exact-type"),
-    _c("W11.7", "Any other exception, and BadAck, propagate and leave the job leased.", AG,
-       "unexpected-error-retried"),
+    _c("W11.7", "Any other exception, and BadAck, propagate and leave the job leased.",
+       f"{AG} {CFG}", "unexpected-error-retried", "send-oserror-retried",
+       "interrupt-hands-job-back"),
     _c("W11.8", "Then `t2 = clock()`; invalid or `t2 < t1` → `ValueError`, claim kept.",
        f"{AG} {CFG}", "backwards-clock-ignored", "second-clock-read-before-send"),
     _c("W11.9", "Then `finish(ticket, outcome, t2, delay)` with the ticket from claim (whatever "

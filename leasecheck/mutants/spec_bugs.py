@@ -731,6 +731,87 @@ BLIND: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
+        "send-oserror-retried",
+        "worker",
+        "run_once treats an OSError from send (a refused connection, a timeout) as Retryable",
+        "network errors look retryable; the spec says only Retryable is, and any other "
+        "exception propagates with the job left leased",
+        "lease.configuration",
+        (
+            (
+                '    except Retryable:\n        return "retry"',
+                '    except (Retryable, OSError):\n        return "retry"',
+            ),
+        ),
+    ),
+    Mutant(
+        "ack-accepts-ok-string",
+        "worker",
+        'run_once takes send\'s "ok" as an acknowledgement, as well as True',
+        "an HTTP client that returns the response body; the spec wants exactly True",
+        "lease.configuration",
+        (("    if result is not True:\n", '    if result is not True and result != "ok":\n'),),
+    ),
+    Mutant(
+        "interrupt-hands-job-back",
+        "worker",
+        "a KeyboardInterrupt or SystemExit during send puts the job back to pending before it "
+        "propagates: another worker claims it inside the lease",
+        "a graceful shutdown that returns its work; the spec leaves the job leased",
+        "lease.configuration",
+        (
+            (
+                '    except Permanent:\n        return "permanent", 0\n',
+                '    except Permanent:\n        return "permanent", 0\n'
+                "    except (KeyboardInterrupt, SystemExit):\n"
+                "        raise _Handback(ticket) from None\n",
+            ),
+            (
+                "    outcome, delay_ms = _deliver(send, ticket, jitter)\n",
+                "    try:\n"
+                "        outcome, delay_ms = _deliver(send, ticket, jitter)\n"
+                "    except _Handback as back:\n"
+                "        with _transaction(con):\n"
+                "            con.execute(\"UPDATE jobs SET status = 'pending', owner = NULL, \"\n"
+                '                        "lease_until = NULL WHERE id = ? AND token = ?",\n'
+                "                        (back.ticket['id'], back.ticket['token']))\n"
+                "        raise KeyboardInterrupt from None\n",
+            ),
+            (
+                "def _deliver(\n",
+                "class _Handback(BaseException):\n"
+                "    def __init__(self, ticket):  # type: ignore[no-untyped-def]\n"
+                "        self.ticket = ticket\n\n\n"
+                "def _deliver(\n",
+            ),
+        ),
+    ),
+    Mutant(
+        "ticket-read-after-commit",
+        "worker",
+        "claim builds its ticket by reading the row again after COMMIT: a claim that took "
+        "the job over in between hands its own ticket to the first claimer",
+        "returning what the row says now instead of what this transaction wrote",
+        "lease.interleavings",
+        (
+            (
+                "        ticket = _lease(con, row[0], owner, now_ms, lease_ms)\n",
+                "        _lease(con, row[0], owner, now_ms, lease_ms)\n        seq = row[0]\n",
+            ),
+            (
+                '    _hook(fault, "after-commit")\n    return ticket\n',
+                '    _hook(fault, "after-commit")\n'
+                "    found = con.execute(\n"
+                '        "SELECT id, qty, owner, token, attempts, lease_until"\n'
+                '        " FROM jobs WHERE seq = ?",\n'
+                "        (seq,),\n"
+                "    ).fetchone()\n"
+                "    keys = ('id', 'qty', 'owner', 'token', 'attempt', 'lease_until')\n"
+                "    return dict(zip(keys, found))\n",
+            ),
+        ),
+    ),
+    Mutant(
         "retry-delay-exponent-clamped",
         "worker",
         "retry_delay stops doubling after attempt 13 (2**min(attempt-1, 12)), so a small "
