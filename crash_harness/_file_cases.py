@@ -54,8 +54,18 @@ def _record(case: str, problem: str | None) -> Record:
 
 
 def _clock(*readings: int) -> Callable[[], int]:
+    """A clock that gives ``readings``, then refuses: run_once reads it twice, "`t1 =
+    clock()`" and "Then `t2 = clock()`", and a third reading is named as such."""
     values = iter(readings)
-    return lambda: next(values)
+
+    def clock() -> int:
+        for value in values:
+            return value
+        raise AssertionError(
+            f"clock() was read {len(readings) + 1} times; run_once reads it twice (t1, t2)"
+        )
+
+    return clock
 
 
 def _seeded(module: ModuleType, path: Path, jobs: int = 1) -> None:

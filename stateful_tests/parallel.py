@@ -398,11 +398,12 @@ def check_jobs_history(history: Sequence[Operation], policy: RetryPolicy = JOB_P
 
 
 def failure(
-    name: str, program: ParallelProgram, verdict: Verdict, seed: int, target: str = ""
-) -> Failure:
+    name: str, program: ParallelProgram, verdict: Verdict, seed: int, target: str = "",
+    profile: str = "ci",
+) -> Failure:  # fmt: skip
     """``failure_message`` with the history as evidence."""
     summary = f"{name}: no sequential order explains this concurrent history"
-    message = failure_message(name, program, verdict, seed, target)
+    message = failure_message(name, program, verdict, seed, target, profile)
     jobs = any(isinstance(op.call, JobOp) for op in verdict.history)
     initial = JobState() if jobs else Snapshot()  # check_jobs_history, check_lease_history
     evidence = history_evidence(verdict, summary, initial, JOB_POLICY if jobs else None)
@@ -410,8 +411,9 @@ def failure(
 
 
 def failure_message(
-    name: str, program: ParallelProgram, verdict: Verdict, seed: int, target: str = ""
-) -> str:
+    name: str, program: ParallelProgram, verdict: Verdict, seed: int, target: str = "",
+    profile: str = "ci",
+) -> str:  # fmt: skip
     """What a user reads when a parallel history has no linearization."""
     return "\n".join(
         [
@@ -421,7 +423,7 @@ def failure_message(
             " the failure does not need; the same program replays the same interleaving):",
             repr(program),
             verdict.report(),
-            f"Replay: leasecheck check{target} --profile ci --seed {seed} (the same seed "
+            f"Replay: leasecheck check{target} --profile {profile} --seed {seed} (the same seed "
             "generates the same programs and schedules).",
         ]
     )

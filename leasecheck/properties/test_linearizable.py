@@ -99,7 +99,9 @@ def test_lease_linearizable(
     def attempt(program: ParallelProgram) -> Failure | None:
         verdict = check_lease_history(run_lease_program(worker_target, scratch, program))
         ok = verdict.linearizable
-        return None if ok else failure("lease.linearizable", program, verdict, lc_seed, target)
+        if ok:
+            return None
+        return failure("lease.linearizable", program, verdict, lc_seed, target, lc_profile.name)
 
     @_settings(lc_profile)
     @given(program=lease_programs(processes=(2, max(3, min(4, lc_profile.race_processes)))))
@@ -127,7 +129,9 @@ def test_jobs_linearizable(
     def attempt(program: ParallelProgram) -> Failure | None:
         verdict = check_jobs_history(run_jobs_program(jobs_target, program))
         ok = verdict.linearizable
-        return None if ok else failure("jobs.linearizable", program, verdict, lc_seed, target)
+        if ok:
+            return None
+        return failure("jobs.linearizable", program, verdict, lc_seed, target, lc_profile.name)
 
     @_settings(lc_profile)
     @given(program=job_programs(threads=(2, max(3, min(4, lc_profile.race_processes)))))
