@@ -5,7 +5,7 @@ sure each one in ``models.edges`` is tried on every run, in a few milliseconds: 
 valid ends of every range, both invalid neighbours, every look-alike type (bool,
 float, str, None, int/str/dict subclasses), every printable character outside the
 identifier alphabet, every start state near the bounds, and for the JobQueue a
-dozen jobs, policies of up to six attempts with caps that are and are not
+dozen jobs, policies of up to sixteen attempts with caps that are and are not
 base * 2**k, and ids past J9.
 
 Each program is a few rule calls of ``LeaseAgreement`` or ``JobAgreement`` (the same

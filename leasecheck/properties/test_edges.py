@@ -4,7 +4,8 @@
 over the edge tables of ``models.edges``: both valid ends and both invalid neighbours
 of every range, the look-alike types and subclasses of every exact-type rule, every
 printable character outside the identifier alphabet, the start states near the bounds
-and, for the JobQueue, a dozen jobs and policies of up to six attempts. Random
+and, for the JobQueue, a dozen jobs, policies of up to 16 attempts and values far past
+the draws (times of 2e9, leases of a day, Unicode blanks, look-alike ids). Random
 programs (``lease.agreement``, ``jobs.agreement``) draw from the same tables; this
 makes sure each edge is tried on every run. A disagreement prints its program.
 """
