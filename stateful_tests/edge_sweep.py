@@ -102,18 +102,17 @@ class _Program:
         args = ", ".join(f"{k}={self._show(v)}" for k, v in kwargs.items())
         line = f"state.{rule}({args})"
         self.calls += 1
-        before, self.probed = self.probed, self.probed or probe
-        probe = probe and self.probes != "keep"
         try:
             result = getattr(self.machine, rule)(**kwargs)
             self._invariants()
         except AssertionError as error:
-            self.probed = before
             machine = type(self.machine).__name__
             failure = EdgeFailure(
                 self.name, machine, (*self.setup, line), str(error), evidence_of(error)
             )
             raise _Failed(failure) from None
+        self.probed = self.probed or probe
+        probe = probe and self.probes != "keep"
         if isinstance(result, MultipleResults):
             value = result.values[0] if result.values else None
         else:

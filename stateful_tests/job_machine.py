@@ -280,10 +280,10 @@ class JobAgreement(RuleBasedStateMachine):
     def _open(self, policy: RetryPolicy) -> None:
         assert self.target_class is not None
         self.policy = policy
-        other = self._another_queue(policy)
+        beside = self._another_queue(policy)
         self.target = self.target_class(self.time, policy)
         self.model = JobQueueModel(self.time, policy)
-        if other:
+        if beside:
             self._check_apart()
 
     def _another_queue(self, policy: RetryPolicy) -> bool:
