@@ -151,3 +151,25 @@ def test_nothing_is_reported_between_tests(target: ModuleType, lock: threading.L
     _thread(target.twice, lock)
     time.sleep(0.1)
     assert Looker(target, nodeid=None).for_seconds(3 * WINDOW) == []
+
+
+def test_a_watch_that_cannot_look_stops_quietly(
+    target: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error inside a look ends the watch thread (the budget still bounds the run); it
+    is not thrown into the test process as an unhandled thread exception."""
+    looker = Looker(target)
+    calls: list[int] = []
+
+    def broken() -> None:
+        calls.append(1)
+        raise OSError("a /proc this machine does not have")
+
+    monkeypatch.setattr(looker.watch, "look", broken)
+    raised: list[threading.ExceptHookArgs] = []
+    monkeypatch.setattr(threading, "excepthook", raised.append)
+    looker.watch.start()
+    looker.watch.join(timeout=5)
+    assert not looker.watch.is_alive()
+    assert calls == [1]
+    assert raised == []
