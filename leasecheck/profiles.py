@@ -66,6 +66,10 @@ class Profile:
     queue_examples_real: int = 100
     """Programs per generic agreement property on a real-clock library (``clock="real"``):
     its leases run out in real time, so each program sleeps (about 0.15 s)."""
+    token_polls: int = 65_536
+    """Polls of one job in ``jobs.edges``' token run (``stateful_tests.job_tokens``): any
+    token scheme with up to about ``token_polls**2 / 128`` values repeats within it for
+    certain (2**25 at ci, 2**33 at deep)."""
 
 
 PROFILES = {
@@ -73,7 +77,7 @@ PROFILES = {
         name="quick", max_examples=100, step_count=20, crash_states=2, random_kills=20,
         race_rounds=20, race_processes=3, parallel_histories=25, thread_rounds=6,
         explore_scope="small", shrink_seconds=15, power_histories=1, queue_examples=50,
-        queue_rounds=10, queue_examples_real=20,
+        queue_rounds=10, queue_examples_real=20, token_polls=4_096,
     ),
     "ci": Profile(
         name="ci", max_examples=1000, step_count=15, crash_states=10, random_kills=120,
@@ -84,7 +88,7 @@ PROFILES = {
         name="deep", max_examples=2000, step_count=80, crash_states=20, random_kills=1000,
         race_rounds=500, race_processes=6, parallel_histories=1000, thread_rounds=160,
         explore_scope="deep", shrink_seconds=300, power_histories=30, power_states=512,
-        queue_examples=2000, queue_rounds=400, queue_examples_real=1000,
+        queue_examples=2000, queue_rounds=400, queue_examples_real=1000, token_polls=2**20,
     ),
 }  # fmt: skip
 

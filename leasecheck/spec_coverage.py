@@ -304,11 +304,12 @@ JOBS: tuple[Clause, ...] = (
     _c("J2.12", "`retry_dead`/`cancel` in the wrong state → `IllegalStateError`.", JAG,
        "jobs-cancel-running", "jobs-retry-dead-of-pending"),
     _c("J3.1", "**Best job**: highest priority, then earliest run-at, then submission order.",
-       f"{JAG} {JMC}", "jobs-priority-reversed", "jobs-run-at-tie-break-ignored",
+       f"{JAG} {JED} {JMC}", "jobs-priority-reversed", "jobs-run-at-tie-break-ignored",
        "jobs-submission-order-ignored", "jobs-ids-compared-as-strings",
        "jobs-poll-window-of-eight", "jobs-best-job-by-one-score"),
     _c("J3.2", "**Tokens**: every successful poll makes a token never issued before (by this "
-       "queue).", JAG, "jobs-token-reuse-after-retry-dead"),
+       "queue).", f"{JAG} {JED}", "jobs-token-reuse-after-retry-dead",
+       "jobs-tokens-random-20-bits"),
     _c("J3.3", "`complete` and `fail` work only with the token of the job's current lease while "
        "it is RUNNING; anything else → `IllegalStateError` (this stops a zombie worker).",
        f"{JAG} {JED}", "jobs-stale-token-accepted", "jobs-token-compared-by-identity"),

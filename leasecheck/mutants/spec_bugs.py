@@ -1052,12 +1052,30 @@ BLIND_JOBS: tuple[Mutant, ...] = (
         "jobs.edges",
         (("        if token != job.token:", "        if token is not job.token:"),),
     ),
+    Mutant(
+        "jobs-tokens-random-20-bits",
+        "jobs",
+        "tokens are 20 random bits (`random.getrandbits(20)`): they repeat after about a "
+        "thousand polls of one queue",
+        "a random token instead of a counter, too short for the birthday bound; the blind one "
+        "was `secrets.token_hex(4)` (32 bits, repeating after about 77,000 polls), which "
+        "jobs.edges finds at deep for certain and at ci on some runs",
+        "jobs.edges",
+        (
+            ("import threading\n", "import random\nimport threading\n"),
+            (
+                "            self._last_token += 1",
+                "            self._last_token = random.getrandbits(20)",
+            ),
+        ),
+    ),
 )
 """Bugs helpers wrote blind from job-queue.md alone that every property passed: in the
 fifteenth session no property emptied a list the queue had returned, failed a job with
 a long error, or handed a token back as an equal copy past 256; in the sixteenth none
 made a second queue, walked the backoff past 6 attempts, used epoch-sized times, leases
-of a day, Unicode blanks or look-alike ids, or polled after a lease ended mid-poll."""
+of a day, Unicode blanks or look-alike ids, or polled after a lease ended mid-poll; until
+the seventeenth none polled one queue more than a few hundred times."""
 
 MUTANTS: tuple[Mutant, ...] = (
     CONFIGURATION + EDGES + SENTENCES + JOB_SENTENCES + JOB_SCOPE + LEASE_SCOPE + BLIND + BLIND_JOBS

@@ -8,6 +8,8 @@ and, for the JobQueue, a dozen jobs, policies of up to 16 attempts and values fa
 the draws (times of 2e9, leases of a day, Unicode blanks, look-alike ids). Random
 programs (``lease.agreement``, ``jobs.agreement``) draw from the same tables; this
 makes sure each edge is tried on every run. A disagreement prints its program.
+jobs.edges then polls one job tens of thousands of times (``stateful_tests.job_tokens``):
+tokens drawn at random repeat long after any machine's program has ended.
 """
 
 from __future__ import annotations
@@ -18,11 +20,16 @@ from typing import Any
 import pytest
 
 from leasecheck.plugin import Checked
+from leasecheck.profiles import Profile
 from leasecheck.stateful_tests.edge_sweep import SweepReport, sweep_jobs, sweep_lease
+from leasecheck.stateful_tests.job_tokens import many_polls
 
 
-def _verdict(report: SweepReport, checked: Checked) -> None:
-    checked(f"{report.calls} edge calls", programs=report.programs, calls=report.calls)
+def _verdict(report: SweepReport, checked: Checked, more: str = "", **figures: object) -> None:
+    checked(
+        f"{report.calls} edge calls{more}", programs=report.programs, calls=report.calls,
+        **figures,
+    )  # fmt: skip
     if report.failure is not None:
         raise report.failure.error()
 
@@ -33,5 +40,11 @@ def test_lease_edges(worker_target: ModuleType, checked: Checked) -> None:
 
 
 @pytest.mark.leasecheck("jobs.edges")
-def test_job_edges(jobs_target: type[Any], checked: Checked) -> None:
-    _verdict(sweep_jobs(jobs_target), checked)
+def test_job_edges(
+    jobs_target: type[Any], lc_profile: Profile, lc_seed: int, checked: Checked
+) -> None:
+    report = sweep_jobs(jobs_target)
+    if report.failure is not None:
+        _verdict(report, checked)
+    tokens = many_polls(jobs_target, lc_profile.token_polls, lc_seed)
+    _verdict(report, checked, f"; {tokens.describe()}", token_polls=tokens.polls)
