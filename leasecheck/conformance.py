@@ -55,6 +55,10 @@ class ConformanceReport:
     failure: str | None = None
     evidence: Evidence | None = None
     """The failing run as data: each step's model state, and the target's at the last."""
+    rebuilt: str = ""
+    """Why each source state was rebuilt by replaying its path on a new target instead of
+    copied from its parent's ('' when copied): the target's state cannot be copied, or a
+    copy behaved unlike a new instance driven along the same path."""
 
 
 class _Hook:

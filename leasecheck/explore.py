@@ -58,6 +58,8 @@ class PartReport:
     problem: str | None = None
     evidence: Evidence | None = None
     """What the failing run did, as data (a failing schedule records it)."""
+    rebuilt: str = ""
+    """Why the replay rebuilt each state from its path instead of copying it ('' if not)."""
 
     def line(self) -> str:
         if self.schedules:
@@ -70,6 +72,7 @@ class PartReport:
             f" explore={self.explore_seconds:.1f}s ({rate:.0f} states/s);"
             f" replayed {self.replayed_transitions} transitions from"
             f" {self.replayed_states} states in {self.replay_seconds:.1f}s\n  {self.scope}"
+            + (f"\n  each state rebuilt from its path: {self.rebuilt}" if self.rebuilt else "")
         )
 
 
@@ -105,6 +108,7 @@ def check_jobs_part(cls: type[Any], part: JobScope) -> PartReport:
     render = result.violation.render(system) if result.violation else None
     if _explored(report, result, render):
         replayed = replay_jobs(cls, system, result)
+        report.rebuilt = replayed.rebuilt
         report.replayed_states, report.replayed_transitions = replayed.states, replayed.transitions
         report.replay_seconds, report.problem = replayed.seconds, replayed.failure
         report.evidence = replayed.evidence

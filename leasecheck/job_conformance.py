@@ -8,8 +8,13 @@ copy, model state and operation: worlds that differ only in who holds what share
 copy, see ``_along_tree``); its result, error kind and the whole visible state
 (``view`` of every job, ``dead_letters()``) must equal the model's successor. A target
 whose state pickle cannot copy (locks are replaced by fresh ones) has each source state
-rebuilt by replaying its path instead. Target tokens are opaque: a bijection from model
-tokens is learned at each poll, and a target token seen before is a violation.
+rebuilt by replaying its path instead. So is every state of a target one of whose copies
+behaved unlike the original: a disagreement found on a copy is reported only once the
+same path, replayed on a new instance, disagrees too (a queue whose tokens are ``id()``s
+of its lease records hands a copy new ids, and the learned token no longer matches);
+when it does not, the whole replay starts again by paths. Target tokens are opaque: a
+bijection from model tokens is learned at each poll, and a target token seen before is
+a violation.
 Readings left open are accepted: a call that raises may or may not have processed
 expired leases first; whether ``retry_dead`` clears ``last_error`` is learned from the
 target once (``probe_clear_error``).
@@ -254,9 +259,9 @@ def replay_jobs(
         if problem is not None:
             report.failure = problem
         else:
-            _along_tree(system, explored, run, report)
-    except NotCopyable:
-        report = ConformanceReport()
+            _along_tree(cls, system, explored, run, report)
+    except NotCopyable as why:
+        report = ConformanceReport(rebuilt=str(why))
         _by_paths(cls, system, explored, report)
     report.seconds = time.perf_counter() - started
     return report
@@ -301,7 +306,11 @@ def _setup_failure(
 
 
 def _along_tree(
-    system: JobSystem, explored: ExploreResult[JobWorld], fresh: _Run, report: ConformanceReport
+    cls: type[Any],
+    system: JobSystem,
+    explored: ExploreResult[JobWorld],
+    fresh: _Run,
+    report: ConformanceReport,
 ) -> None:
     """Each state's target is its parent's with the tree move applied; kept until the
     state's own moves have run (the BFS frontier).
@@ -347,11 +356,32 @@ def _along_tree(
             problems = _step(run, system, edge, visible)
             if problems:
                 path = explored.path_moves(source)
+                problems = _confirmed(cls, system, path, edge, visible, problems)
                 report.failure = _explain(system, path, edge, problems)
                 report.evidence = _evidence(system, path, edge, problems[0])
                 return
             if tree:
                 at[after] = run
+
+
+def _confirmed(
+    cls: type[Any],
+    system: JobSystem,
+    path: list[tuple[Move[JobWorld], JobWorld]],
+    edge: Edge[JobWorld],
+    visible: _ModelViews,
+    on_copy: list[str],
+) -> list[str]:
+    """The disagreement ``on_copy`` (found on a copied target) as a new instance driven
+    along the same path shows it; raises ``NotCopyable`` when the new instance agrees with
+    the model: the copy, not the target, was wrong."""
+    problems = _replay_one(cls, system, path, edge, visible)
+    if not problems:
+        raise NotCopyable(
+            f"a copy of the target behaved unlike a new instance driven along the same path "
+            f"(the copy: {on_copy[0].splitlines()[0][:160]})"
+        )
+    return problems
 
 
 def _by_paths(

@@ -251,3 +251,45 @@ def test_a_jobs_difference_in_dead_letters_alone_shows_dead_letters(scratch: Pat
     failure = replay_jobs(cls, system, result).failure
     assert failure is not None
     assert "target dead_letters(): [" in failure and "model dead_letters(): [" in failure, failure
+
+
+ID_TOKENS = (
+    "            self._last_token += 1",
+    "            self._kept = [*getattr(self, '_kept', []), object()]  # alive: ids never reused\n"
+    "            self._last_token = id(self._kept[-1])",
+)
+"""Tokens that are ``id()``s of objects the queue keeps: unique for the queue's life, a
+correct reading of job-queue.md; a copy of the queue holds new objects with new ids."""
+
+
+def _id_tokens(source: str, scratch: Path, name: str) -> type:
+    assert source.count(ID_TOKENS[0]) == 1
+    path = scratch / f"{name}.py"
+    path.write_text(source.replace(*ID_TOKENS))
+    return load_jobs_target(path)
+
+
+def _readings(cls: type) -> tuple[bool, dict[str, bool]]:
+    return probe_clear_error(cls), probe_expiry_on_error(cls)
+
+
+def test_a_queue_whose_copies_differ_is_replayed_by_paths_and_holds(scratch: Path) -> None:
+    """A helper's correct queue (id() tokens) failed jobs.model-check: its pickled copies
+    refused the token learned from the original. A failure on a copy is now confirmed on
+    a new instance first; unconfirmed, the replay starts again by paths."""
+    from leasecheck.targets.loader import BUNDLED_JOBS
+
+    cls = _id_tokens(BUNDLED_JOBS.read_text(), scratch, "id_tokens")
+    system, result = explore_jobs(JOB_SCOPES["small"][0], *_readings(cls))
+    report = replay_jobs(cls, system, result)
+    assert report.failure is None, report.failure
+    assert report.rebuilt.startswith("a copy of the target behaved unlike a new instance")
+    assert report.transitions > 0
+
+
+def test_a_real_bug_of_such_a_queue_is_still_reported(scratch: Path) -> None:
+    source = by_name("jobs-ready-boundary").source()
+    cls = _id_tokens(source, scratch, "id_tokens_ready_boundary")
+    system, result = explore_jobs(JOB_SCOPES["small"][0], *_readings(cls))
+    failure = replay_jobs(cls, system, result).failure
+    assert failure is not None and "w1 polls at t=100" in failure

@@ -51,6 +51,7 @@ def test_lease_model_check(
 @pytest.mark.leasecheck("jobs.model-check")
 def test_jobs_model_check(jobs_target: type[Any], lc_profile: Profile, checked: Checked) -> None:
     states = transitions = seeded = 0
+    rebuilt = ""
     parts = job_scope_parts(lc_profile.explore_scope)
     for part in parts:
         report = check_jobs_part(jobs_target, part)
@@ -59,9 +60,11 @@ def test_jobs_model_check(jobs_target: type[Any], lc_profile: Profile, checked: 
             raise attach(error, report.evidence) if report.evidence else error
         states, transitions = states + report.states, transitions + report.replayed_transitions
         seeded += report.states if part.seed is not None else 0
+        rebuilt = rebuilt or report.rebuilt
+    how = "; each state rebuilt from its path (the target's copies cannot stand in)" * bool(rebuilt)
     checked(
-        f"{states} states, {transitions} replayed; {_job_bounds(parts)}",
-        states=states, replayed=transitions, seeded_states=seeded,
+        f"{states} states, {transitions} replayed; {_job_bounds(parts)}{how}",
+        states=states, replayed=transitions, seeded_states=seeded, rebuilt=rebuilt,
         max_jobs=max(p.jobs for p in parts), max_attempts=max(p.max_attempts for p in parts),
         depth=max((p.max_depth or 0) for p in parts),
     )  # fmt: skip
