@@ -283,7 +283,8 @@ def explore(factory: Callable[[], World[V]], bound: Bound) -> Exploration[V]:
                 result.steps += len(execution.steps)
                 continue
             finally:
-                result.complete = result.complete and not execution.bounded
+                thinned = execution.run.thinned  # a loop's pass that was not a point
+                result.complete = result.complete and not execution.bounded and not thinned
             result.explored += 1
             result.steps += len(schedule.steps)
             if verdict is not None:

@@ -186,3 +186,44 @@ def test_the_report_draws_the_failing_history_as_lanes(tmp_path: Path) -> None:
     assert {actor.name for actor in failure.evidence.actors} >= {"T1", "T2"}
     svg = draw(failure.evidence)
     assert 'data-unit="step"' in svg and "T1" in svg and "T2" in svg and "cancel" in svg
+
+
+SCAN = (
+    "        with self._lock:\n            now = self._time.now_millis()\n",
+    "        with self._lock:\n            now = self._time.now_millis()\n"
+    "            for level in range(40):  # a scan of 40 priority levels, each read\n"
+    "                self._levels_seen = level\n",
+)
+"""A poll that passes one visible line 40 times under its lock, as a bucket queue's scan
+of its priority levels does."""
+
+
+def test_a_long_loop_is_preempted_in_its_first_passes_and_then_ever_more_rarely(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each pass of a visible line used to be a point: schedules grow with the square of
+    the points (806 s for a queue scanning 256 buckets). Now the first ``LOOP_POINTS``
+    passes are points, then passes 16, 32, ...: far fewer schedules, the same verdict."""
+    cls = _edited(tmp_path, SCAN)
+    plan = [(_scenario("two polls, two ready jobs"), 2)]
+    thinned = check_scenarios(cls, plan)
+    monkeypatch.setattr(_thread_run, "LOOP_POINTS", 10**9)
+    every = check_scenarios(cls, plan)
+    assert thinned.explored * 2 < every.explored, (thinned.explored, every.explored)
+    assert thinned.steps * 4 < every.steps, (thinned.steps, every.steps)
+    assert every.text().endswith("(1 exhaustive) <=2 threads x <=1 calls, <=2 preemptions")
+    # A scenario some of whose passes were not points is not every interleaving.
+    assert thinned.text().endswith("(0 exhaustive) <=2 threads x <=1 calls, <=2 preemptions")
+
+
+def test_a_race_behind_a_long_scan_is_still_found(tmp_path: Path) -> None:
+    """jobs-poll-picks-outside-lock with 300 visible passes before its pick: the race needs
+    a switch between the unlocked pick and the lease, which the thinning keeps."""
+    source = by_name("jobs-poll-picks-outside-lock").source()
+    find = '        lease_for = _exact_int("lease_millis", lease_millis)\n'
+    assert source.count(find) == 1
+    scan = find + "        for level in range(300):\n            self._levels_seen = level\n"
+    path = tmp_path / "job_queue.py"
+    path.write_text(source.replace(find, scan))
+    record = _failure(load_jobs_target(path), "two polls, two ready jobs").leasecheck_replay
+    assert record["violation"] == "double lease"
