@@ -306,7 +306,8 @@ JOBS: tuple[Clause, ...] = (
     _c("J3.1", "**Best job**: highest priority, then earliest run-at, then submission order.",
        f"{JAG} {JED} {JMC}", "jobs-priority-reversed", "jobs-run-at-tie-break-ignored",
        "jobs-submission-order-ignored", "jobs-ids-compared-as-strings",
-       "jobs-poll-window-of-eight", "jobs-best-job-by-one-score"),
+       "jobs-poll-window-of-eight", "jobs-best-job-by-one-score",
+       "jobs-order-lost-after-32-cancels"),
     _c("J3.2", "**Tokens**: every successful poll makes a token never issued before (by this "
        "queue).", f"{JAG} {JED}", "jobs-token-reuse-after-retry-dead",
        "jobs-tokens-random-20-bits"),
@@ -319,7 +320,8 @@ JOBS: tuple[Clause, ...] = (
        "`fail` had been called at the instant `lease_until` (so its backoff counts from "
        "`lease_until`, not from now).", JAG, "jobs-expiry-anchor-now", "jobs-expiry-error-text"),
     _c("J3.6", "Expired leases are processed at the start of every `poll`, `complete` and "
-       "`fail`, before their own work;", JAG, "jobs-complete-skips-expiry"),
+       "`fail`, before their own work;", f"{JAG} {JED}", "jobs-complete-skips-expiry",
+       "jobs-expiry-batch-of-16"),
     _c("J3.7", "the other methods do not process them.", JAG, "jobs-expiry-in-view"),
     _c("J3.8", "**Retry or dead-letter**: after a failed attempt, if `attempts < max_attempts` "
        "the job is PENDING with `run_at = failure_time + backoff`,", f"{JAG} {JMC}",
@@ -328,7 +330,7 @@ JOBS: tuple[Clause, ...] = (
        "2**(n-1))`; otherwise DEAD.", f"{JAG} {JED} {JMC}", "jobs-backoff-uncapped",
        "jobs-backoff-exponent-off-by-one", "jobs-backoff-stops-doubling",
        "jobs-backoff-table-of-three", "jobs-cap-as-last-doubling",
-       "jobs-backoff-exponent-clamped"),
+       "jobs-backoff-exponent-clamped", "jobs-backoff-by-float-pow"),
     _c("J3.10", "**Exactly one worker**: with many threads polling at once, a job is never "
        "leased to two workers at the same time;", "jobs.threads jobs.interleavings",
        "jobs-unlocked-poll", "jobs-poll-picks-outside-lock", "jobs-token-read-before-lock",

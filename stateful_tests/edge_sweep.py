@@ -447,6 +447,8 @@ def _job_programs() -> Iterator[tuple[str, Callable[[_Program], None]]]:
     yield "tokens past 256", _many_tokens
     yield "large values", _large_values
     yield "look-alike ids", _look_alike_job_ids
+    yield "many jobs, most cancelled", _many_cancelled
+    yield "many leases that end together", _many_expiring
 
 
 def _backoff_walk(p: _Program, policy: RetryPolicy) -> None:
@@ -466,9 +468,13 @@ def _backoff_walk(p: _Program, policy: RetryPolicy) -> None:
     p.step("dead_letters")
 
 
-LONG_POLICIES = (RetryPolicy(16, 1, 10**9), RetryPolicy(13, 5, 5 * 2**11))
-"""Backoff doubling up to the 16th attempt under a cap it never reaches, and up to the
-13th onto a cap it meets exactly (the draws stop at 6 attempts)."""
+LONG_POLICIES = (
+    RetryPolicy(16, 1, 10**9), RetryPolicy(13, 5, 5 * 2**11), RetryPolicy(3, 2**53 + 1, 2**60),
+)  # fmt: skip
+"""Backoff doubling up to the 16th attempt under a cap it never reaches, up to the 13th
+onto a cap it meets exactly (the draws stop at 6 attempts), and backoffs past 2**53, where
+a float (``math.pow``, ``2.0 ** n``) can no longer hold every int: ``2**53 + 1`` becomes
+``2**53``."""
 
 
 def _dozen_jobs(p: _Program) -> None:
@@ -582,3 +588,40 @@ def _look_alike_job_ids(p: _Program) -> None:
             p.step("fail", True, lease=lease, job_id=near, error="e")
     if lease is not None:
         p.step("complete", lease=lease, job_id=None)
+
+
+MANY_JOBS = 70
+"""Past the thresholds a queue's housekeeping may have: a heap compacted once 32 or 64 of
+its entries are dead, expiries handled 10, 16 or 64 at a time (the machines stop at 12)."""
+
+
+def _many_cancelled(p: _Program) -> None:
+    """Seventy jobs, all but five cancelled, the five polled to the end, best first.
+
+    The first three are a heap's worst case after a compaction that filters its list
+    without restoring the heap order: J1 (priority 9, cancelled) at the top, J2 (1) and
+    J3 (5) below it, the rest (0) under them; filtered, J2 comes first, but J3 is the
+    better job."""
+    p.step("start", policy=RetryPolicy(2, 1000, 1000), backlog=Backlog())
+    for n, priority in enumerate((9, 1, 5, *(0 for _ in range(MANY_JOBS - 3))), 1):
+        p.step("submit", type="email", payload=f"p{n}", priority=priority, run_at_millis=n % 3)
+    p.step("advance_clock", to="now", offset=5)
+    kept = {2, 3, 20, 41, 62}
+    for n in range(1, MANY_JOBS + 1):
+        if n not in kept:
+            p.step("cancel", job_id=f"J{n}")
+    for _ in range(len(kept) + 1):
+        p.step("poll", worker="w1", lease_millis=1000)
+
+
+def _many_expiring(p: _Program) -> None:
+    """Seventy leases that all end at one instant; the next poll must process every one of
+    them before its own work (job-queue.md, Expiry), and fail none twice."""
+    p.step("start", policy=RetryPolicy(2, 1000, 1000), backlog=Backlog())
+    for n in range(1, MANY_JOBS + 1):
+        p.step("submit", type="email", payload=f"p{n}", priority=n % 4, run_at_millis=0)
+    for _ in range(MANY_JOBS):
+        p.step("poll", worker="w1", lease_millis=10)
+    p.step("advance_clock", to="lease_until", offset=0)
+    p.step("poll", worker="w2", lease_millis=10)
+    p.step("dead_letters")

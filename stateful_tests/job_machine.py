@@ -65,6 +65,8 @@ START_MILLIS = 0
 DEFAULT_POLICY = RetryPolicy(max_attempts=2, base_backoff_millis=10, max_backoff_millis=40)
 MAX_JOBS = 12
 """Enough for ids past J9 (J10, J12) and for tie-breaks among a dozen ready jobs."""
+TABLE_ROWS = MAX_JOBS
+"""Jobs a failure's table shows whole; past them it shows the jobs whose views differ."""
 MIN_STEPS = 40
 """The shortest step budget jobs.agreement runs: JobQueue is in memory, so a step costs
 microseconds, and the deeper bugs (a capped backoff after a job's second failure, two
@@ -710,13 +712,22 @@ class JobAgreement(RuleBasedStateMachine):
         raise attach(error, self.record.evidence(comparison.splitlines()[0]))
 
     def _table(self) -> str:
+        """Every job's view on both sides; past ``TABLE_ROWS`` jobs (an edge program's
+        seventy), only the jobs whose views differ, and a count of the rest."""
         rows = [f"  {'job':<4} {'target':<66} model"]
-        for expected in job_model.views(self.model.state):
+        views = job_model.views(self.model.state)
+        alike = 0
+        for expected in views:
             try:
                 got = brief(self.target.view(expected.id))
             except Exception as error:
                 got = f"view raised {type(error).__name__}"
+            if len(views) > TABLE_ROWS and got == brief(expected):
+                alike += 1
+                continue
             rows.append(f"  {expected.id:<4} {got:<66} {brief(expected)}")
+        if alike:
+            rows.append(f"  ({alike} more jobs, each the same on both sides)")
         return "\n".join(rows)
 
 

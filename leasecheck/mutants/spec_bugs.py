@@ -1069,13 +1069,68 @@ BLIND_JOBS: tuple[Mutant, ...] = (
             ),
         ),
     ),
+    Mutant(
+        "jobs-order-lost-after-32-cancels",
+        "jobs",
+        "once more than 32 jobs are cancelled, poll takes the ready jobs in submission order",
+        "a heap with lazy deletion compacted (dead entries filtered out) without heapify "
+        "once more than 32 are dead: the list is no longer a heap; the machines stop at 12 jobs",
+        "jobs.edges",
+        (
+            (
+                "            job.status = JobStatus.CANCELLED\n",
+                "            job.status = JobStatus.CANCELLED\n"
+                "            self._cancels = getattr(self, '_cancels', 0) + 1\n",
+            ),
+            (
+                "            job = min(ready, key=lambda j: (-j.priority, j.run_at, j.seq))",
+                "            job = (ready[0] if getattr(self, '_cancels', 0) > 32\n"
+                "                   else min(ready, key=lambda j: (-j.priority, j.run_at, j.seq)))",
+            ),
+        ),
+    ),
+    Mutant(
+        "jobs-expiry-batch-of-16",
+        "jobs",
+        "at most 16 expired leases are processed per call; the rest wait for the next call",
+        "a bounded batch of housekeeping per call (to keep a poll's latency flat): with 17 "
+        "leases ending together, one stays RUNNING past its end",
+        "jobs.edges",
+        (
+            (
+                "        for job in self._jobs.values():\n"
+                "            if job.status is JobStatus.RUNNING and now >= job.lease_until:\n",
+                "        ended = [j for j in self._jobs.values()\n"
+                "                 if j.status is JobStatus.RUNNING and now >= j.lease_until]\n"
+                "        for job in ended[:16]:\n"
+                "            if True:\n",
+            ),
+        ),
+    ),
+    Mutant(
+        "jobs-backoff-by-float-pow",
+        "jobs",
+        "backoff computed in floats (`math.pow`): past 2**53 it is rounded, `2**53 + 1` "
+        "becomes `2**53`",
+        "Java's Math.pow carried over, or `2.0 ** n`: exact for every backoff a test draws",
+        "jobs.edges",
+        (
+            ("import threading\n", "import math\nimport threading\n"),
+            (
+                "        doubled: int = self._policy.base_backoff_millis * 2 ** (attempts - 1)",
+                "        doubled: int = int(self._policy.base_backoff_millis"
+                " * math.pow(2, attempts - 1))",
+            ),
+        ),
+    ),
 )
 """Bugs helpers wrote blind from job-queue.md alone that every property passed: in the
 fifteenth session no property emptied a list the queue had returned, failed a job with
 a long error, or handed a token back as an equal copy past 256; in the sixteenth none
 made a second queue, walked the backoff past 6 attempts, used epoch-sized times, leases
 of a day, Unicode blanks or look-alike ids, or polled after a lease ended mid-poll; until
-the seventeenth none polled one queue more than a few hundred times."""
+the seventeenth none polled one queue more than a few hundred times, held more than a
+dozen jobs, or backed off past 2**53 ms."""
 
 MUTANTS: tuple[Mutant, ...] = (
     CONFIGURATION + EDGES + SENTENCES + JOB_SENTENCES + JOB_SCOPE + LEASE_SCOPE + BLIND + BLIND_JOBS
