@@ -12,6 +12,9 @@ lease-worker.md, quoted in the check that makes it:
   :memory:", "never touches existing rows";
 - every DB function: "The connection ... is not closed by the function", "no
   transaction is left open";
+- hooks: a falsy callable is still "a callable" and is called; each hook sees, through
+  the call's own connection, the changes the spec makes before it (redrive's audit row
+  before its reset: "in this order");
 - ``run_once``: ``send`` is called "outside any transaction" and between the two clock
   readings, Retryable and Permanent are matched with isinstance, and finish gets "the
   ticket from claim (whatever send did to its dict or to the DB)".
@@ -525,6 +528,8 @@ def callback_cases(module: ModuleType, directory: Path) -> list[Record]:
             _send_answer(module, directory / f"answer-{n}.db", answer)
             for n, answer in enumerate(SEND_ANSWERS)
         ),
+        _falsy_hook(module, directory / "falsy-hook.db"),
+        _hooks_see_their_changes(module, directory / "hooks-see.db"),
     ]
 
 
@@ -610,6 +615,110 @@ def _clock_after_send(module: ModuleType, path: Path) -> Record:
         f"{case}: run_once called clock and send in the order {order}; the spec's is "
         f"clock (t1), send, clock (t2)"
     ))  # fmt: skip
+
+
+class _FalsyHook(list[str]):
+    """A ``fault`` that records each point and is falsy while it has none (an empty list):
+    "`fault` is `None` (never called) or a callable taking the point name"; ``if fault:``
+    would skip it."""
+
+    def __call__(self, point: str) -> None:
+        self.append(point)
+
+
+def _falsy_hook(module: ModuleType, path: Path) -> Record:
+    case = "a falsy fault callable is called"
+    _seeded(module, path)
+    con = module.open_queue(str(path))
+    seen: dict[str, list[str]] = {}
+    try:
+        seen["claim"] = hook = _FalsyHook()
+        ticket = module.claim(con, "w1", 10, 1000, hook)
+        seen["finish"] = hook = _FalsyHook()
+        module.finish(con, ticket, "permanent", 11, 0, hook)
+        seen["redrive"] = hook = _FalsyHook()
+        module.redrive(con, "j1", 12, 1000, "n1", hook)
+    except Exception as error:
+        return _record(case, f"{case}: {error!r} with a falsy fault callable")
+    finally:
+        con.close()
+    wanted = {
+        "claim": ["after-claim", "after-commit"], "finish": ["after-finish", "after-commit"],
+        "redrive": ["after-audit", "after-redrive", "after-commit"],
+    }  # fmt: skip
+    wrong = [f"{call} called it at {seen[call]}, not {points}" for call, points in wanted.items()
+             if seen.get(call) != points]  # fmt: skip
+    return _record(case, (
+        f"{case}: a fault that is an empty list with __call__ (falsy, but callable): "
+        f"{'; '.join(wrong)}. lease-worker.md: fault is None (never called) or a callable"
+    ) if wrong else None)  # fmt: skip
+
+
+class _LookingHook:
+    """A ``fault`` that, at each point, reads every job's status and the number of audit
+    rows through the connection the call was given (inside its transaction)."""
+
+    def __init__(self, con: sqlite3.Connection) -> None:
+        self.con = con
+        self.seen: list[tuple[str, dict[str, str], int]] = []
+
+    def __call__(self, point: str) -> None:
+        rows = self.con.execute("SELECT id, status FROM jobs ORDER BY seq").fetchall()
+        audits = self.con.execute("SELECT count(*) FROM redrives").fetchone()[0]
+        self.seen.append((point, {str(job): str(status) for job, status in rows}, audits))
+
+
+def _hooks_see_their_changes(module: ModuleType, path: Path) -> Record:
+    """Each hook sees the changes the spec makes before it, in the call's own transaction:
+    claim's ``after-claim`` the quarantine ("1. quarantine ... 3. ...; fault('after-claim')")
+    and the lease; finish's ``after-finish`` the new status; redrive "in this order: insert
+    ... into redrives; fault('after-audit'); set pending ...; fault('after-redrive')"."""
+    case = "each hook sees the changes made before it"
+    con = module.open_queue(str(path))
+    try:
+        module.enqueue(con, {"id": "j1", "qty": 7}, 0, 50)  # its deadline passes at 50
+        module.enqueue(con, {"id": "j2", "qty": 7}, 0, 60000)
+        claim, finish, redrive = _LookingHook(con), _LookingHook(con), _LookingHook(con)
+        ticket = module.claim(con, "w1", 100, 1000, claim)
+        module.finish(con, ticket, "permanent", 101, 0, finish)
+        module.redrive(con, "j2", 102, 1000, "n1", redrive)
+    except Exception as error:
+        return _record(case, f"{case}: {error!r} with a fault that reads the queue")
+    finally:
+        con.close()
+    leased, dead, pending = (
+        {"j1": "dead", "j2": status} for status in ("leased", "dead", "pending")
+    )  # fmt: skip
+    wanted = {
+        "claim (j1's deadline passed, j2 claimable)": (
+            claim.seen, [("after-claim", leased, 0), ("after-commit", leased, 0)]),
+        "finish(j2, 'permanent')": (
+            finish.seen, [("after-finish", dead, 0), ("after-commit", dead, 0)]),
+        "redrive('j2')": (redrive.seen, [
+            ("after-audit", dead, 1), ("after-redrive", pending, 1), ("after-commit", pending, 1),
+        ]),
+    }  # fmt: skip
+    wrong = [_first_difference(call, seen, points)
+             for call, (seen, points) in wanted.items() if seen != points]  # fmt: skip
+    return _record(case, (
+        f"{case}: each hook read every job's status and the audit rows through the call's "
+        f"connection; {'; '.join(wrong)}"
+    ) if wrong else None)  # fmt: skip
+
+
+def _first_difference(
+    call: str, seen: list[tuple[str, dict[str, str], int]],
+    wanted: list[tuple[str, dict[str, str], int]],
+) -> str:  # fmt: skip
+    """Where a call's hooks first saw something else than the spec's order gives."""
+    for (point, statuses, audits), (_, want, want_audits) in zip(seen, wanted, strict=False):
+        if (statuses, audits) != (want, want_audits):
+            return (
+                f"{call}: at {point!r} the hook saw {statuses} and {audits} audit row(s); the "
+                f"spec's order gives {want} and {want_audits}"
+            )
+    points = [point for point, _, _ in seen]
+    return f"{call}: the hooks were called at {points}, not at {[p for p, _, _ in wanted]}"
 
 
 def _callback(

@@ -115,8 +115,8 @@ WORKER: tuple[Clause, ...] = (
        "claim-commit-hook-before-commit"),
     _c("W3.5", "Whatever happens, no transaction is left open.", f"{AG} {EDG}",
        "no-rollback-on-error", "rollback-on-exception-only"),
-    _c("W3.6", "`fault` is `None` (never called) or a callable taking the point name.", AG,
-       "hook-point-renamed"),
+    _c("W3.6", "`fault` is `None` (never called) or a callable taking the point name.",
+       f"{AG} {CFG}", "hook-point-renamed", "fault-skipped-when-falsy"),
     _c("W3.7", "Hooks are called only on the path that changed something; no hook on a "
        "no-change return (`None`, `False`).", AG, "hook-on-stale-finish"),
     # Functions
@@ -202,8 +202,9 @@ WORKER: tuple[Clause, ...] = (
        "identifier-allows-at-sign", "redrive-validates-note-late"),
     _c("W10.2", "Missing or not `dead`: `ValueError`.", AG, "redrive-of-done-job"),
     _c("W10.3", "In one transaction, in this order: insert `(id, current token, at_ms=now_ms, "
-       "note)` into `redrives`; `fault('after-audit')`;", f"{AG} lease.crash-points",
-       "audit-row-without-state-change", "redrive-audit-committed-alone"),
+       "note)` into `redrives`; `fault('after-audit')`;", f"{AG} lease.crash-points {CFG}",
+       "audit-row-without-state-change", "redrive-audit-committed-alone",
+       "redrive-resets-before-audit"),
     _c("W10.4", "set `pending, attempts=0, available_at=now_ms, deadline=now_ms+ttl_ms`, "
        "owner/lease_until/ reason NULL (qty, max_attempts and **token kept**);", AG,
        "redrive-resets-token", "redrive-bumps-token"),

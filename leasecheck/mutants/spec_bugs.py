@@ -839,12 +839,46 @@ BLIND: tuple[Mutant, ...] = (
         "lease.edges",
         (("FROM jobs WHERE id = ?", "FROM jobs WHERE id LIKE ?"),),
     ),
+    Mutant(
+        "redrive-resets-before-audit",
+        "worker",
+        "redrive resets the job before it writes the audit row: at 'after-audit' the job is "
+        "already pending",
+        "`UPDATE ... RETURNING token` first, then the audit insert with the token it returned; "
+        "a crash at either hook rolls both back, so only a hook that looks can tell",
+        "lease.configuration",
+        (
+            (
+                '        con.execute(AUDIT, (job_id, row["token"], now_ms, note))\n'
+                '        _hook(fault, "after-audit")\n'
+                '        con.execute(REDRIVE, (now_ms, now_ms + ttl_ms, row["seq"]))\n',
+                '        con.execute(REDRIVE, (now_ms, now_ms + ttl_ms, row["seq"]))\n'
+                '        con.execute(AUDIT, (job_id, row["token"], now_ms, note))\n'
+                '        _hook(fault, "after-audit")\n',
+            ),
+        ),
+    ),
+    Mutant(
+        "fault-skipped-when-falsy",
+        "worker",
+        "the fault hook is called only when it is truthy (`if fault:`): a callable that is "
+        "falsy, such as an empty list subclass that records points, is never called",
+        "`if fault:` where `if fault is not None:` was meant; every function or lambda is truthy",
+        "lease.configuration",
+        (
+            (
+                "    if fault is not None:\n        fault(point)",
+                "    if fault:\n        fault(point)",
+            ),
+        ),
+    ),
 )
 """Bugs that helpers wrote blind from lease-worker.md alone and that every property
 passed: in the fifteenth session, before the edge sweep learned near-miss tickets and
 faults that are no ``Exception``, and lease.configuration a queue file left in WAL mode;
 in the sixteenth, before it walked retry_delay's doubling to attempt 16, jitters just
-under 1 and ids that look alike."""
+under 1 and ids that look alike; in the seventeenth, before lease.configuration's hooks
+looked at the queue and one of them was falsy."""
 
 BLIND_JOBS: tuple[Mutant, ...] = (
     Mutant(
