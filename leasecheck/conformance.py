@@ -39,6 +39,7 @@ from leasecheck.models.explorer import Edge, ExploreResult, Move, concretize
 from leasecheck.models.lease_ops import LeaseOp, LeaseOutcome
 from leasecheck.targets.lease_compare import differences, error_kind
 from leasecheck.targets.lease_target import read_snapshot, write_snapshot
+from leasecheck.targets.loader import import_again
 
 __all__ = ["ConformanceReport", "InjectedFault", "replay_lease", "run_on_target", "run_record"]
 
@@ -228,7 +229,48 @@ def _explain(
         ]
     lines.append(system.describe_state(before))
     lines += [f"  -> {problem}" for problem in (again or problems)]
+    if again and not _fails_from_scratch(module, con, system, steps):
+        lines += [
+            f"Run from the start on a new queue file, with the target imported again, these "
+            f"{len(steps)} steps agree with the model at every step: the disagreement above "
+            f"needs what the target kept outside the queue file (a module-level cache or "
+            f"global) from its earlier runs on other states. lease-worker.md keeps a queue's "
+            f"state in its SQLite file; another process, or the next import, would not have "
+            f"that state.",
+        ]
     return "\n".join(lines), _evidence(system, steps, before, ran, (again or problems)[0])
+
+
+def _fails_from_scratch(
+    module: ModuleType, con: sqlite3.Connection, system: LeaseSystem, steps: list[Move[LeaseWorld]]
+) -> bool:
+    """Whether ``steps``, run one after another from the scope's start on a new file by a
+    new import of the target, still end in a disagreement (or could not be run so)."""
+    try:
+        fresh = import_again(module)
+        file = Path(con.execute("PRAGMA database_list").fetchone()[2])
+        path = file.with_name(f"{file.stem}-from-scratch{file.suffix}")
+        again = fresh.open_queue(str(path))
+    except Exception:  # no second run: the report stands as it is
+        return True
+    try:
+        write_snapshot(again, system.initial().queue)
+        for number, move in enumerate(steps, 1):
+            if LeaseSystem.record(move.op) is None:  # a tick: the next call carries its time
+                continue
+            ran = run_on_target(fresh, again, move.op)
+            if compare(_model_outcome(move), ran, again.in_transaction) or number == len(steps):
+                return bool(compare(_model_outcome(move), ran, again.in_transaction))
+        return True
+    except Exception:  # a target that cannot run them so: the report stands
+        return True
+    finally:
+        with contextlib.suppress(Exception):
+            if again.in_transaction:
+                again.execute("ROLLBACK")
+            again.close()
+        for leftover in (path, path.with_name(f"{path.name}-journal")):
+            leftover.unlink(missing_ok=True)
 
 
 def _evidence(

@@ -293,3 +293,32 @@ def test_a_real_bug_of_such_a_queue_is_still_reported(scratch: Path) -> None:
     system, result = explore_jobs(JOB_SCOPES["small"][0], *_readings(cls))
     failure = replay_jobs(cls, system, result).failure
     assert failure is not None and "w1 polls at t=100" in failure
+
+
+def test_a_failure_that_needs_a_module_cache_says_so(scratch: Path) -> None:
+    """A helper's worker kept tickets in a module-level cache: the printed shortest run
+    failed only after earlier runs had filled it, and did not replay in a new process. The
+    report now says that, having run the steps again on a new file and a new import."""
+    from leasecheck.targets import BUNDLED_WORKER
+
+    source = BUNDLED_WORKER.read_text()
+    stale = "        if row is None or _is_stale(row, ticket, now_ms):\n"
+    assert source.count(stale) == 1
+    cached = (
+        "        if (ticket['id'], ticket['token']) in _FINISHED:\n            return False\n"
+        "        _FINISHED.add((ticket['id'], ticket['token']))\n" + stale
+    )
+    path = scratch / "worker.py"
+    path.write_text(source.replace(stale, cached) + "\n_FINISHED: set[object] = set()\n")
+    module = load_worker(path)
+    system, result = explore_lease(SCOPES["ci"][0])
+    report = replay_lease(module, system, result, scratch / "queue.db")
+    assert report.failure is not None
+    assert "Run from the start on a new queue file, with the target imported again" in (
+        report.failure
+    )
+    assert not list(scratch.glob("*-from-scratch*"))
+    # The bundled worker's failures (a mutant) replay from scratch: no such note.
+    mutant = load_worker(materialize(by_name("quarantine-deadline-strict"), scratch))
+    failure = replay_lease(mutant, system, result, scratch / "mutant.db").failure
+    assert failure is not None and "imported again" not in failure
