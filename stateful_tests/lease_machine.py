@@ -297,7 +297,9 @@ class LeaseAgreement(RuleBasedStateMachine):
             now, state = self.start.state()
             message = (
                 f"{message}\nthe program's {self.start!r} wrote these rows into the file "
-                f"before its first step, with the clock at now_ms={now}:\n{state.describe()}"
+                f"before its first step, with plain INSERTs through the connection the steps "
+                f"then use (the one open_queue returned), the clock at now_ms={now}:"
+                f"\n{state.describe()}"
             )
         raise attach(AssertionError(message), self.record.evidence(said))
 
