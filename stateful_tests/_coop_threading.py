@@ -4,7 +4,8 @@ The scheduler (``stateful_tests.thread_scheduler``) runs one thread at a time. A
 real ``threading.Lock`` held by a paused thread would block the running one in the
 OS, where the scheduler cannot see it; so the target's module is loaded a second
 time (``instrument``) with its ``threading`` replaced by a namespace whose
-``Lock``, ``RLock`` and ``Condition`` are the classes below. They keep their state
+``Lock``, ``RLock``, ``Condition``, ``Semaphore``, ``BoundedSemaphore`` and ``Event`` are
+the classes below (``Event`` built, as CPython's is, on a Condition). They keep their state
 in plain attributes and ask the scheduler, through ``Switcher``, to switch before
 an acquire and after a release, and to park a thread that waits: a thread blocked
 on a held lock is known to be blocked because the lock says so, never because it
@@ -26,9 +27,13 @@ from types import FrameType, ModuleType
 from typing import Any, Protocol
 
 __all__ = [
+    "SCHEDULED_THREADS",
+    "CoopBoundedSemaphore",
     "CoopCondition",
+    "CoopEvent",
     "CoopLock",
     "CoopRLock",
+    "CoopSemaphore",
     "Switcher",
     "active",
     "caller_in",
@@ -74,9 +79,20 @@ def active() -> Switcher | None:
     return _ACTIVE[0]
 
 
+SCHEDULED_THREADS: set[int] = set()
+"""Idents of the OS threads a scheduler runs now (``scheduled``). A wait of theirs is the
+scheduler's to judge, not the blocked-call watch's (``leasecheck._blocked``): a thread
+parked in a wait the scheduler does not control is left there when the scheduler gives
+up, and the property then reads "not checked", not HUNG."""
+
+
 def scheduled(flag: bool) -> None:
     """Mark the calling OS thread as one the active scheduler runs (or not)."""
     _SCHEDULED.on = flag
+    if flag:
+        SCHEDULED_THREADS.add(threading.get_ident())
+    else:
+        SCHEDULED_THREADS.discard(threading.get_ident())
 
 
 def _switcher() -> Switcher | None:
@@ -204,6 +220,97 @@ class CoopCondition:
     notifyAll = notify_all
 
 
+class CoopSemaphore:
+    """``threading.Semaphore`` for scheduled threads, kept like ``CoopLock``: acquire and
+    release are scheduling points, and a thread that wants a permit while there is none
+    is parked (the scheduler sees it blocked, and does not choose it: ``held``)."""
+
+    def __init__(self, value: int = 1) -> None:
+        if value < 0:
+            raise ValueError("semaphore initial value must be >= 0")
+        self._value = value
+
+    def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
+        if not blocking and timeout is not None:
+            raise ValueError("can't specify timeout for non-blocking acquire")
+        switcher = _switcher()
+        if switcher:
+            switcher.point("acquire", self)
+        while self._value == 0:
+            if switcher is None:
+                raise RuntimeError(
+                    "a semaphore of the target has no permit left after every scheduled "
+                    "thread returned; each acquire needs its release"
+                )
+            if not blocking:
+                switcher.yielded()
+                return False
+            if not switcher.block(self, timed=timeout is not None):
+                return False
+        self._value -= 1
+        return True
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def release(self, n: int = 1) -> None:
+        if n < 1:
+            raise ValueError("n must be one or more")
+        self._add(n)
+        switcher = _switcher()
+        if switcher:
+            switcher.wake(self)
+            switcher.point("release", self)
+
+    def _add(self, n: int) -> None:
+        self._value += n
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+class CoopBoundedSemaphore(CoopSemaphore):
+    """``threading.BoundedSemaphore``: releasing past the initial value is a ValueError."""
+
+    def __init__(self, value: int = 1) -> None:
+        super().__init__(value)
+        self._initial_value = value
+
+    def _add(self, n: int) -> None:
+        if self._value + n > self._initial_value:
+            raise ValueError("Semaphore released too many times")
+        self._value += n
+
+
+class CoopEvent:
+    """``threading.Event`` over a cooperative Condition."""
+
+    def __init__(self) -> None:
+        self._cond = CoopCondition(CoopLock())
+        self._flag = False
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    isSet = is_set
+
+    def set(self) -> None:
+        with self._cond:
+            self._flag = True
+            self._cond.notify_all()
+
+    def clear(self) -> None:
+        with self._cond:
+            self._flag = False
+
+    def wait(self, timeout: float | None = None) -> bool:
+        with self._cond:
+            signaled = self._flag
+            if not signaled:
+                signaled = self._cond.wait(timeout)
+            return signaled
+
+
 def _namespace() -> ModuleType:
     """A ``threading`` module whose locks are the cooperative ones (the rest is real)."""
     fake = ModuleType("threading")
@@ -211,6 +318,9 @@ def _namespace() -> ModuleType:
     fake.Lock = CoopLock  # type: ignore[attr-defined]
     fake.RLock = CoopRLock  # type: ignore[attr-defined]
     fake.Condition = CoopCondition  # type: ignore[attr-defined]
+    fake.Semaphore = CoopSemaphore  # type: ignore[attr-defined]
+    fake.BoundedSemaphore = CoopBoundedSemaphore  # type: ignore[attr-defined]
+    fake.Event = CoopEvent  # type: ignore[attr-defined]
     return fake
 
 
@@ -220,15 +330,30 @@ _SWAP: dict[int, object] = {
     id(threading.Lock): CoopLock,
     id(threading.RLock): CoopRLock,
     id(threading.Condition): CoopCondition,
+    id(threading.Semaphore): CoopSemaphore,
+    id(threading.BoundedSemaphore): CoopBoundedSemaphore,
+    id(threading.Event): CoopEvent,
 }
 
 
 def _swapped(value: object) -> object:
-    """The cooperative stand-in for a threading name or a lock made at import time."""
+    """The cooperative stand-in for a threading name or a primitive made at import time."""
     if isinstance(value, _REAL_LOCK):
         return CoopLock()
     if isinstance(value, _REAL_RLOCK):
         return CoopRLock()
+    if isinstance(value, threading.BoundedSemaphore):
+        bounded = CoopBoundedSemaphore(value._initial_value)  # type: ignore[attr-defined]
+        bounded._value = value._value
+        return bounded
+    if isinstance(value, threading.Semaphore):
+        plain = CoopSemaphore()
+        plain._value = value._value
+        return plain
+    if isinstance(value, threading.Event):
+        event = CoopEvent()
+        event._flag = value.is_set()
+        return event
     return _SWAP.get(id(value), value)
 
 

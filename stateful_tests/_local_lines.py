@@ -20,7 +20,7 @@ import builtins
 import dis
 from types import CodeType, FrameType, FunctionType
 
-from leasecheck.stateful_tests._coop_threading import CoopCondition, CoopLock
+from leasecheck.stateful_tests._coop_threading import CoopCondition, CoopLock, CoopSemaphore
 
 __all__ = ["LocalLines"]
 
@@ -120,7 +120,8 @@ class LocalLines:
             return False
         if chunk.lock is not None:
             holder = frame.f_locals.get(chunk.lock[0])
-            return isinstance(getattr(holder, chunk.lock[1], None), (CoopLock, CoopCondition))
+            primitive = getattr(holder, chunk.lock[1], None)
+            return isinstance(primitive, (CoopLock, CoopCondition, CoopSemaphore))
         if not chunk.local or not self._plain(frame, chunk):
             return False
         return not chunk.returns or self._continues_locally(frame.f_back)

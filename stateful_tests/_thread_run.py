@@ -222,7 +222,7 @@ class Run:
                 raise SchedulerStuck(
                     f"no thread reached a scheduling point for {POINT_DEADLINE_S:g} s (last: "
                     f"{step}): a thread blocks on something the scheduler does not control (a "
-                    f"lock not made through the target module's threading, an Event, a Queue, "
+                    f"lock not made through the target module's threading, a queue.Queue, "
                     f"sleep) or loops outside {self.target_file}"
                 )
             seen = self.progress
@@ -349,9 +349,14 @@ class Run:
 
 
 def held(thread: ScheduledThread) -> bool:
-    """``thread``'s next step acquires a lock that another thread holds."""
+    """``thread``'s next step acquires a lock that another thread holds, or a permit of a
+    semaphore that has none left."""
     lock = thread.subject
-    if thread.step.kind != "acquire" or not isinstance(lock, coop.CoopLock):
+    if thread.step.kind != "acquire":
+        return False
+    if isinstance(lock, coop.CoopSemaphore):
+        return lock._value == 0
+    if not isinstance(lock, coop.CoopLock):
         return False
     return lock.owner is not None and not (lock.reentrant and lock.owner == thread.name)
 

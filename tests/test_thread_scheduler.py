@@ -165,6 +165,28 @@ def test_a_queue_on_an_rlock_or_a_condition_holds(tmp_path: Path, lock: str) -> 
     check_scenarios(cls, PLANS["quick"][:3])
 
 
+@pytest.mark.parametrize("mutex", ["BoundedSemaphore(1)", "Semaphore(1)"])
+def test_a_queue_on_a_semaphore_is_scheduled_as_one_on_a_lock(tmp_path: Path, mutex: str) -> None:
+    """A helper's correct queue used a BoundedSemaphore as its mutex: it read HUNG, for the
+    scheduler did not control it. Now a semaphore is a cooperative primitive: the same
+    schedules, the same exhaustive scenarios as on a Lock."""
+    on_lock = check_scenarios(load_jobs_target(), PLANS["ci"])
+    cls = _edited(tmp_path, ("self._lock = threading.Lock()", f"self._lock = threading.{mutex}"))
+    on_semaphore = check_scenarios(cls, PLANS["ci"])
+    assert on_semaphore.text() == on_lock.text()
+
+
+def test_a_race_across_a_semaphore_is_still_found(tmp_path: Path) -> None:
+    """jobs-poll-picks-outside-lock with a BoundedSemaphore for its lock: a double lease."""
+    source = by_name("jobs-poll-picks-outside-lock").source()
+    path = tmp_path / "job_queue.py"
+    lock = "self._lock = threading.Lock()"
+    assert source.count(lock) == 1
+    path.write_text(source.replace(lock, "self._lock = threading.BoundedSemaphore(1)"))
+    record = _failure(load_jobs_target(path), "two polls, two ready jobs").leasecheck_replay
+    assert record["violation"] == "double lease"
+
+
 def test_a_wait_the_scheduler_does_not_control_stops_the_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -172,7 +194,7 @@ def test_a_wait_the_scheduler_does_not_control_stops_the_run(
     cls = _edited(
         tmp_path,
         ("        with self._lock:\n            now = self._time.now_millis()\n",
-         "        threading.Event().wait(1.0)\n"
+         "        __import__('time').sleep(1.0)\n"
          "        with self._lock:\n            now = self._time.now_millis()\n"),
     )  # fmt: skip
     with pytest.raises(thread_scheduler.SchedulerStuck, match=r"does not control|did not unwind"):

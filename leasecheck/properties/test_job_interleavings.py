@@ -35,8 +35,9 @@ def test_job_interleavings(
     except SchedulerStuck as stuck:
         not_checked(
             f"the scheduler lost control of the target's threads: {stuck}",
-            "make the target wait only on threading.Lock, RLock or Condition taken from its "
-            "own module's threading (those are the ones the scheduler can switch)",
+            "make the target wait only on threading's Lock, RLock, Condition, Semaphore, "
+            "BoundedSemaphore or Event taken from its own module's threading (those are the "
+            "ones the scheduler can switch)",
         )
     if summary.explored == 0:
         not_checked("no schedule ran", "give the plan at least one scenario")
