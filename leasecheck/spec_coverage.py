@@ -124,7 +124,8 @@ WORKER: tuple[Clause, ...] = (
        "of `Exception`.", f"{AG} {CFG}", "enqueue-conflict-not-raised", "truthy-ack-accepted",
        note="a missing or misnamed class is refused by the loader (exit 2)"),
     _c("W5.1", "attempt 1–16, base_ms 1–60000, cap_ms base_ms–60000, jitter int or float (not "
-       "bool), finite, 0–1.", f"{AG} {EDG}", "cap-below-base-accepted"),
+       "bool), finite, 0–1.", f"{AG} {EDG}", "cap-below-base-accepted",
+       "jitter-isfinite-before-range"),
     _c("W5.2", "Returns `floor(min(cap_ms, base_ms * 2**(attempt-1)) * jitter)`: cap first, "
        "then jitter, then floor.", f"{AG} {EDG}", "jitter-before-cap",
        "retry-delay-exponent-clamped", "retry-delay-epsilon-before-floor"),

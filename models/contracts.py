@@ -12,6 +12,7 @@ not their numbers).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -31,6 +32,7 @@ __all__ = [
     "Snapshot",
     "Ticket",
     "same",
+    "shown",
 ]
 
 Ticket = dict[str, Any]
@@ -64,6 +66,20 @@ def same(left: object, right: object) -> bool:
         assert isinstance(right, list | tuple)
         return len(left) == len(right) and all(map(same, left, right))
     return bool(left == right)
+
+
+def shown(value: object) -> str:
+    """``repr(value)``, but an int of more than 30 digits that is a power of 10 or of 2 as
+    that power (``10**400``, ``-(2**1024)``): still a Python expression for the same int."""
+    if type(value) is not int or abs(value) < 10**30:
+        return repr(value)
+    size = abs(value)
+    for base in (10, 2):
+        exponent = round(math.log(size, base))
+        if base**exponent == size:
+            power = f"{base}**{exponent}"
+            return f"-({power})" if value < 0 else power
+    return repr(value)
 
 
 class InjectedFault(Exception):

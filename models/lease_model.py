@@ -118,7 +118,9 @@ def _time(name: str, value: object) -> int:
 
 
 def _jitter(value: object) -> float:
-    if type(value) not in (int, float) or not math.isfinite(value) or not 0 <= value <= 1:  # type: ignore[arg-type, operator]
+    # The range before isfinite: an int past a float's range (10**400) is out of range,
+    # a ValueError, where math.isfinite would raise OverflowError converting it.
+    if type(value) not in (int, float) or not 0 <= value <= 1 or not math.isfinite(value):  # type: ignore[arg-type, operator]
         raise ValueError(
             f"expected jitter to be an int or float from 0 to 1 but got jitter={value!r}"
         )

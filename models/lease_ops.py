@@ -43,6 +43,7 @@ from leasecheck.models.contracts import (
     RedriveRow,
     Snapshot,
     same,
+    shown,
 )
 
 __all__ = [
@@ -239,9 +240,9 @@ class LeaseOp:
 
     def describe(self) -> str:
         """The one line for this call: ``claim(owner='w1', now_ms=5)``, its fault after."""
-        shown = ", ".join(f"{name}={value!r}" for name, value in self.args)
+        args = ", ".join(f"{name}={shown(value)}" for name, value in self.args)
         crash = f"; the fault hook raises at {self.fault!r}" if self.fault else ""
-        return f"{self.kind}({shown}){crash}"
+        return f"{self.kind}({args}){crash}"
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {

@@ -28,6 +28,7 @@ from typing import Any
 from hypothesis.stateful import MultipleResults
 
 from leasecheck.models import edges
+from leasecheck.models.contracts import shown
 from leasecheck.models.evidence import Evidence, attach, evidence_of
 from leasecheck.models.lease_model import MAX_NOW
 from leasecheck.queue_impl.jobs import Lease, RetryPolicy
@@ -127,7 +128,7 @@ class _Program:
         return value
 
     def _show(self, value: object) -> str:
-        return self.names.get(id(value), repr(value))
+        return self.names.get(id(value), shown(value))
 
     def _invariants(self) -> None:
         for name in ("consistent", "views_agree"):
@@ -366,7 +367,7 @@ def _retry_delay_edges(p: _Program) -> None:
             args = {"attempt": 1, "base_ms": 1, "cap_ms": 1, name: value}
             ends.append((args["attempt"], args["base_ms"], args["cap_ms"], 1))
     ends += [(1, 10, 5, 1)]  # cap below base
-    ends += [(1, 1, 1, j) for j in (*s.BAD_JITTERS, math.nextafter(1.0, 2.0))]
+    ends += [(1, 1, 1, j) for j in (*s.BAD_JITTERS, math.nextafter(1.0, 2.0), *HUGE_JITTERS)]
     for attempt, base, cap, jitter in ends:
         p.step("retry_delay", True, attempt=attempt, base_ms=base, cap_ms=cap, jitter=jitter)
 
@@ -407,9 +408,15 @@ def _look_alike_ids(p: _Program) -> None:
         p.step("redrive", job=job, now=When(), ttl_ms=60000, note="n1", fault=None, bad=None)
 
 
+HUGE_JITTERS = (10**400, -(10**400), 2**1024)
+"""Ints past a float's range: out of 0..1, so a ValueError ("A format or range error is a
+`ValueError`"). ``math.isfinite`` or ``float()`` on them raises OverflowError, which a
+check of finiteness before the range lets out (a helper's worker did)."""
+
+
 def _jitters_and_paths(p: _Program) -> None:
     _first(p)
-    for jitter in s.BAD_JITTERS:
+    for jitter in (*s.BAD_JITTERS, *HUGE_JITTERS):
         p.step("run_once", True, owner="w1", clock=Clock(), send=Send(), jitter=jitter,
                lease_ms=10)  # fmt: skip
     for path in ("missing", "directory", "fifo"):

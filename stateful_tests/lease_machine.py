@@ -51,7 +51,7 @@ from hypothesis.stateful import (
 )
 
 import leasecheck.models.lease_model as lease_model
-from leasecheck.models.contracts import LeaseQueue, Snapshot
+from leasecheck.models.contracts import LeaseQueue, Snapshot, shown
 from leasecheck.models.edges import DictSubclass, IntSubclass, StrSubclass
 from leasecheck.models.evidence import Recorder, attach
 from leasecheck.models.lease_model import MAX_NOW, MAX_TOKEN, LeaseModel, retry_delay_readings
@@ -610,7 +610,7 @@ class LeaseAgreement(RuleBasedStateMachine):
 
     @rule(attempt=s.attempts, base_ms=s.base_delays, cap_ms=s.cap_delays, jitter=s.delay_jitters)
     def retry_delay(self, attempt: object, base_ms: object, cap_ms: object, jitter: object) -> None:
-        call = f"retry_delay({attempt!r}, {base_ms!r}, {cap_ms!r}, {jitter!r})"
+        call = f"retry_delay({shown(attempt)}, {shown(base_ms)}, {shown(cap_ms)}, {shown(jitter)})"
         self._doing("queue", "retry_delay", self.now, call)
         target = self._attempt(
             Side("target", self.module),

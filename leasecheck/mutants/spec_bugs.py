@@ -840,6 +840,21 @@ BLIND: tuple[Mutant, ...] = (
         (("FROM jobs WHERE id = ?", "FROM jobs WHERE id LIKE ?"),),
     ),
     Mutant(
+        "jitter-isfinite-before-range",
+        "worker",
+        "jitter is checked for finiteness before its range: an int past a float's range "
+        "(10**400) raises OverflowError, not ValueError",
+        "`math.isfinite(j) and 0 <= j <= 1`: the natural order, and every float passes "
+        "through it alike; only an int too big for a float tells",
+        "lease.edges",
+        (
+            (
+                "    if not (0 <= jitter <= 1 and math.isfinite(jitter)):",
+                "    if not (math.isfinite(jitter) and 0 <= jitter <= 1):",
+            ),
+        ),
+    ),
+    Mutant(
         "redrive-resets-before-audit",
         "worker",
         "redrive resets the job before it writes the audit row: at 'after-audit' the job is "
@@ -878,7 +893,7 @@ passed: in the fifteenth session, before the edge sweep learned near-miss ticket
 faults that are no ``Exception``, and lease.configuration a queue file left in WAL mode;
 in the sixteenth, before it walked retry_delay's doubling to attempt 16, jitters just
 under 1 and ids that look alike; in the seventeenth, before lease.configuration's hooks
-looked at the queue and one of them was falsy."""
+looked at the queue and one of them was falsy, and before a jitter past a float's range."""
 
 BLIND_JOBS: tuple[Mutant, ...] = (
     Mutant(
