@@ -83,6 +83,23 @@ def load_module(path: str | Path, role: str) -> ModuleType:
     return module
 
 
+def import_again(module: ModuleType) -> ModuleType:
+    """A second, independent import of a target already loaded by ``load_module``: its
+    module-level state starts afresh, as in a new process. It is never cached."""
+    file = Path(str(module.__file__))
+    name = f"{module.__name__}_again"
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:
+        raise TargetError(f"{str(file)!r} cannot be imported again")
+    again = importlib.util.module_from_spec(spec)
+    sys.modules[name] = again  # dataclasses and the like look their module up while it runs
+    try:
+        spec.loader.exec_module(again)
+    finally:
+        sys.modules.pop(name, None)
+    return again
+
+
 def load_worker(path: str | Path | None = None) -> ModuleType:
     """Load a lease worker target (default: the bundled ``queue_impl/worker.py``)."""
     module = load_module(path or BUNDLED_WORKER, "lease worker")
