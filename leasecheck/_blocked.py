@@ -18,10 +18,6 @@ does: lease-worker.md says "No randomness, no sleep" and its busy timeout is 1 s
 JobQueue is in memory and its clock is the caller's. A target that merely runs slowly
 uses CPU and is never called blocked (its budget still bounds it).
 
-Threads a thread scheduler runs (jobs.interleavings, jobs.linearizable) are left to it:
-one waiting on something the scheduler does not control is parked there by the scheduler
-itself, which then gives up, and the property reads "not checked" (exit 2), not HUNG.
-
 The watch then writes one ``blocked`` event, with every thread's stack, the blocked one
 first; the runner names the operation, marks the property HUNG and runs the properties
 that had not finished again without it (``runner``). The watch runs only when the runner
@@ -43,7 +39,6 @@ from types import FrameType
 from typing import Any, Final
 
 from leasecheck._wire import TARGETS_ENV
-from leasecheck.stateful_tests._coop_threading import SCHEDULED_THREADS
 
 __all__ = ["BLOCKED_AFTER", "Watch", "start"]
 
@@ -99,8 +94,6 @@ class Watch(threading.Thread):
         nodeid, now = self.current(), time.monotonic()
         frames = sys._current_frames()
         frames.pop(threading.get_ident(), None)
-        for ident in SCHEDULED_THREADS:  # a scheduler's threads: it judges their waits
-            frames.pop(ident, None)
         seen: dict[int, _Still] = {}
         for ident, top in frames.items():
             if nodeid is None or not self._inside_target(top):

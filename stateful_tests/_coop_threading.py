@@ -27,7 +27,6 @@ from types import FrameType, ModuleType
 from typing import Any, Protocol
 
 __all__ = [
-    "SCHEDULED_THREADS",
     "CoopBoundedSemaphore",
     "CoopCondition",
     "CoopEvent",
@@ -79,20 +78,9 @@ def active() -> Switcher | None:
     return _ACTIVE[0]
 
 
-SCHEDULED_THREADS: set[int] = set()
-"""Idents of the OS threads a scheduler runs now (``scheduled``). A wait of theirs is the
-scheduler's to judge, not the blocked-call watch's (``leasecheck._blocked``): a thread
-parked in a wait the scheduler does not control is left there when the scheduler gives
-up, and the property then reads "not checked", not HUNG."""
-
-
 def scheduled(flag: bool) -> None:
     """Mark the calling OS thread as one the active scheduler runs (or not)."""
     _SCHEDULED.on = flag
-    if flag:
-        SCHEDULED_THREADS.add(threading.get_ident())
-    else:
-        SCHEDULED_THREADS.discard(threading.get_ident())
 
 
 def _switcher() -> Switcher | None:

@@ -173,23 +173,3 @@ def test_a_watch_that_cannot_look_stops_quietly(
     assert not looker.watch.is_alive()
     assert calls == [1]
     assert raised == []
-
-
-def test_a_thread_a_scheduler_runs_is_left_to_the_scheduler(
-    target: ModuleType, lock: threading.Lock
-) -> None:
-    """A helper's correct JobQueue on a BoundedSemaphore read HUNG in jobs.interleavings:
-    its thread was parked in a wait the scheduler did not then control, by the scheduler.
-    A scheduled thread's wait is the scheduler's to judge (``SCHEDULED_THREADS``)."""
-    from leasecheck.stateful_tests import _coop_threading as coop
-
-    def scheduled_twice(held: threading.Lock) -> None:
-        coop.scheduled(True)
-        target.twice(held)
-
-    _thread(scheduled_twice, lock)
-    time.sleep(0.1)
-    try:
-        assert Looker(target).for_seconds(3 * WINDOW) == []
-    finally:
-        coop.SCHEDULED_THREADS.clear()
