@@ -259,8 +259,9 @@ def _fails_from_scratch(
             if LeaseSystem.record(move.op) is None:  # a tick: the next call carries its time
                 continue
             ran = run_on_target(fresh, again, move.op)
-            if compare(_model_outcome(move), ran, again.in_transaction) or number == len(steps):
-                return bool(compare(_model_outcome(move), ran, again.in_transaction))
+            problems = compare(_model_outcome(move), ran, again.in_transaction)
+            if problems or number == len(steps):
+                return bool(problems)
         return True
     except Exception:  # a target that cannot run them so: the report stands
         return True

@@ -26,6 +26,8 @@ from pathlib import Path
 from types import FrameType, ModuleType
 from typing import Any, Protocol
 
+from leasecheck.targets.loader import execute
+
 __all__ = [
     "CoopBoundedSemaphore",
     "CoopCondition",
@@ -267,7 +269,7 @@ class CoopBoundedSemaphore(CoopSemaphore):
     def _add(self, n: int) -> None:
         if self._value + n > self._initial_value:
             raise ValueError("Semaphore released too many times")
-        self._value += n
+        super()._add(n)
 
 
 class CoopEvent:
@@ -358,13 +360,7 @@ def _load(file: Path) -> ModuleType:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, file)
     assert spec is not None and spec.loader is not None, file
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[name]
-        raise
+    module = execute(spec)
     _patch(module.__dict__)
     for value in list(vars(module).values()):
         if isinstance(value, type) and value.__module__ == name:

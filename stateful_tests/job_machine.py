@@ -722,10 +722,11 @@ class JobAgreement(RuleBasedStateMachine):
                 got = brief(self.target.view(expected.id))
             except Exception as error:
                 got = f"view raised {type(error).__name__}"
-            if len(views) > TABLE_ROWS and got == brief(expected):
+            wanted = brief(expected)
+            if len(views) > TABLE_ROWS and got == wanted:
                 alike += 1
                 continue
-            rows.append(f"  {expected.id:<4} {got:<66} {brief(expected)}")
+            rows.append(f"  {expected.id:<4} {got:<66} {wanted}")
         if alike:
             rows.append(f"  ({alike} more jobs, each the same on both sides)")
         return "\n".join(rows)

@@ -45,7 +45,8 @@ token it ever issued gets slower with each poll and stops here, with its count."
 _UNHASHABLE_POLLS: Final = 1_024
 """Polls compared pairwise when a token cannot be hashed (the contract leaves the token's
 type open): each is compared with every earlier one."""
-_POLICY_TEXT: Final = "RetryPolicy(1, 1, 1)"
+_POLICY: Final = RetryPolicy(1, 1, 1)
+"""One attempt: each failed lease makes the job DEAD, and retry_dead brings it back."""
 
 
 class _StandingClock:
@@ -83,7 +84,7 @@ def many_polls(target_class: type[Any], polls: int, seed: int) -> TokenRun:
 
 def _run(target_class: type[Any], polls: int) -> TokenRun:
     run = TokenRun(asked=polls)
-    queue = _step("JobQueue(...)", 0, target_class, _StandingClock(), RetryPolicy(1, 1, 1))
+    queue = _step("JobQueue(...)", 0, target_class, _StandingClock(), _POLICY)
     job = _step(f'submit("t", "p", 0, {NOW})', 0, queue.submit, "t", "p", 0, NOW)
     issued: dict[object, int] = {}
     unhashable: list[tuple[int, object]] = []
@@ -140,7 +141,7 @@ def _step(what: str, n: int, call: Any, *args: object) -> Any:
 
 def _path() -> str:
     return (
-        f"one job on a queue with {_POLICY_TEXT} and the clock standing at {NOW}; each cycle "
+        f"one job on a queue with {_POLICY!r} and the clock standing at {NOW}; each cycle "
         f"polls it (lease_millis={LEASE_MILLIS}), fails that lease with error None (one "
         "attempt allowed: the job is DEAD) and retries it with retry_dead (PENDING, attempts "
         "0, run_at = now)"

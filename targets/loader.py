@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import sys
+from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -70,16 +71,27 @@ def load_module(path: str | Path, role: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, file)
     if spec is None or spec.loader is None:
         raise TargetError(f"{role} {str(path)!r} cannot be imported as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        return execute(spec)
     except BaseException as error:  # a target may even raise SystemExit while importing
-        del sys.modules[name]
         raise TargetError(
             f"{role} {str(path)!r} failed to import: {type(error).__name__}: {error}; "
             f"fix the file so that `python {file}` runs without error"
         ) from error
+
+
+def execute(spec: ModuleSpec) -> ModuleType:
+    """The module of ``spec`` (which has a loader), run; it is in ``sys.modules`` under
+    its name while it runs (dataclasses and the like look their module up) and after,
+    and is taken out again if running it raises."""
+    assert spec.loader is not None, spec
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[spec.name]
+        raise
     return module
 
 
@@ -87,16 +99,11 @@ def import_again(module: ModuleType) -> ModuleType:
     """A second, independent import of a target already loaded by ``load_module``: its
     module-level state starts afresh, as in a new process. It is never cached."""
     file = Path(str(module.__file__))
-    name = f"{module.__name__}_again"
-    spec = importlib.util.spec_from_file_location(name, file)
+    spec = importlib.util.spec_from_file_location(f"{module.__name__}_again", file)
     if spec is None or spec.loader is None:
         raise TargetError(f"{str(file)!r} cannot be imported again")
-    again = importlib.util.module_from_spec(spec)
-    sys.modules[name] = again  # dataclasses and the like look their module up while it runs
-    try:
-        spec.loader.exec_module(again)
-    finally:
-        sys.modules.pop(name, None)
+    again = execute(spec)
+    del sys.modules[spec.name]
     return again
 
 
