@@ -27,6 +27,7 @@ real time, and are bounded by their budget alone.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import threading
@@ -40,7 +41,7 @@ from typing import Any, Final
 
 from leasecheck._wire import TARGETS_ENV
 
-__all__ = ["BLOCKED_AFTER", "Watch", "start"]
+__all__ = ["BLOCKED_AFTER", "Watch", "current_frames", "start"]
 
 BLOCKED_AFTER: Final = 10.0
 """Seconds a thread must stay still, and the whole process tree idle, to be blocked: ten
@@ -92,7 +93,7 @@ class Watch(threading.Thread):
 
     def look(self) -> None:
         nodeid, now = self.current(), time.monotonic()
-        frames = sys._current_frames()
+        frames = current_frames()
         frames.pop(threading.get_ident(), None)
         seen: dict[int, _Still] = {}
         for ident, top in frames.items():
@@ -145,6 +146,28 @@ class Watch(threading.Thread):
             "event": "blocked", "nodeid": still.nodeid, "pid": os.getpid(),
             "seconds": round(now - still.since, 1), "threads": stacks,
         })  # fmt: skip
+
+
+def current_frames() -> dict[int, FrameType]:
+    """``sys._current_frames()`` with the cyclic collector off for the call.
+
+    Up to CPython 3.11, ``sys._current_frames()`` holds the runtime's lock of thread
+    states while it makes a frame object for each thread; a collection that starts there
+    and frees a ``threading.local`` (its dealloc takes that same lock) deadlocks the whole
+    process: the caller waits for a lock it holds, with the GIL (CPython gh-106883; 3.12
+    runs the collector only between bytecodes). The thread scheduler frees thousands of
+    ``threading.local`` objects a second, and this watch calls ``sys._current_frames()``
+    every ``TICK``: a jobs.interleavings run stopped with every thread idle, once in
+    several gate runs, and read HUNG when its budget ran out. No collection can start
+    inside the call now. Another thread's ``gc.disable()`` made in the same instant would
+    be undone; nothing in a check does that."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return sys._current_frames()
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _thread_cpu(ident: int) -> float | None:

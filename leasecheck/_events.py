@@ -25,7 +25,6 @@ import json
 import os
 import resource
 import signal
-import sys
 import time
 import traceback
 from collections.abc import Iterator
@@ -88,7 +87,7 @@ def _dump_stacks(signum: int, frame: FrameType | None) -> None:
         return
     threads = [
         [[f.filename, f.lineno, f.name] for f in traceback.extract_stack(top)]
-        for top in sys._current_frames().values()
+        for top in _blocked.current_frames().values()
     ]
     record = {"pid": os.getpid(), "nodeid": _current.get("nodeid"), "threads": threads}
     path = Path(directory) / f"{os.getpid()}.json"

@@ -173,3 +173,57 @@ def test_a_watch_that_cannot_look_stops_quietly(
     assert not looker.watch.is_alive()
     assert calls == [1]
     assert raised == []
+
+
+FRAMES_UNDER_GC = """
+import faulthandler, gc, sys, threading
+from leasecheck._blocked import current_frames
+
+faulthandler.dump_traceback_later(40, exit=True)  # a deadlock prints its stacks and exits 1
+
+
+def deep(stop, n):  # frames with no frame object yet: the call makes them, and may collect
+    return deep(stop, n - 1) if n else stop.wait(0.0005)
+
+
+def worker(stop):
+    while not stop.is_set():
+        deep(stop, 30)
+
+
+class Holder:
+    def __init__(self):
+        self.local = threading.local()
+        self.me = self  # a cycle: only a collection frees it, and its threading.local
+
+
+stop = threading.Event()
+for _ in range(4):
+    threading.Thread(target=worker, args=(stop,), daemon=True).start()
+gc.set_threshold(20, 5, 5)
+for _ in range(20_000):
+    for _ in range(30):
+        Holder()
+    current_frames()
+assert gc.isenabled()
+stop.set()
+print("done")
+"""
+
+
+def test_looking_at_every_thread_cannot_deadlock_the_process(tmp_path: Path) -> None:
+    """CPython gh-106883: up to 3.11, a collection inside ``sys._current_frames()`` that
+    frees a ``threading.local`` deadlocks the process (the watch held the runtime's lock
+    and waited for it again, with the GIL). The thread scheduler frees such objects by
+    the thousand, and a jobs.interleavings run sat idle until its budget ran out. Without
+    the guard in ``current_frames`` this script hangs within its first thousand calls
+    on 3.11.7 (seen 5 of 5); 3.12 and later never collect there, so it passes either way."""
+    script = tmp_path / "frames_under_gc.py"
+    script.write_text(FRAMES_UNDER_GC)
+    try:
+        done = subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+        )
+    except subprocess.TimeoutExpired as stuck:  # the faulthandler's exit did not come
+        pytest.fail(f"sys._current_frames() under the collector hung: {stuck}")
+    assert done.returncode == 0 and done.stdout.strip() == "done", done.stderr[-3000:]
