@@ -12,6 +12,8 @@ leave behind, each checked on real files and real processes:
   target's ``enqueue`` is timed; the wait is judged as a ratio to the promised second
   (``BUSY_RATIO``) so that it holds on a loaded machine but not for 0 s or 5 s. The holder
   lets go after ``HOLD_S`` whatever happens, so a target that waits for ever is bounded;
+- *half a schema*: a file that holds one table and not the other gets the missing one,
+  and the one there keeps its rows ("only if absent; never touches existing rows");
 - *schema in one transaction*: "creates both tables in one transaction only if absent".
   A child runs the target's ``open_queue`` on a missing file and is SIGKILLed before each
   SQL statement it runs in turn (``set_trace_callback``); the file it leaves must hold
@@ -102,6 +104,8 @@ def check_configuration(module: ModuleType, directory: Path) -> ConfigReport:
     report = ConfigReport()
     for problem in _pragmas(module, directory / "pragmas.db"):
         report.add("pragmas", problem)
+    for name in SPEC_TABLES:
+        report.add("half schema", _half_schema(module, directory / f"only-{name}.db", name))
     with Engine() as engine:
         _busy(module, directory / "busy.db", engine, report)
         _schema_kills(module, directory, engine, report)
@@ -159,6 +163,46 @@ def _pragmas(module: ModuleType, path: Path) -> list[str | None]:
         "the file header says WAL mode" if path.read_bytes()[18:20] == WAL_HEADER else None,
         *(_table(name, tables.get(name)) for name in SPEC_TABLES),
     ]
+
+
+HALF_SCHEMA_ROWS: Final = {
+    "jobs": "INSERT INTO jobs (id, qty, status, attempts, max_attempts, token, available_at, "
+    "deadline) VALUES ('kept', 7, 'pending', 0, 3, 0, 0, 60000)",
+    "redrives": "INSERT INTO redrives (id, token, at_ms, note) VALUES ('kept', 1, 5, 'n')",
+}
+
+
+def _half_schema(module: ModuleType, path: Path, only: str) -> str | None:
+    """A file that holds one of the two tables (with a row) and not the other: a schema
+    left half made by another program or an older version. lease-worker.md: the tables
+    are "created exactly as below (``CREATE TABLE IF NOT EXISTS``)", and open_queue
+    "creates both tables ... only if absent; never touches existing rows": each missing
+    table is created, and the one there keeps its row. A target that takes the jobs
+    table for the whole schema leaves no redrives table, and its first redrive fails."""
+    made = sqlite3.connect(path, isolation_level=None)
+    try:
+        made.execute(SPEC_TABLES[only])
+        made.execute(HALF_SCHEMA_ROWS[only])
+        before = made.execute(f"SELECT * FROM {only}").fetchall()
+    finally:
+        made.close()
+    try:
+        module.open_queue(str(path)).close()
+    except Exception as error:
+        return f"open_queue on a file holding only the {only} table raised {error!r}"
+    second = sqlite3.connect(path)
+    try:
+        tables = dict(second.execute("SELECT name, sql FROM sqlite_master WHERE type='table'"))
+        after = second.execute(f"SELECT * FROM {only}").fetchall()
+    finally:
+        second.close()
+    for name in SPEC_TABLES:
+        problem = _table(name, tables.get(name))
+        if problem:
+            return f"on a file holding only the {only} table, {problem}"
+    if after != before:
+        return f"open_queue changed the rows of the {only} table: {before!r} became {after!r}"
+    return None
 
 
 def _expect(what: str, got: object, wanted: object, sentence: str) -> str | None:

@@ -16,7 +16,16 @@ from leasecheck.crash_harness.configuration import BUSY_RATIO, check_configurati
 from leasecheck.mutants import by_name, materialize
 from leasecheck.targets.loader import load_worker
 
-GROUPS = ("pragmas", "busy timeout", "schema kills", "resources", "paths", "read-only", "callbacks")
+GROUPS = (
+    "pragmas",
+    "half schema",
+    "busy timeout",
+    "schema kills",
+    "resources",
+    "paths",
+    "read-only",
+    "callbacks",
+)
 
 
 def test_bundled_worker_passes_every_group(scratch: Path) -> None:
@@ -37,6 +46,10 @@ def test_bundled_worker_passes_every_group(scratch: Path) -> None:
         ),
         ("busy-timeout-zero", "times the promised timeout=1 (accepted: 0.5x to 3x)"),
         ("schema-two-transactions", "both tables must be created in one transaction"),
+        (
+            "schema-only-when-jobs-absent",
+            "on a file holding only the jobs table, open_queue created no table 'redrives'",
+        ),
         ("run-file-leaks-on-failure", "left 1 file descriptor(s) open"),
         ("run-file-accepts-fifo", "run_file on a FIFO: raised OperationalError"),
         ("retryable-exact-type", "send raises a Retryable subclass: run_once returned"),

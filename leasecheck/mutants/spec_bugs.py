@@ -77,6 +77,23 @@ CONFIGURATION: tuple[Mutant, ...] = (
         (_CREATE, "        con.execute(JOBS_TABLE)\n        con.execute(REDRIVES_TABLE)\n"),
     ),
     _config(
+        "schema-only-when-jobs-absent",
+        "open_queue creates the tables only when the jobs table is missing, so a file "
+        "holding jobs but no redrives table never gets one",
+        "an 'is the database initialised?' check that looks at one table and takes it for "
+        "the whole schema",
+        (
+            _CREATE,
+            "        present = con.execute(\n"
+            "            \"SELECT 1 FROM sqlite_master WHERE type='table' AND name='jobs'\"\n"
+            "        ).fetchone()\n"
+            "        if present is None:\n"
+            "            with _transaction(con):\n"
+            "                con.execute(JOBS_TABLE)\n"
+            "                con.execute(REDRIVES_TABLE)\n",
+        ),
+    ),
+    _config(
         "schema-without-unique-id",
         "the jobs table is created without UNIQUE on id (the spec's statement has it)",
         "a hand-written schema that drops a constraint the code 'already checks'",
