@@ -75,11 +75,15 @@ def probe_clear_error(cls: type[Any]) -> bool:
         return False
 
 
+PROBED_ERRORS = ("KeyError", "IllegalStateError")
+"""The errors of complete and fail whose reading of expiry ``probe_expiry_on_error`` learns."""
+
+
 def probe_expiry_on_error(cls: type[Any]) -> dict[str, bool]:
     """For complete/fail that raise KeyError or IllegalStateError: whether the target
     processed expired leases before raising (the spec leaves it open)."""
     readings = {}
-    for kind, job_id in (("KeyError", "J9"), ("IllegalStateError", "J1")):
+    for kind, job_id in zip(PROBED_ERRORS, ("J9", "J1"), strict=True):
         try:
             clock = SettableClock(10)
             queue = cls(clock, RetryPolicy(2, 1, 1))
@@ -238,7 +242,37 @@ def _check(
     seen = run.views(move.state.state)
     if all(seen != visible(state) for state in readings):
         problems.append(f"the visible state differs; {_difference(seen, visible(readings[0]))}")
+    elif seen != visible(readings[0]) and _finish_kind(move.op) and error in system.expire_on_error:
+        problems.append(_other_reading(system, move.op, error, seen, visible(readings[0])))
     return problems
+
+
+def _finish_kind(op: object) -> str | None:
+    """``complete`` or ``fail`` when ``op`` is one of those calls, else None."""
+    kind = op[0] if isinstance(op, tuple) and op else None
+    return kind if kind in ("complete", "fail") else None
+
+
+def _other_reading(system: JobSystem, op: object, error: str | None, seen: Any, wanted: Any) -> str:
+    """A complete or fail raised, and the target kept the other reading of expiry than the
+    one the model follows (``probe_expiry_on_error``, which also judges a reading by what
+    it sees). job-queue.md processes expired leases "at the start of every poll, complete
+    and fail, before their own work"; whether a call that then raises keeps that is left
+    open, but one queue keeps to one reading: a queue that checks the token before it
+    processes expired leases does both (it raises at once on a token it never issued, and
+    processes first when the token is the job's own but its lease has lapsed). Reported at
+    this call, not at a later one that only shows the state it left. Only where the model's
+    reading was learned from the target (an exploration given no readings takes both)."""
+    probed = system.expire_on_error[str(error)]
+    here, there = ("did not process", "processed") if probed else ("processed", "did not process")
+    return (
+        f"{_finish_kind(op)} raised {error} and {here} the expired leases first; at the start "
+        f"of the run, a complete with a token this queue never issued, on a lapsed lease, "
+        f'raised {error} and {there} them. job-queue.md processes expired leases "at the start '
+        f'of every poll, complete and fail, before their own work"; whether a call that '
+        f"then raises keeps that is left open, but not both in one queue; "
+        f"{_difference(seen, wanted)}"
+    )
 
 
 def _difference(seen: tuple[list[Any], list[Any]], wanted: tuple[list[Any], list[Any]]) -> str:

@@ -323,8 +323,8 @@ JOBS: tuple[Clause, ...] = (
        "`fail` had been called at the instant `lease_until` (so its backoff counts from "
        "`lease_until`, not from now).", JAG, "jobs-expiry-anchor-now", "jobs-expiry-error-text"),
     _c("J3.6", "Expired leases are processed at the start of every `poll`, `complete` and "
-       "`fail`, before their own work;", f"{JAG} {JED}", "jobs-complete-skips-expiry",
-       "jobs-expiry-batch-of-16"),
+       "`fail`, before their own work;", f"{JAG} {JED} {JMC}", "jobs-complete-skips-expiry",
+       "jobs-expiry-batch-of-16", "jobs-token-checked-before-expiry"),
     _c("J3.7", "the other methods do not process them.", JAG, "jobs-expiry-in-view"),
     _c("J3.8", "**Retry or dead-letter**: after a failed attempt, if `attempts < max_attempts` "
        "the job is PENDING with `run_at = failure_time + backoff`,", f"{JAG} {JMC}",

@@ -210,6 +210,26 @@ def test_jobs_boundary_mutant_is_caught(scratch: Path) -> None:
     assert failure is not None and "w1 polls at t=100" in failure
 
 
+def test_a_queue_of_both_readings_of_expiry_is_caught_at_the_call(scratch: Path) -> None:
+    """A complete that checks the token before it processes expired leases: a token it
+    never issued is refused at once (the probe's reading: not processed), the job's own
+    lapsed token after processing them. Each call alone is a reading the replay accepts;
+    the failure is named at the call that took the other one, not at a later call that
+    only shows the state it left (a helper's blind bug: the report printed the model's
+    reading as if the spec required it)."""
+    cls = load_jobs_target(materialize(by_name("jobs-token-checked-before-expiry"), scratch))
+    readings = _readings(cls)
+    assert readings[1] == {"KeyError": False, "IllegalStateError": False}
+    system, result = explore_jobs(JOB_SCOPES["ci"][0], *readings)
+    failure = replay_jobs(cls, system, result).failure
+    assert failure is not None
+    assert "complete raised IllegalStateError and processed the expired leases first" in failure
+    assert "raised IllegalStateError and did not process them" in failure
+    assert "but not both in one queue" in failure
+    steps = [line for line in failure.splitlines() if line.strip()[:3] in ("1. ", "4. ", "5. ")]
+    assert [s.strip()[:2] for s in steps] == ["1.", "4."], failure
+
+
 def test_cli_usage_error_and_bad_target(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as usage:
         cli_main(["explore", "--scope", "huge"])
