@@ -324,7 +324,10 @@ JOBS: tuple[Clause, ...] = (
        "`lease_until`, not from now).", JAG, "jobs-expiry-anchor-now", "jobs-expiry-error-text"),
     _c("J3.6", "Expired leases are processed at the start of every `poll`, `complete` and "
        "`fail`, before their own work;", f"{JAG} {JED} {JMC}", "jobs-complete-skips-expiry",
-       "jobs-expiry-batch-of-16", "jobs-token-checked-before-expiry"),
+       "jobs-expiry-batch-of-16", "jobs-token-checked-before-expiry",
+       note="whether a complete or fail that then raises keeps the processing is taken as "
+       "open: the model follows the reading the target shows first, and a queue that shows "
+       "both is VIOLATED at the call"),
     _c("J3.7", "the other methods do not process them.", JAG, "jobs-expiry-in-view"),
     _c("J3.8", "**Retry or dead-letter**: after a failed attempt, if `attempts < max_attempts` "
        "the job is PENDING with `run_at = failure_time + backoff`,", f"{JAG} {JMC}",
