@@ -328,7 +328,8 @@ JOBS: tuple[Clause, ...] = (
        note="whether a complete or fail that then raises keeps the processing is taken as "
        "open: the model follows the reading the target shows first, and a queue that shows "
        "both is VIOLATED at the call"),
-    _c("J3.7", "the other methods do not process them.", JAG, "jobs-expiry-in-view"),
+    _c("J3.7", "the other methods do not process them.", JAG, "jobs-expiry-in-view",
+       "jobs-cancel-refusal-expires"),
     _c("J3.8", "**Retry or dead-letter**: after a failed attempt, if `attempts < max_attempts` "
        "the job is PENDING with `run_at = failure_time + backoff`,", f"{JAG} {JMC}",
        "jobs-max-attempts-off-by-one", "jobs-attempts-capped-at-five"),

@@ -102,6 +102,17 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     _jobs(
+        "jobs-cancel-refusal-expires",
+        "cancel processes expired leases before it refuses a job that is not PENDING (the "
+        "spec: only poll, complete and fail process them)",
+        "a refusal path that 'tidies up' first, so a failed cancel of a lapsed job retries it",
+        (
+            "            if job.status is not JobStatus.PENDING:\n                raise",
+            "            if job.status is not JobStatus.PENDING:\n"
+            "                self._expire_leases(self._time.now_millis())\n                raise",
+        ),
+    ),
+    _jobs(
         "jobs-backoff-uncapped",
         "backoff not capped at max_backoff_millis",
         "exponential backoff without a ceiling: a job retried after hours instead of a minute",
