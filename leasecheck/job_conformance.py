@@ -237,7 +237,7 @@ def _check(
         if problem:
             problems.append(problem)
     readings = [move.state.state]
-    if move.error is not None:
+    if move.error is not None and _processes_expiry(move.op):
         readings.append(jm.expire(edge.source.state, system.policy, edge.source.now))
     seen = run.views(move.state.state)
     if all(seen != visible(state) for state in readings):
@@ -245,6 +245,13 @@ def _check(
     elif seen != visible(readings[0]) and _finish_kind(move.op) and error in system.expire_on_error:
         problems.append(_other_reading(system, move.op, error, seen, visible(readings[0])))
     return problems
+
+
+def _processes_expiry(op: object) -> bool:
+    """A call that raised may have processed expired leases first, a reading left open,
+    only if it is one that processes them: job-queue.md, "at the start of every poll,
+    complete and fail ...; the other methods do not process them"."""
+    return isinstance(op, tuple) and bool(op) and op[0] in ("poll", "complete", "fail")
 
 
 def _finish_kind(op: object) -> str | None:

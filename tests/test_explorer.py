@@ -230,6 +230,17 @@ def test_a_queue_of_both_readings_of_expiry_is_caught_at_the_call(scratch: Path)
     assert [s.strip()[:2] for s in steps] == ["1.", "4."], failure
 
 
+def test_a_refused_cancel_that_processes_expired_leases_is_caught(scratch: Path) -> None:
+    """job-queue.md: "the other methods do not process them". A call that raised was
+    accepted in either reading of expiry, a cancel's too; only poll, complete and fail
+    may process expired leases before raising."""
+    cls = load_jobs_target(materialize(by_name("jobs-cancel-refusal-expires"), scratch))
+    system, result = explore_jobs(JOB_SCOPES["ci"][0], *_readings(cls))
+    failure = replay_jobs(cls, system, result).failure
+    assert failure is not None
+    assert "4. cancel('J1') at t=101" in failure and "5. " not in failure, failure
+
+
 def test_cli_usage_error_and_bad_target(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as usage:
         cli_main(["explore", "--scope", "huge"])
