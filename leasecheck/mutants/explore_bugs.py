@@ -13,6 +13,11 @@ from ._catalogue import Mutant
 
 __all__ = ["MUTANTS"]
 
+_COMPLETE_START = (
+    "            job = self._find(job_id)\n"
+    "            self._expire_leases(self._time.now_millis())\n"
+)
+
 MUTANTS: tuple[Mutant, ...] = (
     # Moved here from worker_bugs: the random programs of lease.agreement reach this
     # one-millisecond boundary only on some seeds; the explorer visits it every time.
@@ -91,6 +96,23 @@ MUTANTS: tuple[Mutant, ...] = (
             (
                 "if job.status is JobStatus.RUNNING and now >= job.lease_until:",
                 "if job.status is JobStatus.RUNNING and now >= job.lease_until - 1:",
+            ),
+        ),
+    ),
+    Mutant(
+        "jobs-token-checked-before-expiry",
+        "jobs",
+        "complete checks the token before it processes expired leases: a token never issued "
+        "is refused without processing them, the job's own lapsed token after processing them",
+        "a 'cheap rejection of zombies first' added at the top of complete",
+        "jobs.model-check",
+        (
+            (
+                _COMPLETE_START,
+                _COMPLETE_START.replace(
+                    "self._expire_leases",
+                    'self._check_lease(job, token, "complete")\n            self._expire_leases',
+                ),
             ),
         ),
     ),

@@ -13,10 +13,6 @@ __all__ = ["MUTANTS"]
 
 _BEST = "key=lambda j: (-j.priority, j.run_at, j.seq)"
 _EXPIRY_TEST = "if job.status is JobStatus.RUNNING and now >= job.lease_until:"
-_COMPLETE_START = (
-    "            job = self._find(job_id)\n"
-    "            self._expire_leases(self._time.now_millis())\n"
-)
 _POLL_LOCK = "        with self._lock:\n            now = self._time.now_millis()\n"
 
 
@@ -184,19 +180,5 @@ MUTANTS: tuple[Mutant, ...] = (
             "if job_type is None or not job_type.strip():",
             "if job_type is None or not job_type:",
         ),
-    ),
-    _jobs(
-        "jobs-token-checked-before-expiry",
-        "complete checks the token before it processes expired leases: a token never issued "
-        "is refused without processing them, the job's own lapsed token after processing them",
-        "a 'cheap rejection of zombies first' added at the top of complete",
-        (
-            _COMPLETE_START,
-            _COMPLETE_START.replace(
-                "self._expire_leases",
-                'self._check_lease(job, token, "complete")\n            self._expire_leases',
-            ),
-        ),
-        caught_by="jobs.model-check",
     ),
 )
