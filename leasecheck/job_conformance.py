@@ -236,31 +236,26 @@ def _check(
         problem = _compare_result(move.result, result)
         if problem:
             problems.append(problem)
+    assert isinstance(move.op, tuple), move.op
+    kind = move.op[0]
     readings = [move.state.state]
-    if move.error is not None and _processes_expiry(move.op):
+    if move.error is not None and kind in EXPIRING_CALLS:
         readings.append(jm.expire(edge.source.state, system.policy, edge.source.now))
-    seen = run.views(move.state.state)
+    seen, wanted = run.views(move.state.state), visible(readings[0])
     if all(seen != visible(state) for state in readings):
-        problems.append(f"the visible state differs; {_difference(seen, visible(readings[0]))}")
-    elif seen != visible(readings[0]) and _finish_kind(move.op) and error in system.expire_on_error:
-        problems.append(_other_reading(system, move.op, error, seen, visible(readings[0])))
+        problems.append(f"the visible state differs; {_difference(seen, wanted)}")
+    elif seen != wanted and kind in ("complete", "fail") and error in system.expire_on_error:
+        problems.append(_other_reading(system, kind, error, seen, wanted))
     return problems
 
 
-def _processes_expiry(op: object) -> bool:
-    """A call that raised may have processed expired leases first, a reading left open,
-    only if it is one that processes them: job-queue.md, "at the start of every poll,
-    complete and fail ...; the other methods do not process them"."""
-    return isinstance(op, tuple) and bool(op) and op[0] in ("poll", "complete", "fail")
+EXPIRING_CALLS = ("poll", "complete", "fail")
+"""The calls that process expired leases (job-queue.md: "at the start of every poll,
+complete and fail ...; the other methods do not process them"): only one of them that
+raised may have processed them first, a reading left open."""
 
 
-def _finish_kind(op: object) -> str | None:
-    """``complete`` or ``fail`` when ``op`` is one of those calls, else None."""
-    kind = op[0] if isinstance(op, tuple) and op else None
-    return kind if kind in ("complete", "fail") else None
-
-
-def _other_reading(system: JobSystem, op: object, error: str | None, seen: Any, wanted: Any) -> str:
+def _other_reading(system: JobSystem, kind: str, error: str, seen: Any, wanted: Any) -> str:
     """A complete or fail raised, and the target kept the other reading of expiry than the
     one the model follows (``probe_expiry_on_error``, which also judges a reading by what
     it sees). job-queue.md processes expired leases "at the start of every poll, complete
@@ -270,10 +265,10 @@ def _other_reading(system: JobSystem, op: object, error: str | None, seen: Any, 
     processes first when the token is the job's own but its lease has lapsed). Reported at
     this call, not at a later one that only shows the state it left. Only where the model's
     reading was learned from the target (an exploration given no readings takes both)."""
-    probed = system.expire_on_error[str(error)]
+    probed = system.expire_on_error[error]
     here, there = ("did not process", "processed") if probed else ("processed", "did not process")
     return (
-        f"{_finish_kind(op)} raised {error} and {here} the expired leases first; at the start "
+        f"{kind} raised {error} and {here} the expired leases first; at the start "
         f"of the run, a complete with a token this queue never issued, on a lapsed lease, "
         f'raised {error} and {there} them. job-queue.md processes expired leases "at the start '
         f'of every poll, complete and fail, before their own work"; whether a call that '
